@@ -1,0 +1,74 @@
+//! Fixed window counter, windows aligned to the clock.
+//!
+//! Time is cut into windows `[kW, (k+1)W)`; each key counts the cost admitted in the current
+//! window and a request is admitted when `count + cost <= limit`. The count restarts at every
+//! boundary, for every key at once.
+//!
+//! Pros: the simplest state (a count and a window number); memory does not depend on the
+//! limit. Cons: a client can spend the limit at the end of one window and again at the start
+//! of the next, so up to `2 * limit` pass in an interval much shorter than `W`; clients
+//! waiting for the reset all come back at the same instant (add jitter client-side).
+//!
+//! Only admitted requests are counted (counting rejections would not change who is
+//! admitted, only the stored number). Time that goes backwards stays in the stored window.
+//!
+//! ```
+//! use tollgate::algorithms::fixed_window;
+//! use tollgate::Quota;
+//! use core::num::NonZeroU32;
+//! let q = Quota::per_second(NonZeroU32::new(3).unwrap());
+//! let ms = 1_000_000;
+//! let mut state = None;
+//! let mut admitted = 0;
+//! // 3 at 0.9 s and 3 at 1.0 s: six in 100 ms, twice the limit, around the boundary.
+//! for t in [900, 900, 900, 900, 1000, 1000, 1000, 1000] {
+//!     let (d, s) = fixed_window::decide(&q, state, t * ms, 1);
+//!     state = s;
+//!     admitted += d.allowed as u32;
+//! }
+//! assert_eq!(admitted, 6);
+//! ```
+
+use crate::math::sat_nanos;
+use crate::{Decision, Nanos, Quota};
+
+/// A fixed window's state. No state means nothing counted in the current window.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+pub struct FixedWindowState {
+    /// The window number `k` (window `[kW, (k+1)W)`).
+    pub window: u64,
+    /// Cost admitted in that window.
+    pub count: u64,
+}
+
+/// Decides one request of `cost` at `now`.
+pub fn decide(
+    quota: &Quota,
+    state: Option<FixedWindowState>,
+    now: Nanos,
+    cost: u64,
+) -> (Decision, Option<FixedWindowState>) {
+    let w = quota.window();
+    let current = now / w;
+    let (window, mut count) = match state {
+        Some(s) if s.window >= current => (s.window, s.count),
+        _ => (current, 0),
+    };
+    let end = (window as u128 + 1) * w as u128;
+    let now_eff = (now as u128).max(window as u128 * w as u128);
+    let until_end = sat_nanos(end - now_eff);
+    let allowed = count.saturating_add(cost) <= quota.limit();
+    if allowed {
+        count += cost;
+    }
+    let decision = Decision {
+        allowed,
+        limit: quota.limit(),
+        remaining: quota.limit().saturating_sub(count),
+        reset_after: if count > 0 { until_end } else { 0 },
+        retry_after: if allowed { 0 } else { until_end },
+        delay: 0,
+    };
+    (decision, (count > 0).then_some(FixedWindowState { window, count }))
+}

@@ -1,0 +1,69 @@
+//! Leaky bucket as a meter (a policer).
+//!
+//! The bucket keeps only a level: each admitted request adds its cost, and the level drains
+//! at `limit/window`. A request is admitted when `level + cost <= capacity`; nothing waits.
+//! It is the token bucket's mirror image (`tokens = capacity - level`): the two admit exactly
+//! the same requests, which a property test checks. Prefer it when "how full is the
+//! bucket" reads more naturally than "how many tokens are left".
+//!
+//! Time that goes backwards counts as no time passing.
+//!
+//! ```
+//! use tollgate::algorithms::leaky_bucket;
+//! use tollgate::{Bucket, Quota};
+//! use core::num::NonZeroU32;
+//! let bucket = Bucket::new(Quota::per_second(NonZeroU32::new(1).unwrap()));
+//! let (a, s) = leaky_bucket::decide(&bucket, None, 0, 1);
+//! let (b, _) = leaky_bucket::decide(&bucket, s, 400_000_000, 1);
+//! assert!(a.allowed && !b.allowed);
+//! assert_eq!(b.retry_after, 600_000_000);
+//! ```
+
+use crate::math::scaled_to_nanos;
+use crate::{Bucket, Decision, Nanos};
+
+/// A leaky bucket meter's state. The bucket is empty when there is no state.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+pub struct LeakyBucketState {
+    /// The level times the window length (ns), so leaks are exact.
+    pub level: u128,
+    /// The instant of the last leak.
+    pub last: Nanos,
+}
+
+/// Decides one request of `cost` at `now`.
+pub fn decide(
+    bucket: &Bucket,
+    state: Option<LeakyBucketState>,
+    now: Nanos,
+    cost: u64,
+) -> (Decision, Option<LeakyBucketState>) {
+    let limit = bucket.rate().limit();
+    let window = bucket.rate().window() as u128;
+    let capacity = bucket.capacity() as u128 * window;
+    let (mut level, last) = match state {
+        None => (0, now),
+        Some(s) => {
+            let leaked = now.saturating_sub(s.last) as u128 * limit as u128;
+            (s.level.saturating_sub(leaked), s.last.max(now))
+        }
+    };
+    let add = cost as u128 * window;
+    let allowed = level.saturating_add(add) <= capacity;
+    let retry_after = if allowed {
+        level += add;
+        0
+    } else {
+        scaled_to_nanos(level.saturating_add(add) - capacity, limit)
+    };
+    let decision = Decision {
+        allowed,
+        limit: bucket.capacity(),
+        remaining: (capacity.saturating_sub(level) / window) as u64,
+        reset_after: scaled_to_nanos(level, limit),
+        retry_after,
+        delay: 0,
+    };
+    (decision, (level > 0).then_some(LeakyBucketState { level, last }))
+}

@@ -1,0 +1,84 @@
+//! Leaky bucket as a queue (a shaper).
+//!
+//! Requests join a queue of `capacity` slots that drains at `limit/window`, one request every
+//! `window/limit`. An admitted request leaves at `max(now, last_departure) + cost *
+//! window/limit` and its [`Decision::delay`] is that instant minus `now`: the first request
+//! into an empty queue leaves one interval after it arrives. Requests still waiting at `now`
+//! occupy the queue; a request that does not fit is rejected. The upstream never sees more
+//! than the drain rate, whatever the bursts; the price is latency, at most
+//! `capacity * window/limit`.
+//!
+//! The seeds' example: 9 requests at once, 6 slots, one every 0.5 s: 6 leave at 0.5, 1.0,
+//! ..., 3.0 s and 3 are rejected.
+//!
+//! ```
+//! use tollgate::algorithms::leaky_queue;
+//! use tollgate::{Bucket, Quota};
+//! use core::num::{NonZeroU32, NonZeroU64};
+//! let queue = Bucket::new(Quota::per_second(NonZeroU32::new(2).unwrap()))
+//!     .with_capacity(NonZeroU64::new(6).unwrap()).unwrap();
+//! let mut state = None;
+//! let mut delays = Vec::new();
+//! let mut rejected = 0;
+//! for _ in 0..9 {
+//!     let (d, s) = leaky_queue::decide(&queue, state, 0, 1);
+//!     state = s;
+//!     if d.allowed { delays.push(d.delay / 1_000_000) } else { rejected += 1 }
+//! }
+//! assert_eq!(delays, [500, 1000, 1500, 2000, 2500, 3000]);
+//! assert_eq!(rejected, 3);
+//! ```
+
+use crate::math::scaled_to_nanos;
+use crate::{Bucket, Decision, Nanos};
+
+/// A leaky queue's state: when the last queued request leaves. Empty when there is no state.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+pub struct LeakyQueueState {
+    /// Departure of the last queued request, in nanoseconds times `limit`.
+    pub last_departure: u128,
+}
+
+/// Decides one request of `cost` at `now`: admitted with a delay, or rejected.
+pub fn decide(
+    bucket: &Bucket,
+    state: Option<LeakyQueueState>,
+    now: Nanos,
+    cost: u64,
+) -> (Decision, Option<LeakyQueueState>) {
+    let limit = bucket.rate().limit();
+    let interval = bucket.rate().window() as u128;
+    let slots = bucket.capacity() as u128 * interval;
+    let now_s = now as u128 * limit as u128;
+    let tail = state.map_or(now_s, |s| s.last_departure.max(now_s));
+    let backlog = tail - now_s;
+    let add = cost as u128 * interval;
+    let allowed = backlog.saturating_add(add) <= slots;
+    let (tail, delay, retry_after) = if allowed && cost > 0 {
+        (
+            tail.saturating_add(add),
+            scaled_to_nanos(backlog.saturating_add(add), limit),
+            0,
+        )
+    } else if allowed {
+        (tail, 0, 0)
+    } else {
+        (tail, 0, scaled_to_nanos(backlog.saturating_add(add) - slots, limit))
+    };
+    let waiting = tail - now_s;
+    let decision = Decision {
+        allowed,
+        limit: bucket.capacity(),
+        remaining: (bucket.capacity() as u128).saturating_sub(waiting.div_ceil(interval)) as u64,
+        reset_after: scaled_to_nanos(waiting, limit),
+        retry_after,
+        delay,
+    };
+    (
+        decision,
+        (waiting > 0).then_some(LeakyQueueState {
+            last_departure: tail,
+        }),
+    )
+}

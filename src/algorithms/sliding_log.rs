@@ -1,0 +1,100 @@
+//! Sliding log: exact, keeps every admitted request in the window.
+//!
+//! Each key keeps the instants (and costs) of its admitted requests. At `t`, entries at or
+//! before `t - W` have expired (the window is `(t - W, t]`); the request is admitted when the
+//! cost still in the window plus its own is at most `limit`. Only admitted requests are
+//! logged. It never admits more than `limit` in any window of length `W`.
+//!
+//! Pros: exact, no boundary effect, no estimate. Cons: memory grows with the traffic, up to
+//! `limit` entries per key (requests admitted at the same instant share one entry).
+//!
+//! Time that goes backwards is treated as the newest logged instant.
+//!
+//! ```
+//! use tollgate::algorithms::sliding_log;
+//! use tollgate::Quota;
+//! use core::num::NonZeroU32;
+//! let q = Quota::per_second(NonZeroU32::new(2).unwrap());
+//! let ms = 1_000_000;
+//! let (_, s) = sliding_log::decide(&q, None, 0, 1);
+//! let (_, s) = sliding_log::decide(&q, s, 600 * ms, 1);
+//! let (d, s) = sliding_log::decide(&q, s, 999 * ms, 1);
+//! assert!(!d.allowed);
+//! assert_eq!(d.retry_after, ms); // the entry at 0 expires at exactly 1 s
+//! let (d, _) = sliding_log::decide(&q, s, 1000 * ms, 1);
+//! assert!(d.allowed);
+//! ```
+
+use alloc::collections::VecDeque;
+
+use crate::math::sat_nanos;
+use crate::{Decision, Nanos, Quota};
+
+/// One logged instant and the cost admitted at it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+pub struct Entry {
+    /// When the cost was admitted.
+    pub at: Nanos,
+    /// The cost admitted at that instant.
+    pub cost: u64,
+}
+
+/// A sliding log's state: admitted entries, oldest first. No state means an empty log.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Default)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+pub struct SlidingLogState {
+    /// Admitted entries still in the window, oldest first.
+    pub entries: VecDeque<Entry>,
+}
+
+/// Decides one request of `cost` at `now`.
+pub fn decide(
+    quota: &Quota,
+    state: Option<SlidingLogState>,
+    now: Nanos,
+    cost: u64,
+) -> (Decision, Option<SlidingLogState>) {
+    let w = quota.window() as u128;
+    let limit = quota.limit();
+    let mut log = state.unwrap_or_default();
+    let now = log.entries.back().map_or(now, |e| e.at.max(now));
+    while log
+        .entries
+        .front()
+        .is_some_and(|e| e.at as u128 + w <= now as u128)
+    {
+        log.entries.pop_front();
+    }
+    let used = log.entries.iter().fold(0u64, |a, e| a.saturating_add(e.cost));
+    let allowed = used.saturating_add(cost) <= limit;
+    let mut retry_after = 0;
+    if !allowed {
+        let mut freed = 0;
+        for e in &log.entries {
+            freed = (freed + e.cost).min(used);
+            if (used - freed).saturating_add(cost) <= limit {
+                retry_after = sat_nanos(e.at as u128 + w - now as u128);
+                break;
+            }
+        }
+    } else if cost > 0 {
+        match log.entries.back_mut() {
+            Some(last) if last.at == now => last.cost = last.cost.saturating_add(cost),
+            _ => log.entries.push_back(Entry { at: now, cost }),
+        }
+    }
+    let used = if allowed { used.saturating_add(cost) } else { used };
+    let decision = Decision {
+        allowed,
+        limit,
+        remaining: limit.saturating_sub(used),
+        reset_after: log
+            .entries
+            .back()
+            .map_or(0, |e| sat_nanos(e.at as u128 + w - now as u128)),
+        retry_after,
+        delay: 0,
+    };
+    (decision, (!log.entries.is_empty()).then_some(log))
+}

@@ -1,0 +1,41 @@
+use crate::{ceil_millis, Nanos};
+
+/// The answer to one request: the same shape in Rust, JSON, JavaScript and WIT.
+///
+/// Durations are nanoseconds here; bindings present them in whole milliseconds rounded up
+/// ([`crate::ceil_millis`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+pub struct Decision {
+    /// Whether the request was admitted (and its cost charged).
+    pub allowed: bool,
+    /// The most a key can have: bucket capacity, window limit, or maximum in flight.
+    pub limit: u64,
+    /// How much cost the key could still spend right now, after this decision.
+    pub remaining: u64,
+    /// Time until the key is back to fresh (a full bucket, empty windows, an empty log or
+    /// queue), if nothing more arrives.
+    pub reset_after: Nanos,
+    /// Time until this same request would be admitted; zero when allowed. For the
+    /// concurrency limit it is zero as well: a slot frees when a holder releases it, which
+    /// no clock can predict.
+    pub retry_after: Nanos,
+    /// Leaky-bucket queue only: how long the admitted request waits in the queue before it
+    /// may proceed. Zero for every other algorithm and for rejected requests.
+    pub delay: Nanos,
+}
+
+impl Decision {
+    /// `reset_after` in whole milliseconds, rounded up.
+    pub const fn reset_after_ms(&self) -> u64 {
+        ceil_millis(self.reset_after)
+    }
+    /// `retry_after` in whole milliseconds, rounded up.
+    pub const fn retry_after_ms(&self) -> u64 {
+        ceil_millis(self.retry_after)
+    }
+    /// `delay` in whole milliseconds, rounded up.
+    pub const fn delay_ms(&self) -> u64 {
+        ceil_millis(self.delay)
+    }
+}

@@ -1,0 +1,433 @@
+//! A keyed in-memory limiter: one state per key, memory bounded, safe to share between
+//! threads.
+//!
+//! * **Fresh keys are not stored.** When a decision leaves a key fresh (a full bucket,
+//!   empty windows), the key is removed; memory only holds keys that are actually limited.
+//! * **At most `max_keys` keys** per limit; when full, the least recently used key is
+//!   evicted (exact LRU within a shard; large limiters are split into 16 shards, each with
+//!   its share of `max_keys`). An evicted key starts fresh: eviction trades memory for a
+//!   little leniency toward the longest-idle keys, never for over-charging.
+//! * **Stacks and fair share** decide all or nothing across their limits, with the locks of
+//!   every limit held together (always taken in the same order, so never deadlocking).
+//!
+//! ```
+//! use std::num::NonZeroUsize;
+//! use tollgate::keyed::KeyedLimiter;
+//! let limiter = KeyedLimiter::new("2/s".parse().unwrap(), NonZeroUsize::new(1000).unwrap());
+//! assert!(limiter.check("alice", 0, 1).unwrap().allowed);
+//! assert!(limiter.check("alice", 0, 1).unwrap().allowed);
+//! assert!(!limiter.check("alice", 0, 1).unwrap().allowed);
+//! assert!(limiter.check("bob", 0, 1).unwrap().allowed);
+//! assert_eq!(limiter.len(), 2);
+//! // A second later both buckets are full again: peeking reports it, and the keys are gone.
+//! assert_eq!(limiter.peek("alice", 1_000_000_000).unwrap().remaining, 2);
+//! ```
+
+use alloc::borrow::ToOwned;
+use alloc::boxed::Box;
+use alloc::vec::Vec;
+use core::borrow::Borrow;
+use core::hash::{BuildHasher, Hash};
+use core::num::NonZeroUsize;
+use std::sync::{Mutex, MutexGuard};
+
+use hashbrown::{DefaultHashBuilder, HashTable};
+
+use crate::fair_share::{skips_tenant_window, FairShare};
+use crate::stack::{combine, StackDecision};
+use crate::{decide, release, DecideError, Decision, Field, Nanos, Policy, PolicyError, Rule, State};
+
+const NIL: u32 = u32::MAX;
+
+struct Slot<K> {
+    key: K,
+    state: State,
+    prev: u32,
+    next: u32,
+}
+
+/// One shard: a hash table of slab indices, and the slab threaded on an LRU list.
+struct Shard<K> {
+    table: HashTable<u32>,
+    slots: Vec<Slot<K>>,
+    free: Vec<u32>,
+    /// Most recently used.
+    head: u32,
+    /// Least recently used.
+    tail: u32,
+    cap: usize,
+}
+
+impl<K: Hash + Eq> Shard<K> {
+    fn new(cap: usize) -> Self {
+        Shard {
+            table: HashTable::new(),
+            slots: Vec::new(),
+            free: Vec::new(),
+            head: NIL,
+            tail: NIL,
+            cap,
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.table.len()
+    }
+
+    fn find<Q>(&self, hash: u64, key: &Q) -> Option<u32>
+    where
+        K: Borrow<Q>,
+        Q: Eq + ?Sized,
+    {
+        self.table
+            .find(hash, |&i| self.slots[i as usize].key.borrow() == key)
+            .copied()
+    }
+
+    fn unlink(&mut self, i: u32) {
+        let (prev, next) = (self.slots[i as usize].prev, self.slots[i as usize].next);
+        if prev == NIL {
+            self.head = next;
+        } else {
+            self.slots[prev as usize].next = next;
+        }
+        if next == NIL {
+            self.tail = prev;
+        } else {
+            self.slots[next as usize].prev = prev;
+        }
+    }
+
+    fn push_front(&mut self, i: u32) {
+        self.slots[i as usize].prev = NIL;
+        self.slots[i as usize].next = self.head;
+        if self.head != NIL {
+            self.slots[self.head as usize].prev = i;
+        } else {
+            self.tail = i;
+        }
+        self.head = i;
+    }
+
+    fn remove(&mut self, hash: u64, i: u32) {
+        self.unlink(i);
+        if let Ok(entry) = self.table.find_entry(hash, |&j| j == i) {
+            entry.remove();
+        }
+        self.free.push(i);
+    }
+
+    /// Stores `state` for `key` (found at `at`, or new), making it the most recent; `None`
+    /// removes the key.
+    fn put<S: BuildHasher>(
+        &mut self,
+        hasher: &S,
+        hash: u64,
+        at: Option<u32>,
+        key: impl FnOnce() -> K,
+        state: Option<State>,
+    ) {
+        match (at, state) {
+            (Some(i), None) => self.remove(hash, i),
+            (Some(i), Some(s)) => {
+                self.slots[i as usize].state = s;
+                self.unlink(i);
+                self.push_front(i);
+            }
+            (None, None) => {}
+            (None, Some(s)) => {
+                if self.len() >= self.cap && self.tail != NIL {
+                    let lru = self.tail;
+                    let h = hasher.hash_one(&self.slots[lru as usize].key);
+                    self.remove(h, lru);
+                }
+                let slot = Slot {
+                    key: key(),
+                    state: s,
+                    prev: NIL,
+                    next: NIL,
+                };
+                let i = match self.free.pop() {
+                    Some(i) => {
+                        self.slots[i as usize] = slot;
+                        i
+                    }
+                    None => {
+                        self.slots.push(slot);
+                        (self.slots.len() - 1) as u32
+                    }
+                };
+                let slots = &self.slots;
+                self.table
+                    .insert_unique(hash, i, |&j| hasher.hash_one(&slots[j as usize].key));
+                self.push_front(i);
+            }
+        }
+    }
+}
+
+/// The states of one limit, for every key: sharded, LRU-bounded.
+struct Store<K> {
+    policy: Policy,
+    shards: Box<[Mutex<Shard<K>>]>,
+    hasher: DefaultHashBuilder,
+}
+
+impl<K: Hash + Eq> Store<K> {
+    fn new(policy: Policy, max_keys: NonZeroUsize) -> Self {
+        let max = max_keys.get().min(u32::MAX as usize - 1);
+        let n = if max >= 4096 { 16 } else { 1 };
+        let per = max.div_ceil(n);
+        Store {
+            policy,
+            shards: (0..n).map(|_| Mutex::new(Shard::new(per))).collect(),
+            hasher: DefaultHashBuilder::default(),
+        }
+    }
+
+    fn lock(&self, hash: u64) -> MutexGuard<'_, Shard<K>> {
+        let i = (hash >> 59) as usize % self.shards.len();
+        // A panic while a lock was held cannot leave a shard half-written (every write is a
+        // single assignment after the decision), so a poisoned lock is safe to reuse.
+        self.shards[i].lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn len(&self) -> usize {
+        self.shards
+            .iter()
+            .map(|s| s.lock().unwrap_or_else(|e| e.into_inner()).len())
+            .sum()
+    }
+}
+
+/// A locked view of one key in one store.
+struct Held<'a, K> {
+    store: &'a Store<K>,
+    shard: MutexGuard<'a, Shard<K>>,
+    hash: u64,
+    at: Option<u32>,
+    state: Option<State>,
+}
+
+impl<'a, K: Hash + Eq> Held<'a, K> {
+    fn get<Q>(store: &'a Store<K>, key: &Q) -> Self
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        let hash = store.hasher.hash_one(key);
+        let shard = store.lock(hash);
+        let at = shard.find(hash, key);
+        let state = at.map(|i| shard.slots[i as usize].state.clone());
+        Held {
+            store,
+            shard,
+            hash,
+            at,
+            state,
+        }
+    }
+
+    fn put(mut self, key: impl FnOnce() -> K) {
+        let state = self.state.take();
+        self.shard
+            .put(&self.store.hasher, self.hash, self.at, key, state);
+    }
+}
+
+/// A keyed limiter over one policy, an all-or-nothing stack, or a fair share.
+///
+/// `K` is the key type (`String` by default; look-ups take any borrowed form, so
+/// `check("alice", ..)` works without allocating unless the key is new and limited).
+pub struct KeyedLimiter<K = alloc::string::String> {
+    layers: Vec<Store<K>>,
+    tenants: Option<Store<(K, Box<str>)>>,
+}
+
+impl<K: Hash + Eq + Clone> KeyedLimiter<K> {
+    /// A limiter with one policy, keeping at most `max_keys` limited keys.
+    pub fn new(policy: Policy, max_keys: NonZeroUsize) -> Self {
+        KeyedLimiter {
+            layers: alloc::vec![Store::new(policy, max_keys)],
+            tenants: None,
+        }
+    }
+
+    /// An all-or-nothing stack: every request must pass every policy, or none is charged.
+    pub fn stack(policies: &[Policy], max_keys: NonZeroUsize) -> Result<Self, PolicyError> {
+        if policies.is_empty() {
+            return Err(PolicyError::new(Field::Stack, "[]", Rule::EmptyStack));
+        }
+        Ok(KeyedLimiter {
+            layers: policies.iter().map(|p| Store::new(*p, max_keys)).collect(),
+            tenants: None,
+        })
+    }
+
+    /// A fair share: the shared policy per key, and the tenant policy per key and tenant.
+    pub fn fair_share(fair: FairShare, max_keys: NonZeroUsize) -> Self {
+        KeyedLimiter {
+            layers: alloc::vec![Store::new(*fair.shared(), max_keys)],
+            tenants: Some(Store::new(*fair.tenant(), max_keys)),
+        }
+    }
+
+    /// The policies, in stack order (the tenant policy, if any, last).
+    pub fn policies(&self) -> Vec<Policy> {
+        self.layers
+            .iter()
+            .map(|s| s.policy)
+            .chain(self.tenants.as_ref().map(|t| t.policy))
+            .collect()
+    }
+
+    /// The largest cost any request can have (the smallest capacity in the stack).
+    pub fn capacity(&self) -> u64 {
+        self.policies().iter().map(|p| p.limit()).min().unwrap_or(0)
+    }
+
+    /// Decides one request of `cost` for `key` at `now`.
+    pub fn check<Q>(&self, key: &Q, now: Nanos, cost: u64) -> Result<Decision, DecideError>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        self.check_detailed(key, None, now, cost).map(|d| d.decision)
+    }
+
+    /// Decides one request for `key` on behalf of `tenant` (fair-share limiters; other
+    /// limiters ignore the tenant). Returns every limit's decision as well.
+    pub fn check_detailed<Q>(
+        &self,
+        key: &Q,
+        tenant: Option<&str>,
+        now: Nanos,
+        cost: u64,
+    ) -> Result<StackDecision, DecideError>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        self.run(key, tenant, now, cost)
+    }
+
+    /// Reports the key's standing without charging it: the decision for a cost of 0 (always
+    /// allowed; `remaining` says how much is left). Keys found fresh are dropped.
+    pub fn peek<Q>(&self, key: &Q, now: Nanos) -> Result<Decision, DecideError>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        self.run(key, None, now, 0).map(|d| d.decision)
+    }
+
+    /// Releases `cost` slots of every concurrency policy in the limiter for `key`.
+    pub fn release<Q>(&self, key: &Q, cost: u64) -> Result<(), DecideError>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        let mut any = false;
+        for store in &self.layers {
+            if store.policy.algorithm() == crate::Algorithm::Concurrency {
+                let mut held = Held::get(store, key);
+                held.state = release(&store.policy, held.state.take(), cost)?;
+                held.put(|| key.to_owned());
+                any = true;
+            }
+        }
+        if any {
+            Ok(())
+        } else {
+            Err(DecideError::NotConcurrency {
+                policy: self.layers[0].policy.algorithm(),
+            })
+        }
+    }
+
+    /// Forgets `key` (and its tenants' windows are left to expire); returns whether it was
+    /// stored.
+    pub fn reset<Q>(&self, key: &Q) -> bool
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        let mut found = false;
+        for store in &self.layers {
+            let mut held = Held::get(store, key);
+            if let Some(i) = held.at {
+                let hash = held.hash;
+                held.shard.remove(hash, i);
+                found = true;
+            }
+        }
+        found
+    }
+
+    /// The number of keys stored (limited, not fresh) in the first limit.
+    pub fn len(&self) -> usize {
+        self.layers[0].len()
+    }
+
+    /// Whether no key is stored.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn run<Q>(
+        &self,
+        key: &Q,
+        tenant: Option<&str>,
+        now: Nanos,
+        cost: u64,
+    ) -> Result<StackDecision, DecideError>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        // Lock every layer's shard for this key, in layer order.
+        let mut held: Vec<Held<'_, K>> = self.layers.iter().map(|s| Held::get(s, key)).collect();
+        let tenant_key = match (&self.tenants, tenant) {
+            (Some(_), t) if !skips_tenant_window(t) => {
+                Some((key.to_owned(), Box::<str>::from(t.unwrap_or_default())))
+            }
+            _ => None,
+        };
+        let mut tenant_held = match (&self.tenants, &tenant_key) {
+            (Some(store), Some(tk)) => Some(Held::get(store, tk)),
+            _ => None,
+        };
+        let mut each = Vec::with_capacity(held.len() + 1);
+        let mut next = Vec::with_capacity(held.len() + 1);
+        let inputs = held
+            .iter()
+            .map(|h| (&h.store.policy, &h.state))
+            .chain(tenant_held.iter().map(|h| (&h.store.policy, &h.state)));
+        for (policy, state) in inputs {
+            let (d, s) = decide(policy, state.clone(), now, cost)?;
+            each.push(d);
+            next.push(s);
+        }
+        let allowed = each.iter().all(|d| d.allowed);
+        if allowed {
+            let mut next = next.into_iter();
+            for h in held.iter_mut() {
+                h.state = next.next().flatten();
+            }
+            if let Some(t) = tenant_held.as_mut() {
+                t.state = next.next().flatten();
+            }
+        }
+        // Write back (also drops keys a decision found fresh) and unlock.
+        for h in held {
+            h.put(|| key.to_owned());
+        }
+        if let (Some(t), Some(tk)) = (tenant_held, tenant_key) {
+            t.put(|| tk);
+        }
+        Ok(StackDecision {
+            decision: combine(&each, allowed),
+            each,
+        })
+    }
+}

@@ -1,0 +1,88 @@
+//! # tollgate
+//!
+//! One rate-limiting core, compiled into every place a request can be checked: a Rust
+//! program, a JavaScript app (npm, via wasm-bindgen), a WebAssembly component host, and the
+//! CDN edge (a Cloudflare Worker with Durable Objects).
+//!
+//! The core is `#![no_std]`; it never reads a clock, never panics on any input, and never
+//! allocates on the decision path of the fixed-size algorithms.
+//!
+//! * **Time is an argument.** Every decision takes `now` ([`Nanos`] since any fixed epoch)
+//!   from the caller; the caller that owns the counters owns the clock. Time that goes
+//!   backwards never over-admits (see each algorithm for the exact rule).
+//! * **Integer arithmetic, no drift.** Rates are kept as exact fractions (`limit` per
+//!   `window`), so every platform computes the same decision bit for bit.
+//! * **State is plain data.** [`decide`] is a pure function of the policy, the stored state,
+//!   the time and the cost; a state equal to "fresh" comes back as `None`, so stores only hold
+//!   keys that are actually limited.
+//! * **Denial is a value.** [`Decision`] says `allowed`, `limit`, `remaining`, `reset_after`
+//!   and `retry_after`; errors are only for impossible requests and invalid policies.
+//!
+//! ```
+//! use tollgate::{decide, Policy, NANOS_PER_SEC};
+//!
+//! let policy: Policy = "10/s burst 20".parse().unwrap();
+//! let mut state = None;
+//! let mut admitted = 0;
+//! for _ in 0..25 {
+//!     let (decision, next) = decide(&policy, state, 0, 1).unwrap();
+//!     state = next;
+//!     admitted += decision.allowed as u32;
+//! }
+//! assert_eq!(admitted, 20); // the burst
+//! // 100 ms later one token has been refilled (10 per second).
+//! let (decision, _) = decide(&policy, state, NANOS_PER_SEC / 10, 1).unwrap();
+//! assert!(decision.allowed);
+//! assert_eq!(decision.remaining, 0);
+//! ```
+#![no_std]
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+#[cfg(feature = "alloc")]
+extern crate alloc;
+#[cfg(feature = "std")]
+extern crate std;
+
+pub mod algorithms;
+pub mod backoff;
+mod decide;
+mod decision;
+mod error;
+#[cfg(feature = "alloc")]
+pub mod fair_share;
+#[cfg(feature = "headers")]
+pub mod headers;
+#[cfg(feature = "std")]
+pub mod keyed;
+mod math;
+mod policy;
+#[cfg(feature = "alloc")]
+pub mod stack;
+mod text;
+
+pub use decide::{decide, release, State};
+pub use decision::Decision;
+pub use error::{DecideError, Field, PolicyError, Rule};
+pub use policy::{Algorithm, Bucket, Policy, Quota, MAX_COUNT, MAX_WINDOW, MIN_WINDOW};
+pub use text::Snippet;
+
+/// A point in time or a duration, in nanoseconds. The epoch is the caller's choice (Unix
+/// time, process start, ...) but must stay the same for one key.
+pub type Nanos = u64;
+
+/// Nanoseconds in one millisecond.
+pub const NANOS_PER_MS: Nanos = 1_000_000;
+/// Nanoseconds in one second.
+pub const NANOS_PER_SEC: Nanos = 1_000_000_000;
+
+/// Converts nanoseconds to whole milliseconds, rounding up, so that a caller told to wait
+/// `n` ms never comes back too early. This is the conversion every binding uses.
+pub const fn ceil_millis(ns: Nanos) -> u64 {
+    ns.div_ceil(NANOS_PER_MS)
+}
+
+/// Converts whole milliseconds to nanoseconds, saturating at `u64::MAX`.
+pub const fn millis(ms: u64) -> Nanos {
+    ms.saturating_mul(NANOS_PER_MS)
+}
