@@ -48,3 +48,16 @@ worker_tools() {
   wasm_tools
   cargo_tool worker-build "$WORKER_BUILD_VERSION" worker-build
 }
+
+# npm_ci DIR: installs DIR's locked npm dependencies unless node_modules matches the lock.
+npm_ci() {
+  local dir=${1:-.}
+  if [ ! -f "$dir/node_modules/.package-lock.json" ] || ! cmp -s "$dir/package-lock.json" "$dir/.npm-ci-stamp" 2>/dev/null; then
+    log "npm ci in $dir"
+    (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error) && cp "$dir/package-lock.json" "$dir/.npm-ci-stamp"
+  fi
+}
+
+# Quiet, offline-friendly defaults for wrangler and workerd.
+export WRANGLER_SEND_METRICS=false
+export CLOUDFLARE_CF_FETCH_ENABLED=false

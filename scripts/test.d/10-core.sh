@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# The core crate: format, lints, unit/property/vector tests, doc examples, and builds for
+# every target the bindings use (no_std without alloc, wasm32-unknown-unknown, wasip2).
+set -euo pipefail
+source scripts/tools.sh
+rust_targets
+cargo fmt --all --check
+cargo clippy -p tollgate --all-targets --all-features -- -D warnings
+cargo clippy -p tollgate --no-default-features -- -D warnings
+cargo build -p tollgate --no-default-features --target wasm32-unknown-unknown
+cargo build -p tollgate --no-default-features --features alloc,serde --target wasm32-unknown-unknown
+cargo build -p tollgate --all-features --target wasm32-wasip2
+cargo test -p tollgate --all-features
