@@ -39,3 +39,40 @@ impl Decision {
         ceil_millis(self.delay)
     }
 }
+
+/// A [`Decision`] with its durations in whole milliseconds (rounded up): the shape every
+/// binding and JSON API presents, `{allowed, limit, remaining, resetAfter, retryAfter,
+/// delay}` (upstash's names, plus the queue's delay).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Serialize, serde::Deserialize),
+    serde(rename_all = "camelCase")
+)]
+pub struct MillisDecision {
+    /// See [`Decision::allowed`].
+    pub allowed: bool,
+    /// See [`Decision::limit`].
+    pub limit: u64,
+    /// See [`Decision::remaining`].
+    pub remaining: u64,
+    /// [`Decision::reset_after`] in ms, rounded up.
+    pub reset_after: u64,
+    /// [`Decision::retry_after`] in ms, rounded up.
+    pub retry_after: u64,
+    /// [`Decision::delay`] in ms, rounded up.
+    pub delay: u64,
+}
+
+impl From<Decision> for MillisDecision {
+    fn from(d: Decision) -> MillisDecision {
+        MillisDecision {
+            allowed: d.allowed,
+            limit: d.limit,
+            remaining: d.remaining,
+            reset_after: d.reset_after_ms(),
+            retry_after: d.retry_after_ms(),
+            delay: d.delay_ms(),
+        }
+    }
+}

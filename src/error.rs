@@ -75,6 +75,26 @@ pub enum Rule {
     NotWholeMilliseconds,
 }
 
+impl Rule {
+    /// A stable kebab-case code for the rule (used in JSON errors and test vectors).
+    pub const fn code(&self) -> &'static str {
+        match self {
+            Rule::Missing => "missing",
+            Rule::UnknownAlgorithm => "unknown-algorithm",
+            Rule::NotANumber => "not-a-number",
+            Rule::Zero => "zero",
+            Rule::TooLarge { .. } => "too-large",
+            Rule::TooSmall { .. } => "too-small",
+            Rule::UnknownUnit => "unknown-unit",
+            Rule::Unexpected => "unexpected",
+            Rule::BurstNotApplicable => "burst-not-applicable",
+            Rule::TenantAboveShared => "tenant-above-shared",
+            Rule::EmptyStack => "empty-stack",
+            Rule::NotWholeMilliseconds => "not-whole-milliseconds",
+        }
+    }
+}
+
 impl fmt::Display for Rule {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -185,6 +205,18 @@ pub enum DecideError {
     },
     /// The sliding log keeps a list of instants and needs the `alloc` feature.
     SlidingLogNeedsAlloc,
+}
+
+impl DecideError {
+    /// A stable kebab-case code for the error (used in JSON errors and test vectors).
+    pub const fn code(&self) -> &'static str {
+        match self {
+            DecideError::CostExceedsCapacity { .. } => "cost-exceeds-capacity",
+            DecideError::StateMismatch { .. } => "state-mismatch",
+            DecideError::NotConcurrency { .. } => "not-concurrency",
+            DecideError::SlidingLogNeedsAlloc => "sliding-log-needs-alloc",
+        }
+    }
 }
 
 impl fmt::Display for DecideError {

@@ -62,7 +62,7 @@ pub mod stack;
 mod text;
 
 pub use decide::{decide, release, State};
-pub use decision::Decision;
+pub use decision::{Decision, MillisDecision};
 pub use error::{DecideError, Field, PolicyError, Rule};
 pub use policy::{Algorithm, Bucket, Policy, Quota, MAX_COUNT, MAX_WINDOW, MIN_WINDOW};
 pub use text::Snippet;
