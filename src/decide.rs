@@ -1,6 +1,8 @@
 //! The one entry point every store and binding calls: dispatch on the policy, check the
 //! cost, run the algorithm's maths.
 
+#[cfg(feature = "alloc")]
+use crate::algorithms::sliding_log::{self, SlidingLogState};
 use crate::algorithms::{
     concurrency::{self, ConcurrencyState},
     fixed_window::{self, FixedWindowState},
@@ -10,8 +12,6 @@ use crate::algorithms::{
     sliding_window::{self, SlidingWindowState},
     token_bucket::{self, TokenBucketState},
 };
-#[cfg(feature = "alloc")]
-use crate::algorithms::sliding_log::{self, SlidingLogState};
 use crate::{Algorithm, DecideError, Decision, Nanos, Policy};
 
 /// The stored state of one key under one policy: plain data, for the store to keep.
@@ -116,8 +116,7 @@ pub fn decide(
             (d, s.map(State::LeakyQueue))
         }
         Policy::SlidingWindow(q) => {
-            let (d, s) =
-                sliding_window::decide(q, take!(state, policy, SlidingWindow), now, cost);
+            let (d, s) = sliding_window::decide(q, take!(state, policy, SlidingWindow), now, cost);
             (d, s.map(State::SlidingWindow))
         }
         Policy::FixedWindow(q) => {

@@ -76,7 +76,11 @@ impl FairShare {
     ) -> Result<StackDecision, DecideError> {
         match tenant_state {
             None => decide_all(&mut [(&self.shared, shared_state)], now, cost),
-            Some(t) => decide_all(&mut [(&self.shared, shared_state), (&self.tenant, t)], now, cost),
+            Some(t) => decide_all(
+                &mut [(&self.shared, shared_state), (&self.tenant, t)],
+                now,
+                cost,
+            ),
         }
     }
 }

@@ -35,7 +35,9 @@ use hashbrown::{DefaultHashBuilder, HashTable};
 
 use crate::fair_share::{skips_tenant_window, FairShare};
 use crate::stack::{combine, StackDecision};
-use crate::{decide, release, DecideError, Decision, Field, Nanos, Policy, PolicyError, Rule, State};
+use crate::{
+    decide, release, DecideError, Decision, Field, Nanos, Policy, PolicyError, Rule, State,
+};
 
 const NIL: u32 = u32::MAX;
 
@@ -292,7 +294,8 @@ impl<K: Hash + Eq + Clone> KeyedLimiter<K> {
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        self.check_detailed(key, None, now, cost).map(|d| d.decision)
+        self.check_detailed(key, None, now, cost)
+            .map(|d| d.decision)
     }
 
     /// Decides one request for `key` on behalf of `tenant` (fair-share limiters; other

@@ -81,7 +81,10 @@ impl Algorithm {
     pub const fn is_bucket(self) -> bool {
         matches!(
             self,
-            Algorithm::TokenBucket | Algorithm::Gcra | Algorithm::LeakyBucket | Algorithm::LeakyQueue
+            Algorithm::TokenBucket
+                | Algorithm::Gcra
+                | Algorithm::LeakyBucket
+                | Algorithm::LeakyQueue
         )
     }
 }
@@ -404,7 +407,11 @@ impl Policy {
                 return Err(PolicyError::new(Field::Window, w, Rule::Unexpected));
             }
             if let Some(b) = burst {
-                return Err(PolicyError::number(Field::Burst, b, Rule::BurstNotApplicable));
+                return Err(PolicyError::number(
+                    Field::Burst,
+                    b,
+                    Rule::BurstNotApplicable,
+                ));
             }
             return Ok(Policy::Concurrency(limit_nz));
         }
@@ -439,14 +446,18 @@ fn parse_count(field: Field, text: &str) -> Result<u64, PolicyError> {
     if !text.bytes().all(|b| b.is_ascii_digit()) {
         return Err(PolicyError::new(field, text, Rule::NotANumber));
     }
-    let n: u64 = text.parse().map_err(|_| {
-        PolicyError::new(field, text, Rule::TooLarge { max: MAX_COUNT })
-    })?;
+    let n: u64 = text
+        .parse()
+        .map_err(|_| PolicyError::new(field, text, Rule::TooLarge { max: MAX_COUNT }))?;
     if n == 0 {
         return Err(PolicyError::new(field, text, Rule::Zero));
     }
     if n > MAX_COUNT {
-        return Err(PolicyError::new(field, text, Rule::TooLarge { max: MAX_COUNT }));
+        return Err(PolicyError::new(
+            field,
+            text,
+            Rule::TooLarge { max: MAX_COUNT },
+        ));
     }
     Ok(n)
 }
@@ -456,7 +467,9 @@ fn parse_window(text: &str) -> Result<u64, PolicyError> {
     if text.is_empty() {
         return Err(PolicyError::new(Field::Window, text, Rule::Missing));
     }
-    let split = text.find(|c: char| !c.is_ascii_digit()).unwrap_or(text.len());
+    let split = text
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(text.len());
     let (digits, unit) = text.split_at(split);
     let unit_ms = match unit.to_ascii_lowercase_fixed() {
         Some(u) => match u.as_str() {
@@ -557,22 +570,27 @@ impl FromStr for Policy {
             // "10" with no window: say what is missing.
             return Err(PolicyError::new(Field::Window, "", Rule::Missing));
         } else {
-            return Err(PolicyError::new(Field::Algorithm, first, Rule::UnknownAlgorithm));
+            return Err(PolicyError::new(
+                Field::Algorithm,
+                first,
+                Rule::UnknownAlgorithm,
+            ));
         };
         let policy = if algorithm == Algorithm::Concurrency {
             let n = parse_count(Field::MaxInFlight, rate)?;
             Policy::from_parts(algorithm, n, None, None)?
         } else {
-            let (limit, window) = rate
-                .split_once('/')
-                .ok_or(PolicyError::new(Field::Window, "", Rule::Missing))?;
+            let (limit, window) =
+                rate.split_once('/')
+                    .ok_or(PolicyError::new(Field::Window, "", Rule::Missing))?;
             let limit = parse_count(Field::Limit, limit)?;
             let burst = match words.next() {
                 None => None,
                 Some(w) if w.eq_ignore_ascii_case("burst") => {
-                    let n = words
-                        .next()
-                        .ok_or(PolicyError::new(Field::Burst, "", Rule::Missing))?;
+                    let n =
+                        words
+                            .next()
+                            .ok_or(PolicyError::new(Field::Burst, "", Rule::Missing))?;
                     if !algorithm.is_bucket() {
                         return Err(PolicyError::new(Field::Burst, n, Rule::BurstNotApplicable));
                     }
@@ -774,7 +792,11 @@ mod serde_impl {
                 }
                 fn visit_i64<E: de::Error>(self, v: i64) -> Result<WindowValue, E> {
                     u64::try_from(v).map(WindowValue::Millis).map_err(|_| {
-                        E::custom(PolicyError::new(Field::Window, "negative", Rule::NotANumber))
+                        E::custom(PolicyError::new(
+                            Field::Window,
+                            "negative",
+                            Rule::NotANumber,
+                        ))
                     })
                 }
             }

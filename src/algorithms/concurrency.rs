@@ -54,7 +54,10 @@ pub fn acquire(
         retry_after: 0,
         delay: 0,
     };
-    (decision, (in_flight > 0).then_some(ConcurrencyState { in_flight }))
+    (
+        decision,
+        (in_flight > 0).then_some(ConcurrencyState { in_flight }),
+    )
 }
 
 /// Releases `cost` slots. Releasing more than is held empties the state; the count never

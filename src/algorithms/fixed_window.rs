@@ -70,5 +70,8 @@ pub fn decide(
         retry_after: if allowed { 0 } else { until_end },
         delay: 0,
     };
-    (decision, (count > 0).then_some(FixedWindowState { window, count }))
+    (
+        decision,
+        (count > 0).then_some(FixedWindowState { window, count }),
+    )
 }

@@ -65,5 +65,8 @@ pub fn decide(
         retry_after,
         delay: 0,
     };
-    (decision, (level > 0).then_some(LeakyBucketState { level, last }))
+    (
+        decision,
+        (level > 0).then_some(LeakyBucketState { level, last }),
+    )
 }

@@ -64,7 +64,11 @@ pub fn decide(
     } else if allowed {
         (tail, 0, 0)
     } else {
-        (tail, 0, scaled_to_nanos(backlog.saturating_add(add) - slots, limit))
+        (
+            tail,
+            0,
+            scaled_to_nanos(backlog.saturating_add(add) - slots, limit),
+        )
     };
     let waiting = tail - now_s;
     let decision = Decision {

@@ -66,7 +66,10 @@ pub fn decide(
     {
         log.entries.pop_front();
     }
-    let used = log.entries.iter().fold(0u64, |a, e| a.saturating_add(e.cost));
+    let used = log
+        .entries
+        .iter()
+        .fold(0u64, |a, e| a.saturating_add(e.cost));
     let allowed = used.saturating_add(cost) <= limit;
     let mut retry_after = 0;
     if !allowed {
@@ -84,7 +87,11 @@ pub fn decide(
             _ => log.entries.push_back(Entry { at: now, cost }),
         }
     }
-    let used = if allowed { used.saturating_add(cost) } else { used };
+    let used = if allowed {
+        used.saturating_add(cost)
+    } else {
+        used
+    };
     let decision = Decision {
         allowed,
         limit,
