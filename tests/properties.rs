@@ -1,0 +1,279 @@
+//! Property tests on random traces: the exact bounds of each algorithm, the equivalences
+//! between the bucket algorithms, exact retry times, and "never panics" on hostile input.
+
+use std::collections::BTreeMap;
+
+use proptest::prelude::*;
+use tollgate::{decide, DecideError, Decision, Nanos, Policy, State, NANOS_PER_MS};
+
+/// Runs a trace of `(time, cost)` requests (times non-decreasing) through one key.
+fn run(policy: &Policy, trace: &[(Nanos, u64)]) -> Vec<Decision> {
+    let mut state: Option<State> = None;
+    trace
+        .iter()
+        .map(|&(t, c)| {
+            let (d, s) = decide(policy, state.take(), t, c).unwrap();
+            state = s;
+            d
+        })
+        .collect()
+}
+
+/// Sorted random times (ms resolution, within a few seconds) with costs up to `max_cost`.
+fn trace(max_cost: u64) -> impl Strategy<Value = Vec<(Nanos, u64)>> {
+    prop::collection::vec((0u64..4_000, 1..=max_cost), 1..160).prop_map(|mut v| {
+        v.sort();
+        v.into_iter()
+            .map(|(ms, c)| (ms * NANOS_PER_MS, c))
+            .collect()
+    })
+}
+
+/// The largest admitted cost in any window `[s, s + len]` (closed: the strictest reading).
+fn max_in_closed(admitted: &[(Nanos, u64)], len: Nanos) -> u64 {
+    let mut best = 0;
+    for (i, &(s, _)) in admitted.iter().enumerate() {
+        let sum: u64 = admitted[i..]
+            .iter()
+            .take_while(|(t, _)| *t <= s + len)
+            .map(|(_, c)| c)
+            .sum();
+        best = best.max(sum);
+    }
+    best
+}
+
+/// The largest admitted cost in any half-open window `(e - len, e]`.
+fn max_in_half_open(admitted: &[(Nanos, u64)], len: Nanos) -> u64 {
+    let mut best = 0;
+    for &(e, _) in admitted {
+        let sum: u64 = admitted
+            .iter()
+            .filter(|(t, _)| *t + len > e && *t <= e)
+            .map(|(_, c)| c)
+            .sum();
+        best = best.max(sum);
+    }
+    best
+}
+
+fn admitted(trace: &[(Nanos, u64)], ds: &[Decision]) -> Vec<(Nanos, u64)> {
+    trace
+        .iter()
+        .zip(ds)
+        .filter(|(_, d)| d.allowed)
+        .map(|(r, _)| *r)
+        .collect()
+}
+
+fn bucket_policy(alg: &str, limit: u64, window_ms: u64, burst: u64) -> Policy {
+    format!("{alg} {limit}/{window_ms}ms burst {burst}")
+        .parse()
+        .unwrap()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 200, ..ProptestConfig::default() })]
+
+    /// Token bucket, GCRA and leaky meter admit at most B + r*T in any interval of length T.
+    #[test]
+    fn buckets_admit_at_most_burst_plus_rate_times_t(
+        limit in 1u64..20, window_ms in 1u64..2_000, burst in 1u64..20,
+        t in trace(3), span_ms in 1u64..3_000,
+    ) {
+        for alg in ["token-bucket", "gcra", "leaky-bucket"] {
+            let p = bucket_policy(alg, limit, window_ms, burst);
+            let trace: Vec<_> = t.iter().map(|&(at, c)| (at, c.min(burst))).collect();
+            let ds = run(&p, &trace);
+            let adm = admitted(&trace, &ds);
+            let span = span_ms * NANOS_PER_MS;
+            // B + r*T, with r*T = limit * T / window (exact rational, floor is the bound).
+            let bound = burst + (limit as u128 * span as u128 / (window_ms * NANOS_PER_MS) as u128) as u64;
+            prop_assert!(max_in_closed(&adm, span) <= bound, "{alg}: {} > {bound}", max_in_closed(&adm, span));
+        }
+    }
+
+    /// The three bucket readings are one policing rule: the same admissions, the same numbers.
+    #[test]
+    fn token_bucket_gcra_and_leaky_meter_agree(
+        limit in 1u64..20, window_ms in 1u64..2_000, burst in 1u64..20, t in trace(4),
+    ) {
+        let trace: Vec<_> = t.iter().map(|&(at, c)| (at, c.min(burst))).collect();
+        let tb = run(&bucket_policy("token-bucket", limit, window_ms, burst), &trace);
+        let gc = run(&bucket_policy("gcra", limit, window_ms, burst), &trace);
+        let lb = run(&bucket_policy("leaky-bucket", limit, window_ms, burst), &trace);
+        prop_assert_eq!(&tb, &gc);
+        prop_assert_eq!(&tb, &lb);
+    }
+
+    /// The sliding log never admits more than L in any window (t - W, t].
+    #[test]
+    fn sliding_log_is_exact(limit in 1u64..12, window_ms in 1u64..1_500, t in trace(3)) {
+        let p: Policy = format!("sliding-log {limit}/{window_ms}ms").parse().unwrap();
+        let trace: Vec<_> = t.iter().map(|&(at, c)| (at, c.min(limit))).collect();
+        let adm = admitted(&trace, &run(&p, &trace));
+        prop_assert!(max_in_half_open(&adm, window_ms * NANOS_PER_MS) <= limit);
+    }
+
+    /// The fixed window admits at most L per clock window and 2L in any span of length W.
+    #[test]
+    fn fixed_window_bounds(limit in 1u64..12, window_ms in 1u64..1_500, t in trace(3)) {
+        let p: Policy = format!("fixed-window {limit}/{window_ms}ms").parse().unwrap();
+        let trace: Vec<_> = t.iter().map(|&(at, c)| (at, c.min(limit))).collect();
+        let adm = admitted(&trace, &run(&p, &trace));
+        let w = window_ms * NANOS_PER_MS;
+        let mut per_window: BTreeMap<u64, u64> = BTreeMap::new();
+        for (at, c) in &adm {
+            *per_window.entry(at / w).or_default() += c;
+        }
+        prop_assert!(per_window.values().all(|&n| n <= limit));
+        prop_assert!(max_in_half_open(&adm, w) <= 2 * limit);
+    }
+
+    /// The leaky queue's output (arrival + delay) leaves at most one unit of cost per
+    /// interval W/L: consecutive departures are at least cost * W/L apart (up to the 1 ns
+    /// rounding of reported delays), and never earlier than one interval after arrival.
+    #[test]
+    fn leaky_queue_output_is_paced(
+        limit in 1u64..20, window_ms in 1u64..2_000, burst in 1u64..20, t in trace(3),
+    ) {
+        let p = bucket_policy("leaky-queue", limit, window_ms, burst);
+        let trace: Vec<_> = t.iter().map(|&(at, c)| (at, c.min(burst))).collect();
+        let ds = run(&p, &trace);
+        let w = (window_ms * NANOS_PER_MS) as u128;
+        let mut last: Option<u128> = None;
+        for ((at, c), d) in trace.iter().zip(&ds) {
+            if !d.allowed { continue; }
+            let departure = (*at + d.delay) as u128;
+            // exact: departure*L >= previous*L + c*W, give or take the ceil to whole ns.
+            prop_assert!(d.delay as u128 * limit as u128 >= *c as u128 * w);
+            if let Some(prev) = last {
+                prop_assert!(departure * limit as u128 + limit as u128 > prev * limit as u128 + *c as u128 * w);
+            }
+            prop_assert!(d.delay as u128 * limit as u128 <= burst as u128 * w + limit as u128);
+            last = Some(departure);
+        }
+    }
+
+    /// A denied request's `retry_after` is exact: retried then (with no other traffic) it is
+    /// admitted, and 1 ns earlier it is not.
+    #[test]
+    fn retry_after_is_exact(
+        alg in prop::sample::select(vec!["token-bucket", "gcra", "leaky-bucket", "leaky-queue", "sliding-window", "fixed-window", "sliding-log"]),
+        limit in 1u64..10, window_ms in 1u64..1_000, burst in 1u64..10, t in trace(3),
+    ) {
+        let p: Policy = if alg.starts_with("token") || alg.starts_with("gcra") || alg.starts_with("leaky") {
+            bucket_policy(alg, limit, window_ms, burst)
+        } else {
+            format!("{alg} {limit}/{window_ms}ms").parse().unwrap()
+        };
+        let cap = p.limit();
+        let mut state: Option<State> = None;
+        for &(at, c) in &t {
+            let c = c.min(cap);
+            let (d, s) = decide(&p, state.clone(), at, c).unwrap();
+            if !d.allowed {
+                prop_assert!(d.retry_after > 0, "{p}: denied with retry_after 0");
+                let (later, _) = decide(&p, state.clone(), at + d.retry_after, c).unwrap();
+                prop_assert!(later.allowed, "{p}: not admitted after retry_after {}", d.retry_after);
+                let (early, _) = decide(&p, state.clone(), at + d.retry_after - 1, c).unwrap();
+                prop_assert!(!early.allowed, "{p}: admitted before retry_after {}", d.retry_after);
+            } else {
+                state = s;
+            }
+        }
+    }
+
+    /// When the state comes back `None`, the key is fresh: deciding from `None` gives the
+    /// same answer as deciding from any state that reset to fresh.
+    #[test]
+    fn reset_after_reaches_fresh(
+        alg in prop::sample::select(vec!["token-bucket", "gcra", "leaky-bucket", "leaky-queue", "sliding-window", "fixed-window", "sliding-log"]),
+        limit in 1u64..10, window_ms in 1u64..1_000, t in trace(2),
+    ) {
+        let p: Policy = format!("{alg} {limit}/{window_ms}ms").parse().unwrap();
+        let mut state: Option<State> = None;
+        let mut last = (0, Decision::default());
+        for &(at, c) in &t {
+            let (d, s) = decide(&p, state.take(), at, c.min(limit)).unwrap();
+            state = s;
+            last = (at, d);
+        }
+        let (at, d) = last;
+        let (_, fresh) = decide(&p, state, at + d.reset_after, 0).unwrap();
+        prop_assert_eq!(fresh, None, "{}: not fresh after reset_after {}", p, d.reset_after);
+    }
+
+    /// No panic for any input: times in any order up to u64::MAX, any cost, any window.
+    #[test]
+    fn never_panics(
+        alg in prop::sample::select(vec!["token-bucket", "gcra", "leaky-bucket", "leaky-queue", "sliding-window", "fixed-window", "sliding-log", "concurrency"]),
+        limit in 1u64..=tollgate::MAX_COUNT, window_ms in 1u64..=31_622_400_000, burst in 1u64..=tollgate::MAX_COUNT,
+        steps in prop::collection::vec((any::<u64>(), any::<u64>()), 1..40),
+    ) {
+        let p: Policy = match alg {
+            "concurrency" => format!("concurrency {limit}"),
+            a if a.contains("window") || a.contains("log") => format!("{a} {limit}/{window_ms}ms"),
+            a => format!("{a} {limit}/{window_ms}ms burst {burst}"),
+        }.parse().unwrap();
+        let mut state: Option<State> = None;
+        for (now, cost) in steps {
+            let cost = if cost % 3 == 0 { cost } else { cost % (p.limit() + 2) };
+            match decide(&p, state.clone(), now, cost) {
+                Ok((d, s)) => {
+                    prop_assert!(d.remaining <= d.limit);
+                    state = s;
+                }
+                Err(DecideError::CostExceedsCapacity { cost: c, capacity }) => {
+                    prop_assert!(c > capacity);
+                }
+                Err(e) => prop_assert!(false, "unexpected error {e}"),
+            }
+        }
+    }
+
+    /// Time going backwards never admits more than the same requests at the later time.
+    #[test]
+    fn time_going_back_never_over_admits(
+        alg in prop::sample::select(vec!["token-bucket", "gcra", "leaky-bucket", "leaky-queue", "sliding-window", "fixed-window", "sliding-log"]),
+        limit in 1u64..10, window_ms in 1u64..1_000, t in trace(2), back_ms in 1u64..5_000,
+    ) {
+        let p: Policy = format!("{alg} {limit}/{window_ms}ms").parse().unwrap();
+        let mut state: Option<State> = None;
+        let mut now = 0;
+        for &(at, c) in &t {
+            let (_, s) = decide(&p, state.take(), at, c.min(limit)).unwrap();
+            state = s;
+            now = at;
+        }
+        let earlier = now.saturating_sub(back_ms * NANOS_PER_MS);
+        let (at_now, _) = decide(&p, state.clone(), now, 0).unwrap();
+        let (at_earlier, _) = decide(&p, state, earlier, 0).unwrap();
+        prop_assert!(at_earlier.remaining <= at_now.remaining,
+            "{p}: {} remaining at an earlier time vs {} now", at_earlier.remaining, at_now.remaining);
+    }
+
+    /// The compact grammar round-trips through Display.
+    #[test]
+    fn policy_display_round_trips(
+        alg in prop::sample::select(vec!["token-bucket", "gcra", "leaky-bucket", "leaky-queue", "sliding-window", "fixed-window", "sliding-log", "concurrency"]),
+        limit in 1u64..1_000_000, window_ms in 1u64..=31_622_400_000, burst in 1u64..1_000_000,
+    ) {
+        let text = match alg {
+            "concurrency" => format!("concurrency {limit}"),
+            a if a.contains("window") || a.contains("log") => format!("{a} {limit}/{window_ms}ms"),
+            a => format!("{a} {limit}/{window_ms}ms burst {burst}"),
+        };
+        let p: Policy = text.parse().unwrap();
+        let again: Policy = p.to_string().parse().unwrap();
+        prop_assert_eq!(p, again);
+    }
+
+    /// Parsing arbitrary text never panics, and every error names a field and a rule.
+    #[test]
+    fn parsing_never_panics(text in ".{0,60}") {
+        if let Err(e) = text.parse::<Policy>() {
+            prop_assert!(!e.to_string().is_empty());
+        }
+    }
+}
