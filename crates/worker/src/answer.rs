@@ -1,0 +1,290 @@
+//! Answers: the rate-limit fields on every limited response, the 429 problem document,
+//! the 503 of a fail-closed route, and the isolate's deny cache and stats.
+
+use std::collections::{BTreeMap, HashMap};
+
+use serde::Serialize;
+use serde_json::json;
+use tollgate::headers::{response_headers, Named};
+use tollgate::{Decision, Policy};
+
+use crate::config::{Config, Route};
+
+/// The problem type of a 429 (draft-ietf-httpapi-ratelimit-headers, IANA HTTP problem
+/// types registry).
+pub const QUOTA_EXCEEDED: &str = "https://iana.org/assignments/http-problem-types#quota-exceeded";
+
+/// One limit of a route, as the response names it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LimitName {
+    /// The policy entry it belongs to.
+    pub policy: usize,
+    /// The name in `RateLimit`/`RateLimit-Policy`: the entry's name, `<name>.<n>` for the
+    /// n-th limit of a stacked entry, `<name>.tenant` for a fair share's tenant window.
+    pub name: String,
+    /// The limit's policy.
+    pub limit: Policy,
+}
+
+/// The names of a route's limits, in the order they are sent to the coordinator.
+pub fn limit_names(config: &Config, route: &Route, with_tenant: bool) -> Vec<LimitName> {
+    let mut out = Vec::new();
+    for &k in &route.policies {
+        let e = &config.policies[k];
+        for (i, p) in e.limits.iter().enumerate() {
+            let name = if e.limits.len() == 1 {
+                e.name.clone()
+            } else {
+                format!("{}.{}", e.name, i + 1)
+            };
+            out.push(LimitName {
+                policy: k,
+                name,
+                limit: *p,
+            });
+        }
+        if let (Some(t), true) = (e.tenant, with_tenant) {
+            out.push(LimitName {
+                policy: k,
+                name: format!("{}.tenant", e.name),
+                limit: t,
+            });
+        }
+    }
+    out
+}
+
+/// The `RateLimit-Policy`, `RateLimit` (and on a denial `Retry-After`, `Cache-Control`)
+/// fields for these decisions, plus the legacy fields when configured.
+pub fn headers(names: &[LimitName], each: &[Decision], legacy: bool) -> Vec<(&'static str, String)> {
+    let items: Vec<Named<'_>> = names
+        .iter()
+        .zip(each)
+        .map(|(n, d)| Named {
+            name: &n.name,
+            policy: &n.limit,
+            decision: d,
+        })
+        .collect();
+    response_headers(&items, legacy)
+}
+
+/// The names of the limits that denied.
+pub fn violated(names: &[LimitName], each: &[Decision]) -> Vec<String> {
+    names
+        .iter()
+        .zip(each)
+        .filter(|(_, d)| !d.allowed)
+        .map(|(n, _)| n.name.clone())
+        .collect()
+}
+
+/// The 429 body: `application/problem+json`, type quota-exceeded, with `violated-policies`.
+pub fn quota_exceeded(violated: &[String], retry_after_s: u64) -> String {
+    json!({
+        "type": QUOTA_EXCEEDED,
+        "title": "Request cannot be satisfied as assigned quota has been exceeded",
+        "status": 429,
+        "detail": format!("Rate limit exceeded; retry in {retry_after_s} s."),
+        "violated-policies": violated,
+    })
+    .to_string()
+}
+
+/// A problem document for every other error the limiter answers (400, 401, 500, 503, ...).
+/// `kind` becomes `type` as `https://tollgate.invalid/problems/<kind>`.
+pub fn problem(status: u16, kind: &str, detail: &str, extra: serde_json::Value) -> String {
+    let mut v = json!({
+        "type": format!("https://tollgate.invalid/problems/{kind}"),
+        "title": kind,
+        "status": status,
+        "detail": detail,
+    });
+    if let (Some(obj), serde_json::Value::Object(more)) = (v.as_object_mut(), extra) {
+        obj.extend(more);
+    }
+    v.to_string()
+}
+
+/// One cached denial: the decisions as the coordinator made them, at `at_ms`, denied until
+/// `until_ms`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Denial {
+    /// The coordinator's clock when it denied.
+    pub at_ms: u64,
+    /// When the same request would be admitted.
+    pub until_ms: u64,
+    /// Each limit's decision.
+    pub each: Vec<Decision>,
+}
+
+/// The per-isolate deny cache: keys known to be denied until T are rejected locally until
+/// T, without a coordinator round trip. Bounded; entries past T are dropped on sight.
+#[derive(Default)]
+pub struct DenyCache {
+    map: HashMap<String, Denial>,
+}
+
+/// Entries kept before the oldest half is dropped.
+pub const DENY_CACHE_MAX: usize = 50_000;
+
+impl DenyCache {
+    /// The cached denial of `key` at `now_ms`, with its durations brought forward to now.
+    pub fn get(&mut self, key: &str, now_ms: u64) -> Option<Vec<Decision>> {
+        let d = self.map.get(key)?;
+        if now_ms >= d.until_ms {
+            self.map.remove(key);
+            return None;
+        }
+        let elapsed = tollgate::millis(now_ms.saturating_sub(d.at_ms));
+        Some(
+            d.each
+                .iter()
+                .map(|x| Decision {
+                    reset_after: x.reset_after.saturating_sub(elapsed),
+                    retry_after: if x.allowed {
+                        0
+                    } else {
+                        x.retry_after.saturating_sub(elapsed).max(1)
+                    },
+                    ..*x
+                })
+                .collect(),
+        )
+    }
+
+    /// Remembers a denial (only when it has a wait: a concurrency denial has none).
+    pub fn put(&mut self, key: String, at_ms: u64, decision: &Decision, each: Vec<Decision>) {
+        if decision.allowed || decision.retry_after == 0 {
+            return;
+        }
+        if self.map.len() >= DENY_CACHE_MAX {
+            let mut until: Vec<u64> = self.map.values().map(|d| d.until_ms).collect();
+            until.sort_unstable();
+            let cut = until[until.len() / 2];
+            self.map.retain(|_, d| d.until_ms > cut);
+        }
+        let until_ms = at_ms.saturating_add(decision.retry_after_ms());
+        self.map.insert(
+            key,
+            Denial {
+                at_ms,
+                until_ms,
+                each,
+            },
+        );
+    }
+
+    /// Drops every entry whose key contains `part` (an admin reset).
+    pub fn forget(&mut self, part: &str) {
+        self.map.retain(|k, _| !k.contains(part));
+    }
+
+    /// Entries held.
+    pub fn len(&self) -> usize {
+        self.map.len()
+    }
+
+    /// Whether no entry is held.
+    pub fn is_empty(&self) -> bool {
+        self.map.is_empty()
+    }
+}
+
+/// Counters of one policy, in this isolate.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Counters {
+    /// Requests the coordinator admitted.
+    pub admitted: u64,
+    /// Requests the coordinator denied because of this policy.
+    pub denied: u64,
+    /// Requests decided without the coordinator (fail-open or fail-closed).
+    pub degraded: u64,
+    /// Requests denied from the isolate's deny cache.
+    pub deny_cache: u64,
+    /// Shadow-mode requests that would have been denied (and were forwarded).
+    pub shadow_denied: u64,
+}
+
+/// Per-policy stats of this isolate.
+#[derive(Default)]
+pub struct Stats {
+    /// Counters by policy name.
+    pub by_policy: BTreeMap<String, Counters>,
+}
+
+impl Stats {
+    /// Counts into the counters of `policy`.
+    pub fn count(&mut self, policy: &str, f: impl FnOnce(&mut Counters)) {
+        match self.by_policy.get_mut(policy) {
+            Some(c) => f(c),
+            None => {
+                let mut c = Counters::default();
+                f(&mut c);
+                self.by_policy.insert(policy.to_string(), c);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn d(allowed: bool, retry_ms: u64, reset_ms: u64) -> Decision {
+        Decision {
+            allowed,
+            limit: 10,
+            remaining: 0,
+            reset_after: tollgate::millis(reset_ms),
+            retry_after: tollgate::millis(retry_ms),
+            delay: 0,
+        }
+    }
+
+    #[test]
+    fn deny_cache_counts_down_and_expires() {
+        let mut c = DenyCache::default();
+        let x = d(false, 1500, 2000);
+        c.put("k".into(), 1000, &x, vec![x]);
+        let got = c.get("k", 1500).unwrap();
+        assert_eq!(got[0].retry_after_ms(), 1000);
+        assert_eq!(got[0].reset_after_ms(), 1500);
+        assert!(c.get("k", 2500).is_none());
+        assert!(c.is_empty());
+        c.put("k".into(), 0, &d(true, 0, 0), vec![]);
+        assert!(c.is_empty(), "admissions are not cached");
+    }
+
+    #[test]
+    fn problem_body_names_violated_policies() {
+        let body = quota_exceeded(&["per-ip".into()], 3);
+        let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(v["type"], QUOTA_EXCEEDED);
+        assert_eq!(v["status"], 429);
+        assert_eq!(v["violated-policies"][0], "per-ip");
+    }
+
+    #[test]
+    fn limit_names_cover_stacks_and_tenants() {
+        let c = Config::parse(
+            r#"
+            [policies.ip]
+            limit = ["10/s", "fixed-window 100/h"]
+            [policies.org]
+            limit = "10/s"
+            tenant = "sliding-window 4/s"
+            [[routes]]
+            path = "/"
+            policies = ["ip", "org"]
+            "#,
+        )
+        .unwrap();
+        let names: Vec<String> = limit_names(&c, &c.routes[0], true)
+            .into_iter()
+            .map(|n| n.name)
+            .collect();
+        assert_eq!(names, ["ip.1", "ip.2", "org", "org.tenant"]);
+    }
+}

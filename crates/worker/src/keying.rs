@@ -1,0 +1,300 @@
+//! Keys: who a request counts against. The connecting IP (IPv6 grouped by prefix,
+//! IPv4-mapped IPv6 normalised to IPv4), an API key hashed with SHA-256 before it becomes an
+//! object name, a storage key or a log field, or both.
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+use sha2::{Digest, Sha256};
+
+use crate::config::{KeyKind, Settings};
+
+/// A request header the limiter could not use. Answered 400 (`invalid-header`), naming the
+/// header.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum HeaderError {
+    /// Longer than `settings.max_header_bytes`.
+    TooLong {
+        /// The header's name.
+        header: String,
+        /// Its length in bytes.
+        len: usize,
+    },
+    /// Not visible ASCII (0x21-0x7e), e.g. non-UTF-8 or control bytes.
+    NotVisibleAscii {
+        /// The header's name.
+        header: String,
+    },
+    /// The IP header does not hold an IP address.
+    NotAnIp {
+        /// The header's name.
+        header: String,
+    },
+}
+
+impl HeaderError {
+    /// The header at fault.
+    pub fn header(&self) -> &str {
+        match self {
+            HeaderError::TooLong { header, .. }
+            | HeaderError::NotVisibleAscii { header }
+            | HeaderError::NotAnIp { header } => header,
+        }
+    }
+}
+
+impl std::fmt::Display for HeaderError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            HeaderError::TooLong { header, len } => {
+                write!(f, "header {header} is too long ({len} bytes)")
+            }
+            HeaderError::NotVisibleAscii { header } => {
+                write!(f, "header {header} must be visible ASCII")
+            }
+            HeaderError::NotAnIp { header } => write!(f, "header {header} is not an IP address"),
+        }
+    }
+}
+
+/// The identity parts of one request, validated.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Identity {
+    /// The client's IP group: `ip4:203.0.113.7` or `ip6:2001:db8:1:2::/64`.
+    pub ip: String,
+    /// `key:<sha-256 hex>` of the API key, if one was sent.
+    pub api_key: Option<String>,
+    /// The tenant, if one was sent.
+    pub tenant: Option<String>,
+}
+
+/// Reads a request's headers through `get` (lower-case names).
+pub fn identify(
+    settings: &Settings,
+    get: impl Fn(&str) -> Option<String>,
+) -> Result<Identity, HeaderError> {
+    let ip_text = match get("cf-connecting-ip") {
+        Some(v) => Some(("cf-connecting-ip", v)),
+        None if settings.trust_forwarded_for => get("x-forwarded-for").map(|v| {
+            let first = v.split(',').next().unwrap_or("").trim().to_string();
+            ("x-forwarded-for", first)
+        }),
+        None => None,
+    };
+    let ip = match ip_text {
+        Some((header, v)) => {
+            check(settings, header, &v)?;
+            let addr: IpAddr = v.parse().map_err(|_| HeaderError::NotAnIp {
+                header: header.to_string(),
+            })?;
+            ip_group(addr, settings.ipv4_prefix, settings.ipv6_prefix)
+        }
+        // Cloudflare always sets CF-Connecting-IP; without it (a local call with no IP) all
+        // such requests share one bucket.
+        None => "ip:unknown".to_string(),
+    };
+    let api_key = match get(&settings.api_key_header) {
+        Some(v) => Some(v),
+        None => get("authorization").and_then(|a| {
+            a.strip_prefix("Bearer ")
+                .or_else(|| a.strip_prefix("bearer "))
+                .map(str::to_string)
+        }),
+    };
+    let api_key = match api_key {
+        Some(v) if !v.is_empty() => {
+            check(settings, &settings.api_key_header, &v)?;
+            Some(format!("key:{}", sha256_hex(v.as_bytes())))
+        }
+        _ => None,
+    };
+    let tenant = match get(&settings.tenant_header) {
+        Some(v) if !v.is_empty() => {
+            check(settings, &settings.tenant_header, &v)?;
+            Some(v)
+        }
+        _ => None,
+    };
+    Ok(Identity {
+        ip,
+        api_key,
+        tenant,
+    })
+}
+
+fn check(settings: &Settings, header: &str, v: &str) -> Result<(), HeaderError> {
+    if v.len() > settings.max_header_bytes {
+        return Err(HeaderError::TooLong {
+            header: header.to_string(),
+            len: v.len(),
+        });
+    }
+    if !v.bytes().all(|b| (0x20..=0x7e).contains(&b)) {
+        return Err(HeaderError::NotVisibleAscii {
+            header: header.to_string(),
+        });
+    }
+    Ok(())
+}
+
+/// The key a policy of `kind` counts this identity under.
+pub fn key_for(kind: KeyKind, id: &Identity) -> String {
+    match kind {
+        KeyKind::Ip => id.ip.clone(),
+        // Requests without an API key count by their IP, in the same policy.
+        KeyKind::ApiKey => id.api_key.clone().unwrap_or_else(|| id.ip.clone()),
+        KeyKind::IpApiKey => match &id.api_key {
+            Some(k) => format!("{}+{}", id.ip, k),
+            None => id.ip.clone(),
+        },
+        KeyKind::Global => "global".to_string(),
+    }
+}
+
+/// A caller-chosen key of the check API (`/v1/check`), hashed like an API key.
+pub fn external_key(key: &str) -> String {
+    format!("ext:{}", sha256_hex(key.as_bytes()))
+}
+
+/// Lower-case hex SHA-256.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    hex::encode(Sha256::digest(bytes))
+}
+
+/// The IP's group: IPv4-mapped IPv6 becomes IPv4; IPv6 is cut to `v6_prefix` bits, IPv4 to
+/// `v4_prefix` bits (the default /32 keeps the address).
+pub fn ip_group(addr: IpAddr, v4_prefix: u8, v6_prefix: u8) -> String {
+    let addr = match addr {
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => IpAddr::V4(v4),
+            None => IpAddr::V6(v6),
+        },
+        v4 => v4,
+    };
+    match addr {
+        IpAddr::V4(v4) => {
+            let p = v4_prefix.min(32) as u32;
+            let mask = if p == 0 { 0 } else { u32::MAX << (32 - p) };
+            let net = Ipv4Addr::from(u32::from(v4) & mask);
+            if p == 32 {
+                format!("ip4:{net}")
+            } else {
+                format!("ip4:{net}/{p}")
+            }
+        }
+        IpAddr::V6(v6) => {
+            let p = v6_prefix.min(128) as u32;
+            let mask = if p == 0 { 0 } else { u128::MAX << (128 - p) };
+            let net = Ipv6Addr::from(u128::from(v6) & mask);
+            format!("ip6:{net}/{p}")
+        }
+    }
+}
+
+/// Which of `shards` objects decides `key` (FNV-1a: stable across isolates and versions).
+pub fn shard_of(key: &str, shards: u32) -> u32 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in key.bytes() {
+        h ^= b as u64;
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    (h % shards.max(1) as u64) as u32
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+
+    fn settings(extra: &str) -> Settings {
+        Config::parse(&format!("[settings]\n{extra}\n")).unwrap().settings
+    }
+
+    fn id(s: &Settings, headers: &[(&str, &str)]) -> Result<Identity, HeaderError> {
+        identify(s, |n| {
+            headers
+                .iter()
+                .find(|(k, _)| *k == n)
+                .map(|(_, v)| v.to_string())
+        })
+    }
+
+    #[test]
+    fn ipv6_in_one_prefix_share_a_key() {
+        let s = settings("");
+        let a = id(&s, &[("cf-connecting-ip", "2001:db8:1:2::1")]).unwrap();
+        let b = id(&s, &[("cf-connecting-ip", "2001:db8:1:2:ffff:1:2:3")]).unwrap();
+        let c = id(&s, &[("cf-connecting-ip", "2001:db8:1:3::1")]).unwrap();
+        assert_eq!(a.ip, "ip6:2001:db8:1:2::/64");
+        assert_eq!(a.ip, b.ip);
+        assert_ne!(a.ip, c.ip);
+        let s48 = settings("ipv6_prefix = 48");
+        let c48 = id(&s48, &[("cf-connecting-ip", "2001:db8:1:3::1")]).unwrap();
+        assert_eq!(c48.ip, "ip6:2001:db8:1::/48");
+    }
+
+    #[test]
+    fn ipv4_mapped_is_ipv4() {
+        let s = settings("");
+        let a = id(&s, &[("cf-connecting-ip", "::ffff:203.0.113.7")]).unwrap();
+        assert_eq!(a.ip, "ip4:203.0.113.7");
+    }
+
+    #[test]
+    fn forwarded_for_only_when_trusted() {
+        let s = settings("");
+        let a = id(&s, &[("x-forwarded-for", "198.51.100.1, 10.0.0.1")]).unwrap();
+        assert_eq!(a.ip, "ip:unknown");
+        let a = id(
+            &s,
+            &[("cf-connecting-ip", "203.0.113.9"), ("x-forwarded-for", "198.51.100.1")],
+        )
+        .unwrap();
+        assert_eq!(a.ip, "ip4:203.0.113.9");
+        let t = settings("trust_forwarded_for = true");
+        let a = id(&t, &[("x-forwarded-for", "198.51.100.1, 10.0.0.1")]).unwrap();
+        assert_eq!(a.ip, "ip4:198.51.100.1");
+    }
+
+    #[test]
+    fn api_keys_are_hashed() {
+        let s = settings("");
+        let a = id(&s, &[("x-api-key", "secret-key-1")]).unwrap();
+        let k = a.api_key.unwrap();
+        assert!(!k.contains("secret"));
+        assert_eq!(k, format!("key:{}", sha256_hex(b"secret-key-1")));
+        let b = id(&s, &[("authorization", "Bearer secret-key-1")]).unwrap();
+        assert_eq!(b.api_key.unwrap(), k);
+    }
+
+    #[test]
+    fn bad_headers_are_named() {
+        let s = settings("");
+        let long = "x".repeat(300);
+        assert_eq!(
+            id(&s, &[("x-api-key", &long)]).unwrap_err(),
+            HeaderError::TooLong {
+                header: "x-api-key".into(),
+                len: 300
+            }
+        );
+        assert_eq!(
+            id(&s, &[("x-tenant", "caf\u{e9}")]).unwrap_err().header(),
+            "x-tenant"
+        );
+        assert_eq!(
+            id(&s, &[("cf-connecting-ip", "not-an-ip")]).unwrap_err(),
+            HeaderError::NotAnIp {
+                header: "cf-connecting-ip".into()
+            }
+        );
+    }
+
+    #[test]
+    fn shards_are_stable_and_in_range() {
+        for k in ["a", "b", "ip4:1.2.3.4", ""] {
+            assert!(shard_of(k, 8) < 8);
+            assert_eq!(shard_of(k, 8), shard_of(k, 8));
+        }
+        assert_eq!(shard_of("anything", 1), 0);
+    }
+}

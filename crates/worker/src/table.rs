@@ -1,0 +1,391 @@
+//! What a coordinator object does with one request, as plain Rust (testable on the host):
+//! load the states of the request's slots, decide with the core (all or nothing), and hand
+//! every changed state to the store in the same call. The Durable Object wraps this with
+//! its SQLite storage and its clock.
+
+use std::collections::HashMap;
+
+use serde::{Deserialize, Serialize};
+use tollgate::stack::decide_all;
+use tollgate::{millis, release, DecideError, Decision, Policy, State};
+
+/// What to do with the slots.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Op {
+    /// Decide and charge `cost` (all or nothing).
+    Check,
+    /// Report without charging (a decision for cost 0), with the stored states.
+    Peek,
+    /// Release `cost` slots of every concurrency limit.
+    Release,
+    /// Forget the slots.
+    Reset,
+}
+
+/// One limit of a request: where its state lives and the policy that decides it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Limit {
+    /// The storage key: `<policy>|<index>|<key>` or `<policy>|t|<key>|<tenant>`.
+    pub slot: String,
+    /// The policy, as its compact string.
+    pub policy: Policy,
+}
+
+/// A request from the isolate to a coordinator object.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ObjectRequest {
+    /// The operation.
+    pub op: Op,
+    /// The limits, all charged or none.
+    pub limits: Vec<Limit>,
+    /// Cost units.
+    pub cost: u64,
+    /// The test clock (ms), only sent when the config enables it; otherwise the object's
+    /// own clock decides.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub now_ms: Option<u64>,
+}
+
+/// A coordinator's answer.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", tag = "kind")]
+pub enum ObjectResponse {
+    /// A decision over the stack (check and peek).
+    Decided {
+        /// The combined decision.
+        decision: Decision,
+        /// Each limit's decision, in request order.
+        each: Vec<Decision>,
+        /// The object's clock when it decided (ms), so the isolate's deny cache uses the
+        /// same instant.
+        now_ms: u64,
+        /// The stored states (peek only).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        states: Vec<Option<State>>,
+    },
+    /// Slots released.
+    Released,
+    /// Slots forgotten; how many were stored.
+    Reset {
+        /// Slots that held a state.
+        found: u32,
+    },
+    /// The request can never be decided as asked (nothing was charged).
+    Error {
+        /// The core's stable code, e.g. `cost-exceeds-capacity`.
+        code: String,
+        /// A sentence for people.
+        message: String,
+    },
+}
+
+impl ObjectResponse {
+    fn error(e: DecideError) -> ObjectResponse {
+        ObjectResponse::Error {
+            code: e.code().to_string(),
+            message: e.to_string(),
+        }
+    }
+}
+
+/// Where an object keeps its states. `save` is called for every slot whose state changed,
+/// before the object answers.
+pub trait Store {
+    /// The stored state of `slot`, if any.
+    fn load(&mut self, slot: &str) -> Option<State>;
+    /// Stores (`Some`) or deletes (`None`) the state of `slot`; `fresh_at` (ms on the
+    /// object's clock) is when it will be back to fresh (None under the test clock: such
+    /// states are never swept).
+    fn save(&mut self, slot: &str, state: Option<&State>, fresh_at: Option<u64>);
+}
+
+/// When a stored state is back to fresh (ms on the object's clock), for the alarm that sweeps
+/// fresh states. `None` under the test clock (never swept). A concurrency count has no clock
+/// (it is fresh only once released to zero, which deletes it), so it is never swept either.
+fn fresh_at(policy: &Policy, d: &Decision, now_ms: u64, test_clock: bool) -> Option<u64> {
+    if test_clock || policy.algorithm() == tollgate::Algorithm::Concurrency {
+        None
+    } else {
+        Some(now_ms.saturating_add(d.reset_after_ms()))
+    }
+}
+
+/// The object's in-memory view of its slots: the store is read once per slot, then memory
+/// is authoritative (the object is the only writer of its storage).
+#[derive(Default)]
+pub struct Table {
+    cache: HashMap<String, Option<State>>,
+}
+
+/// Slots kept in memory before the cache is dropped (the store still has them).
+pub const MAX_CACHED: usize = 100_000;
+
+impl Table {
+    /// An empty table.
+    pub fn new() -> Table {
+        Table::default()
+    }
+
+    /// Slots currently cached.
+    pub fn cached(&self) -> usize {
+        self.cache.len()
+    }
+
+    /// Forgets cached slots swept by an alarm.
+    pub fn forget(&mut self, slot: &str) {
+        self.cache.remove(slot);
+    }
+
+    fn get(&mut self, slot: &str, store: &mut impl Store) -> Option<State> {
+        if let Some(s) = self.cache.get(slot) {
+            return s.clone();
+        }
+        if self.cache.len() >= MAX_CACHED {
+            self.cache.clear();
+        }
+        let s = store.load(slot);
+        self.cache.insert(slot.to_string(), s.clone());
+        s
+    }
+
+    /// Handles one request at `now_ms` (the object's clock, or the request's test clock).
+    pub fn handle(
+        &mut self,
+        req: &ObjectRequest,
+        clock_ms: u64,
+        store: &mut impl Store,
+    ) -> ObjectResponse {
+        let test_clock = req.now_ms.is_some();
+        let now_ms = req.now_ms.unwrap_or(clock_ms);
+        let now = millis(now_ms);
+        let mut states: Vec<Option<State>> = req
+            .limits
+            .iter()
+            .map(|l| {
+                // A state made by another algorithm (the config changed) starts fresh.
+                self.get(&l.slot, store)
+                    .filter(|s| s.algorithm() == l.policy.algorithm())
+            })
+            .collect();
+        match req.op {
+            Op::Check | Op::Peek => {
+                let cost = if req.op == Op::Peek { 0 } else { req.cost };
+                let before = states.clone();
+                let mut pairs: Vec<(&Policy, &mut Option<State>)> = req
+                    .limits
+                    .iter()
+                    .map(|l| &l.policy)
+                    .zip(states.iter_mut())
+                    .collect();
+                let d = match decide_all(&mut pairs, now, cost) {
+                    Ok(d) => d,
+                    Err(e) => return ObjectResponse::error(e),
+                };
+                for (i, l) in req.limits.iter().enumerate() {
+                    if states[i] != before[i] {
+                        let fresh_at = fresh_at(&l.policy, &d.each[i], now_ms, test_clock);
+                        store.save(&l.slot, states[i].as_ref(), fresh_at);
+                        self.cache.insert(l.slot.clone(), states[i].clone());
+                    }
+                }
+                ObjectResponse::Decided {
+                    decision: d.decision,
+                    each: d.each,
+                    now_ms,
+                    states: if req.op == Op::Peek { states } else { Vec::new() },
+                }
+            }
+            Op::Release => {
+                let mut any = false;
+                for (i, l) in req.limits.iter().enumerate() {
+                    if l.policy.algorithm() != tollgate::Algorithm::Concurrency {
+                        continue;
+                    }
+                    any = true;
+                    match release(&l.policy, states[i].clone(), req.cost) {
+                        Ok(next) => {
+                            if next != states[i] {
+                                let fresh_at = fresh_at(&l.policy, &Decision::default(), now_ms, test_clock);
+                                store.save(&l.slot, next.as_ref(), fresh_at);
+                                self.cache.insert(l.slot.clone(), next);
+                            }
+                        }
+                        Err(e) => return ObjectResponse::error(e),
+                    }
+                }
+                if any {
+                    ObjectResponse::Released
+                } else {
+                    ObjectResponse::error(DecideError::NotConcurrency {
+                        policy: req
+                            .limits
+                            .first()
+                            .map(|l| l.policy.algorithm())
+                            .unwrap_or(tollgate::Algorithm::TokenBucket),
+                    })
+                }
+            }
+            Op::Reset => {
+                let mut found = 0;
+                for (i, l) in req.limits.iter().enumerate() {
+                    if states[i].is_some() {
+                        found += 1;
+                        store.save(&l.slot, None, None);
+                    }
+                    self.cache.insert(l.slot.clone(), None);
+                }
+                ObjectResponse::Reset { found }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Default)]
+    struct Mem {
+        map: HashMap<String, (State, Option<u64>)>,
+        loads: usize,
+        saves: usize,
+    }
+
+    impl Store for Mem {
+        fn load(&mut self, slot: &str) -> Option<State> {
+            self.loads += 1;
+            self.map.get(slot).map(|(s, _)| s.clone())
+        }
+        fn save(&mut self, slot: &str, state: Option<&State>, fresh_at: Option<u64>) {
+            self.saves += 1;
+            match state {
+                Some(s) => {
+                    self.map.insert(slot.into(), (s.clone(), fresh_at));
+                }
+                None => {
+                    self.map.remove(slot);
+                }
+            }
+        }
+    }
+
+    fn limit(slot: &str, p: &str) -> Limit {
+        Limit {
+            slot: slot.into(),
+            policy: p.parse().unwrap(),
+        }
+    }
+
+    fn check(t: &mut Table, m: &mut Mem, limits: &[Limit], cost: u64, now: u64) -> ObjectResponse {
+        t.handle(
+            &ObjectRequest {
+                op: Op::Check,
+                limits: limits.to_vec(),
+                cost,
+                now_ms: None,
+            },
+            now,
+            m,
+        )
+    }
+
+    fn allowed(r: &ObjectResponse) -> bool {
+        matches!(r, ObjectResponse::Decided { decision, .. } if decision.allowed)
+    }
+
+    #[test]
+    fn a_denied_stack_charges_nothing() {
+        let (mut t, mut m) = (Table::new(), Mem::default());
+        let ls = [limit("a|0|k", "5/s"), limit("g|0|global", "fixed-window 3/min")];
+        for _ in 0..3 {
+            assert!(allowed(&check(&mut t, &mut m, &ls, 1, 1000)));
+        }
+        assert!(!allowed(&check(&mut t, &mut m, &ls, 1, 1000)));
+        // The per-key bucket was charged 3, not 4.
+        let r = t.handle(
+            &ObjectRequest {
+                op: Op::Peek,
+                limits: ls[..1].to_vec(),
+                cost: 0,
+                now_ms: None,
+            },
+            1000,
+            &mut m,
+        );
+        match r {
+            ObjectResponse::Decided { decision, .. } => assert_eq!(decision.remaining, 2),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn state_survives_a_new_table() {
+        let mut m = Mem::default();
+        let ls = [limit("a|0|k", "fixed-window 2/min")];
+        {
+            let mut t = Table::new();
+            assert!(allowed(&check(&mut t, &mut m, &ls, 1, 0)));
+            assert!(allowed(&check(&mut t, &mut m, &ls, 1, 0)));
+        }
+        // A restarted object reads the store.
+        let mut t = Table::new();
+        assert!(!allowed(&check(&mut t, &mut m, &ls, 1, 10)));
+        assert_eq!(m.map["a|0|k"].1, Some(60_000));
+    }
+
+    #[test]
+    fn the_store_is_read_once_per_slot() {
+        let (mut t, mut m) = (Table::new(), Mem::default());
+        let ls = [limit("a|0|k", "100/s")];
+        for i in 0..10 {
+            check(&mut t, &mut m, &ls, 1, i);
+        }
+        assert_eq!(m.loads, 1);
+    }
+
+    #[test]
+    fn errors_charge_nothing() {
+        let (mut t, mut m) = (Table::new(), Mem::default());
+        let ls = [limit("a|0|k", "5/s")];
+        match check(&mut t, &mut m, &ls, 6, 0) {
+            ObjectResponse::Error { code, .. } => assert_eq!(code, "cost-exceeds-capacity"),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(m.saves, 0);
+    }
+
+    #[test]
+    fn a_changed_algorithm_starts_fresh() {
+        let (mut t, mut m) = (Table::new(), Mem::default());
+        assert!(allowed(&check(&mut t, &mut m, &[limit("s", "fixed-window 1/min")], 1, 0)));
+        assert!(allowed(&check(&mut t, &mut m, &[limit("s", "1/min")], 1, 0)));
+    }
+
+    #[test]
+    fn release_and_reset() {
+        let (mut t, mut m) = (Table::new(), Mem::default());
+        let ls = [limit("c", "concurrency 1")];
+        assert!(allowed(&check(&mut t, &mut m, &ls, 1, 0)));
+        assert!(!allowed(&check(&mut t, &mut m, &ls, 1, 0)));
+        let rel = ObjectRequest {
+            op: Op::Release,
+            limits: ls.to_vec(),
+            cost: 1,
+            now_ms: None,
+        };
+        assert_eq!(t.handle(&rel, 0, &mut m), ObjectResponse::Released);
+        assert!(allowed(&check(&mut t, &mut m, &ls, 1, 0)));
+        let reset = ObjectRequest {
+            op: Op::Reset,
+            ..rel.clone()
+        };
+        assert_eq!(t.handle(&reset, 0, &mut m), ObjectResponse::Reset { found: 1 });
+        assert!(m.map.is_empty());
+        let bad = ObjectRequest {
+            limits: vec![limit("x", "1/s")],
+            ..rel
+        };
+        assert!(matches!(t.handle(&bad, 0, &mut m), ObjectResponse::Error { code, .. } if code == "not-concurrency"));
+    }
+}
