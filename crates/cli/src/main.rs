@@ -1,0 +1,180 @@
+//! `tollgate`: simulate, compare and replay rate-limit policies. See the crate's README.
+
+use std::io::{self, BufWriter, Write};
+use std::num::NonZeroUsize;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use tollgate::Policy;
+use tollgate_cli::compare::{self, write_table};
+use tollgate_cli::key::KeySpec;
+use tollgate_cli::replay::{self, LogFormat};
+use tollgate_cli::trace::{Trace, TraceFormat};
+use tollgate_cli::{input, simulate, CliError};
+
+/// What would a rate-limit policy have done to my traffic? Every decision is made by the
+/// tollgate core.
+#[derive(Parser)]
+#[command(name = "tollgate", version, about, max_term_width = 100)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Decide every request of a trace; print one JSON object per request, in input order.
+    Simulate {
+        /// The policy, in the core's grammar: "sliding-window 10/s", "token-bucket 10/s burst
+        /// 20", "leaky-queue 5/s burst 10", "concurrency 5".
+        #[arg(long, short)]
+        policy: String,
+        /// The trace (CSV with header time_ms,key[,cost][,duration_ms], or JSON lines);
+        /// standard input when absent or "-".
+        #[arg(long, short)]
+        trace: Option<PathBuf>,
+        /// The trace's format (guessed from the first character when absent).
+        #[arg(long, value_enum)]
+        format: Option<TraceFormat>,
+        /// Sort the trace by time (stable) instead of rejecting time going backwards.
+        #[arg(long)]
+        sort: bool,
+    },
+    /// Run every algorithm on the same trace and print, for each, the admitted, the rejected
+    /// and the largest number admitted in any window.
+    Compare {
+        /// The limit, <limit>/<window>: "10/s", "600/10min".
+        #[arg(long, short)]
+        limit: String,
+        /// Bucket and queue capacity (default: the limit). Window algorithms have none.
+        #[arg(long, short)]
+        burst: Option<u64>,
+        /// The trace (CSV or JSON lines; standard input when absent or "-").
+        #[arg(long, short)]
+        trace: Option<PathBuf>,
+        /// The trace's format (guessed when absent).
+        #[arg(long, value_enum)]
+        format: Option<TraceFormat>,
+        /// The interval the largest admitted count is measured over, in ms.
+        #[arg(long, default_value_t = 1000)]
+        window_ms: u64,
+        /// Sort the trace by time instead of rejecting time going backwards.
+        #[arg(long)]
+        sort: bool,
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Replay an access log under a policy, keyed as the edge would key it; print per-key
+    /// results.
+    Replay {
+        /// The policy, in the core's grammar.
+        #[arg(long, short)]
+        policy: String,
+        /// The log (standard input when absent or "-").
+        #[arg(long)]
+        log: Option<PathBuf>,
+        /// nginx/Apache combined log format, or CSV (time_ms, ip or the key's column, cost,
+        /// duration_ms).
+        #[arg(long, value_enum, default_value_t = LogFormat::Nginx)]
+        format: LogFormat,
+        /// How a line becomes a key: ip (the address), ip/<n> (IPv6 grouped by /n prefix;
+        /// IPv4 whole; IPv4-mapped IPv6 as IPv4), or field:<name>.
+        #[arg(long, short, default_value = "ip/64")]
+        key: KeySpec,
+        /// The most keys the limiter keeps in memory (least recently used evicted first).
+        #[arg(long, default_value_t = NonZeroUsize::new(1_000_000).unwrap())]
+        max_keys: NonZeroUsize,
+        /// How many of the most-denied keys to list (0: all).
+        #[arg(long, default_value_t = 10)]
+        top: usize,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+fn policy(text: &str) -> Result<Policy, CliError> {
+    Ok(text.parse::<Policy>()?)
+}
+
+fn run(cli: Cli) -> Result<(), CliError> {
+    let stdout = io::stdout();
+    let mut out = BufWriter::new(stdout.lock());
+    match cli.command {
+        Command::Simulate {
+            policy: text,
+            trace,
+            format,
+            sort,
+        } => {
+            let policy = policy(&text)?;
+            let trace = Trace::new(input::open(trace.as_deref())?, format)?;
+            simulate::run(policy, trace, sort, &mut out)?;
+        }
+        Command::Compare {
+            limit,
+            burst,
+            trace,
+            format,
+            window_ms,
+            sort,
+            json,
+        } => {
+            let options = compare::Options {
+                limit,
+                burst,
+                window_ms,
+                sort,
+            };
+            let trace = Trace::new(input::open(trace.as_deref())?, format)?;
+            let report = compare::compare(&options, trace)?;
+            if json {
+                serde_json::to_writer_pretty(&mut out, &report)
+                    .map_err(|e| CliError::Write(e.into()))?;
+                writeln!(out)?;
+            } else {
+                write_table(&report, &mut out)?;
+            }
+        }
+        Command::Replay {
+            policy: text,
+            log,
+            format,
+            key,
+            max_keys,
+            top,
+            json,
+        } => {
+            let options = replay::Options {
+                policy: policy(&text)?,
+                key,
+                max_keys,
+                top,
+            };
+            let report = replay::replay(&options, input::open(log.as_deref())?, format)?;
+            if json {
+                serde_json::to_writer_pretty(&mut out, &report)
+                    .map_err(|e| CliError::Write(e.into()))?;
+                writeln!(out)?;
+            } else {
+                replay::write_text(&report, &mut out)?;
+            }
+        }
+    }
+    out.flush()?;
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    match run(Cli::parse()) {
+        Ok(()) => ExitCode::SUCCESS,
+        // A closed pipe (`tollgate simulate ... | head`) is not a failure.
+        Err(CliError::Write(e)) if e.kind() == io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("tollgate: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
