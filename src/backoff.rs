@@ -59,7 +59,7 @@ impl Backoff {
         let grown = if shift >= 64 {
             u64::MAX
         } else {
-            self.base.checked_mul(1u64 << shift).unwrap_or(u64::MAX)
+            self.base.saturating_mul(1u64 << shift)
         };
         grown.min(self.cap)
     }

@@ -18,7 +18,7 @@ fn full_jitter_stays_within_the_ceiling_and_covers_it() {
     };
     for retry in 1..8 {
         let ceiling = b.ceiling(retry);
-        assert_eq!(ceiling, (100 * MS << (retry - 1)).min(2_000 * MS));
+        assert_eq!(ceiling, ((100 * MS) << (retry - 1)).min(2_000 * MS));
         let draws: Vec<u64> = (0..2000)
             .map(|_| b.delay(retry, None, &mut rng).unwrap())
             .collect();

@@ -53,7 +53,7 @@ fn memory_stays_bounded_under_many_keys() {
         l.check(&k, 0, 1).unwrap();
     }
     let n = l.len();
-    assert!(n <= 10_000 && n >= 9_000, "{n} keys stored");
+    assert!((9_000..=10_000).contains(&n), "{n} keys stored");
 }
 
 #[test]
