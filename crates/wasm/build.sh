@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# Builds the npm package `tollgate` into crates/wasm/pkg/:
+#   cargo (wasm32-unknown-unknown, release) -> wasm-bindgen CLI (pinned, = the crate's
+#   wasm-bindgen version) for nodejs, web and bundler -> wasm-opt -O3 (npm binaryen, from the
+#   root node_modules; Debian's wasm-opt 108 miscompiles wasm-bindgen output) -> the JS API
+#   (js/) copied next to each output.
+# Layout:
+#   pkg/node/     nodejs target (CommonJS glue as .cjs) + ESM API      exports "node"
+#   pkg/web/      web target; index.js needs `await init()`            exports "./web"
+#                 auto.js initialises itself (top-level await)         exports "browser"
+#   pkg/bundler/  bundler target (ESM-integration wasm import)         exports "default"
+#   pkg/workers/  web glue + the .wasm imported as a module, initSync  exports "workerd"
+# Usage: crates/wasm/build.sh   (from anywhere; needs scripts/tools.sh's wasm_tools first)
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+cd "$root"
+export PATH="${TOLLGATE_TOOLS:-$HOME/.cache/tollgate-tools}/bin:$PATH"
+
+want=$(grep -E '^wasm-bindgen = ' "$here/Cargo.toml" | sed -E 's/.*"=?([0-9.]+)".*/\1/')
+have=$(wasm-bindgen --version | awk '{print $2}')
+if [ "$want" != "$have" ]; then
+  echo "wasm-bindgen CLI $have does not match the crate's $want (run: source scripts/tools.sh && wasm_tools)" >&2
+  exit 1
+fi
+wasm_opt="$root/node_modules/.bin/wasm-opt"
+[ -x "$wasm_opt" ] || { echo "missing $wasm_opt (npm ci at the repo root: binaryen 132.0.0)" >&2; exit 1; }
+
+cargo build --quiet --release --target wasm32-unknown-unknown -p tollgate-wasm
+raw="$root/target/wasm32-unknown-unknown/release/tollgate_wasm.wasm"
+
+pkg="$here/pkg"
+rm -rf "$pkg"
+mkdir -p "$pkg"
+for target in nodejs web bundler; do
+  dir=$target
+  [ "$target" = nodejs ] && dir=node
+  wasm-bindgen --target "$target" --out-dir "$pkg/$dir" "$raw"
+  "$wasm_opt" -O3 --enable-bulk-memory --enable-nontrapping-float-to-int --enable-sign-ext \
+    --enable-mutable-globals --enable-reference-types --enable-multivalue \
+    "$pkg/$dir/tollgate_wasm_bg.wasm" -o "$pkg/$dir/tollgate_wasm_bg.wasm"
+  rm -f "$pkg/$dir/.gitignore" "$pkg/$dir/package.json"
+  cp "$here/js/api.js" "$pkg/$dir/api.js"
+done
+
+# node: the nodejs target is CommonJS; the package is "type": "module", so name it .cjs and
+# re-export it through an ESM glue module.
+mv "$pkg/node/tollgate_wasm.js" "$pkg/node/tollgate_wasm.cjs"
+exports=$(node -e '
+  const m = require(process.argv[1]);
+  console.log(Object.keys(m).filter((k) => k !== "__esModule").join(", "));
+' "$pkg/node/tollgate_wasm.cjs")
+cat > "$pkg/node/glue.js" <<EOF
+import glue from "./tollgate_wasm.cjs";
+export const { $exports } = glue;
+EOF
+printf 'export * from "./tollgate_wasm.js";\n' > "$pkg/web/glue.js"
+printf 'export * from "./tollgate_wasm.js";\n' > "$pkg/bundler/glue.js"
+for dir in node bundler; do
+  printf '// tollgate for %s: the API over the wasm core (ready on import).\nexport * from "./api.js";\n' "$dir" > "$pkg/$dir/index.js"
+done
+cat > "$pkg/web/index.js" <<'EOF'
+// tollgate for web pages: call `await init()` (or `initSync({ module })`) once before using
+// the API. `init()` fetches tollgate_wasm_bg.wasm next to this file unless given
+// `{ module_or_path }`.
+export { default, initSync } from "./tollgate_wasm.js";
+export * from "./api.js";
+EOF
+cat > "$pkg/web/auto.js" <<'EOF'
+// tollgate for browsers, initialised on import (top-level await fetches the .wasm next to
+// this file): `import { Limiter } from "tollgate"` then works without an init call.
+import init from "./tollgate_wasm.js";
+await init();
+export * from "./api.js";
+EOF
+mkdir -p "$pkg/workers"
+cat > "$pkg/workers/index.js" <<'EOF'
+// tollgate for Workers/edge runtimes (workerd, wrangler): the .wasm is imported as a
+// compiled module by the bundler and instantiated synchronously on import.
+import wasmModule from "../web/tollgate_wasm_bg.wasm";
+import { initSync } from "../web/tollgate_wasm.js";
+initSync({ module: wasmModule });
+export * from "../web/api.js";
+EOF
+
+cp "$here/js/index.d.ts" "$here/js/web.d.ts" "$here/js/express.js" "$here/js/express.d.ts" \
+  "$here/js/hono.js" "$here/js/hono.d.ts" "$here/js/middleware.js" "$pkg/"
+
+for dir in node web bundler; do
+  cmp -s "$pkg/node/tollgate_wasm_bg.wasm" "$pkg/$dir/tollgate_wasm_bg.wasm" ||
+    echo "note: $dir wasm differs from node's" >&2
+done
+ls -l "$pkg/node/tollgate_wasm_bg.wasm" | awk '{print "built pkg/: wasm " $5 " bytes"}'

@@ -1,0 +1,292 @@
+// tollgate's JavaScript API over the wasm core. The build copies this file next to each
+// wasm-bindgen output (node/, web/, bundler/), where ./glue.js re-exports that output.
+// Every algorithm decision, policy check and header value comes from the Rust core; this
+// file only adapts arguments and builds the result objects.
+import * as glue from "./glue.js";
+
+const ALLOWED = 1;
+const FAILED = 2;
+const DEFAULT_MAX_KEYS = 100_000;
+
+/** A Float64Array over wasm memory, renewed when memory grows (the old one detaches). */
+let f64 = new Float64Array(0);
+function view() {
+  if (f64.length === 0) f64 = new Float64Array(glue.wasmMemory().buffer);
+  return f64;
+}
+
+/** Builds an option error that names the field and the rule broken. */
+function optionError(Kind, field, value, rule, explanation) {
+  const e = new Kind(`invalid option: ${field} ${JSON.stringify(String(value))}: ${explanation} [${rule}]`);
+  e.field = field;
+  e.rule = rule;
+  e.value = value;
+  return e;
+}
+
+function checkKey(key) {
+  if (typeof key !== "string") {
+    throw optionError(TypeError, "key", key, "not-a-string", "must be a string");
+  }
+}
+
+function checkNow(now) {
+  if (typeof now !== "number" || !Number.isFinite(now)) {
+    throw optionError(TypeError, "now", now, "not-a-number", "must be a finite number of milliseconds");
+  }
+  if (now < 0) throw optionError(RangeError, "now", now, "negative", "must be 0 or more");
+  return now;
+}
+
+function checkCost(cost) {
+  if (typeof cost !== "number" || !Number.isInteger(cost)) {
+    throw optionError(TypeError, "cost", cost, "not-a-number", "must be a whole number");
+  }
+  if (cost < 0) throw optionError(RangeError, "cost", cost, "negative", "must be 0 or more");
+  if (cost > Number.MAX_SAFE_INTEGER) {
+    throw optionError(RangeError, "cost", cost, "too-large", "must be at most 9007199254740991");
+  }
+  return cost;
+}
+
+function maxKeysOf(options) {
+  if (options === undefined || options === null) return DEFAULT_MAX_KEYS;
+  if (typeof options !== "object") {
+    throw optionError(TypeError, "options", options, "not-an-object", "must be an object like { maxKeys }");
+  }
+  const m = options.maxKeys;
+  if (m === undefined) return DEFAULT_MAX_KEYS;
+  if (typeof m !== "number") {
+    throw optionError(TypeError, "maxKeys", m, "not-a-number", "must be a whole number");
+  }
+  return m; // range checked by the core
+}
+
+/**
+ * A keyed rate limiter whose per-key state lives inside wasm memory. See index.d.ts.
+ */
+export class Limiter {
+  #core;
+  #out;
+
+  /**
+   * @param {string | object} policy `"10/s burst 20"` or `{ algorithm, limit, window, burst }`
+   * @param {{ maxKeys?: number }} [options]
+   */
+  constructor(policy, options) {
+    // Limiter.all / Limiter.fairShare hand over a ready core.
+    const core = policy instanceof CoreHandle ? policy.core : glue.Core.single(policy, maxKeysOf(options));
+    this.#core = core;
+    this.#out = core.outPtr() >>> 3;
+  }
+
+  /** An all-or-nothing stack: each request must pass every policy, or none is charged. */
+  static all(policies, options) {
+    if (!Array.isArray(policies)) {
+      throw optionError(TypeError, "policies", policies, "not-an-array", "must be an array of policies");
+    }
+    return new Limiter(new CoreHandle(glue.Core.stack(policies, maxKeysOf(options))));
+  }
+
+  /**
+   * A per-tenant fair share: `shared` per key, and `tenant` per key and tenant on top
+   * (requests without a tenant, or with tenant `"default"`, skip the tenant policy).
+   */
+  static fairShare(shared, tenant, options) {
+    return new Limiter(new CoreHandle(glue.Core.fairShare(shared, tenant, maxKeysOf(options))));
+  }
+
+  #decision(status) {
+    if (status === FAILED) throw this.#core.takeError();
+    let f = f64;
+    if (f.length === 0) f = view();
+    const i = this.#out;
+    return {
+      allowed: status === ALLOWED,
+      limit: f[i],
+      remaining: f[i + 1],
+      resetAfter: f[i + 2],
+      retryAfter: f[i + 3],
+      delay: f[i + 4],
+    };
+  }
+
+  /**
+   * Decides one request for `key`, charging `cost` (default 1) when allowed. Synchronous;
+   * a denial is a decision with `allowed: false`, never an exception.
+   */
+  check(key, opts) {
+    if (typeof key !== "string") checkKey(key);
+    if (opts === undefined) return this.#decision(this.#core.check(key, Date.now(), 1));
+    const now = opts.now === undefined ? Date.now() : checkNow(opts.now);
+    const cost = opts.cost === undefined ? 1 : checkCost(opts.cost);
+    const tenant = opts.tenant;
+    if (tenant === undefined || tenant === null) return this.#decision(this.#core.check(key, now, cost));
+    if (typeof tenant !== "string") {
+      throw optionError(TypeError, "tenant", tenant, "not-a-string", "must be a string");
+    }
+    return this.#decision(this.#core.checkTenant(key, tenant, now, cost));
+  }
+
+  /** The key's standing without charging it (a check of cost 0). */
+  peek(key, opts) {
+    checkKey(key);
+    const now = opts?.now === undefined ? Date.now() : checkNow(opts.now);
+    return this.#decision(this.#core.peek(key, now));
+  }
+
+  /** Gives back `cost` (default 1) slots of the limiter's concurrency policies for `key`. */
+  release(key, opts) {
+    checkKey(key);
+    const cost = opts?.cost === undefined ? 1 : checkCost(opts.cost);
+    if (this.#core.release(key, cost) === FAILED) throw this.#core.takeError();
+  }
+
+  /** Forgets `key`; returns whether it was stored. */
+  reset(key) {
+    checkKey(key);
+    return this.#core.reset(key);
+  }
+
+  /** The number of limited keys held (fresh keys are not stored). */
+  get size() {
+    return this.#core.size();
+  }
+
+  /** The policies in canonical form, in stack order (a fair share's tenant policy last). */
+  get policies() {
+    return this.#core.policies();
+  }
+
+  /**
+   * The response headers for a decision of this limiter: `RateLimit-Policy`, `RateLimit`,
+   * `Retry-After` when denied (and `X-RateLimit-*` with `legacy`). For a stack, the policy
+   * whose limit the decision reports (the binding one) is named.
+   */
+  headers(decision, name = "default", options) {
+    const policies = this.policies;
+    const limits = this.#core.limits();
+    const policy = policies[Math.max(0, limits.indexOf(decision?.limit))];
+    return headers(decision, name, { ...options, policy });
+  }
+
+  /** Frees the limiter's wasm memory now (otherwise it is freed when garbage collected). */
+  free() {
+    this.#core.free();
+  }
+}
+
+/** Hands a prepared core to the Limiter constructor. */
+class CoreHandle {
+  constructor(core) {
+    this.core = core;
+  }
+}
+
+/**
+ * The response headers for `decision` under the policy named `policyName`, as an object.
+ * `options.policy` (a policy string or object, or a Limiter) is the policy the decision was
+ * made under; it gives `RateLimit-Policy` its quota and window.
+ */
+export function headers(decision, policyName, options) {
+  if (decision === null || typeof decision !== "object" || typeof decision.allowed !== "boolean") {
+    throw optionError(TypeError, "decision", decision, "not-a-decision", "must be a Decision from check()");
+  }
+  if (typeof policyName !== "string") {
+    throw optionError(TypeError, "policyName", policyName, "not-a-string", "must be a string");
+  }
+  let policy = options?.policy;
+  if (policy instanceof Limiter) return policy.headers(decision, policyName, { legacy: options?.legacy });
+  if (policy === undefined) {
+    throw optionError(TypeError, "policy", policy, "missing", "pass { policy } (a policy string, object or Limiter)");
+  }
+  const flat = glue.responseHeaders(
+    policyName,
+    policy,
+    decision.allowed,
+    decision.limit,
+    decision.remaining,
+    decision.resetAfter,
+    decision.retryAfter,
+    options?.legacy === true,
+  );
+  const out = {};
+  for (let i = 0; i < flat.length; i += 2) out[flat[i]] = flat[i + 1];
+  return out;
+}
+
+/** Validates a policy and returns its canonical compact form; throws like `new Limiter`. */
+export function parsePolicy(policy) {
+  return glue.parsePolicy(policy);
+}
+
+function sleep(ms, signal) {
+  return new Promise((resolve, reject) => {
+    if (signal?.aborted) return reject(signal.reason);
+    const timer = setTimeout(() => {
+      signal?.removeEventListener("abort", onAbort);
+      resolve();
+    }, ms);
+    function onAbort() {
+      clearTimeout(timer);
+      reject(signal.reason);
+    }
+    signal?.addEventListener("abort", onAbort, { once: true });
+  });
+}
+
+/**
+ * `fetch` that retries 429 and 503 responses of idempotent requests (GET, HEAD, OPTIONS,
+ * TRACE, PUT, DELETE, or any request with an `Idempotency-Key` header) with full-jitter
+ * exponential backoff, honouring `Retry-After`, for at most `maxAttempts` attempts in all.
+ * Resolves with the last response (a 429/503 when it gave up).
+ */
+export async function fetchWithBackoff(input, init, options) {
+  const maxAttempts = options?.maxAttempts ?? 4;
+  const baseMs = options?.baseMs ?? 100;
+  const capMs = options?.capMs ?? 10_000;
+  const fetchImpl = options?.fetch ?? globalThis.fetch;
+  const plan = new glue.Backoff(baseMs, capMs, maxAttempts);
+  try {
+    const isRequest = typeof Request === "function" && input instanceof Request;
+    const method = String(init?.method ?? (isRequest ? input.method : "GET")).toUpperCase();
+    const hasKey = new Headers(init?.headers ?? (isRequest ? input.headers : undefined)).has("idempotency-key");
+    for (let attempt = 1; ; attempt++) {
+      const response = await fetchImpl(isRequest ? input.clone() : input, init);
+      if (!glue.isRetryable(method, hasKey, response.status)) return response;
+      const wait = plan.delay(attempt, response.headers.get("retry-after") ?? undefined, Date.now());
+      if (wait < 0) return response;
+      await response.body?.cancel();
+      await sleep(wait, init?.signal ?? (isRequest ? input.signal : undefined));
+    }
+  } finally {
+    plan.free();
+  }
+}
+
+/**
+ * The backoff schedule `fetchWithBackoff` uses, for callers with their own transport:
+ * `delay(attempt, retryAfterHeader?, nowMs?)` gives the wait in ms or -1 to give up.
+ */
+export class Backoff {
+  #plan;
+  constructor({ baseMs = 100, capMs = 10_000, maxAttempts = 4 } = {}) {
+    this.#plan = new glue.Backoff(baseMs, capMs, maxAttempts);
+  }
+  delay(attempt, retryAfter, now = Date.now()) {
+    return this.#plan.delay(attempt, retryAfter ?? undefined, now);
+  }
+  ceiling(attempt) {
+    return this.#plan.ceiling(attempt);
+  }
+}
+
+/** Whether a response may be retried (429/503, idempotent method or idempotency key). */
+export function isRetryable(method, hasIdempotencyKey, status) {
+  return glue.isRetryable(String(method), Boolean(hasIdempotencyKey), status);
+}
+
+/** `Retry-After` (seconds or HTTP-date) as ms from `now`, or -1 when invalid. */
+export function parseRetryAfter(value, now = Date.now()) {
+  return glue.parseRetryAfter(String(value), now);
+}

@@ -1,0 +1,22 @@
+import type { Limiter } from "./index.js";
+
+/** Options of the Express middleware. */
+export interface RateLimitOptions<Req = any> {
+  /** The limiter that decides (`new Limiter("100/min")`, `Limiter.all([...])`). */
+  limiter: Limiter;
+  /** The policy's name in `RateLimit`/`RateLimit-Policy` (default `"default"`). */
+  name?: string;
+  /** Key by this request header (e.g. `"x-api-key"`) instead of the client IP. */
+  header?: string;
+  /** Key by a function of the request (takes precedence over `header`). */
+  key?: (req: Req) => string | undefined;
+  /** The cost of a request (default 1). */
+  cost?: number | ((req: Req) => number);
+  /** Add `X-RateLimit-Limit/Remaining/Reset` too. */
+  legacy?: boolean;
+  /** Paths never limited: a string matches itself and below, a RegExp or a predicate. */
+  exempt?: Array<string | RegExp | ((path: string) => boolean)>;
+}
+
+/** An Express middleware: 429 with `Retry-After` and problem+json when limited. */
+export function rateLimit<Req = any>(options: RateLimitOptions<Req>): (req: Req, res: any, next: (err?: unknown) => void) => void;

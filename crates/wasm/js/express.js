@@ -1,0 +1,30 @@
+// Express middleware: `app.use(rateLimit({ limiter: new Limiter("100/min") }))`.
+import { isExempt, options as normalise, problem } from "./middleware.js";
+
+/**
+ * Limits requests per client IP (`req.ip`, which honours Express's `trust proxy` setting),
+ * per header value (`header: "x-api-key"`; requests without it fall back to the IP) or per
+ * `key(req)`. Allowed requests get `RateLimit-Policy`/`RateLimit` headers; denied ones a 429
+ * with `Retry-After`, `Cache-Control: no-store` and an application/problem+json body.
+ * `exempt` paths are never counted.
+ */
+export function rateLimit(opts) {
+  const o = normalise(opts);
+  return function tollgateRateLimit(req, res, next) {
+    if (isExempt(o.exempt, req.path)) return next();
+    let key = o.key ? o.key(req) : undefined;
+    if (key === undefined && o.header) key = req.get(o.header);
+    if (key === undefined) key = req.ip ?? req.socket?.remoteAddress ?? "unknown";
+    let decision;
+    try {
+      const cost = typeof o.cost === "function" ? o.cost(req) : o.cost;
+      decision = o.limiter.check(String(key), cost === undefined ? undefined : { cost });
+    } catch (err) {
+      return next(err);
+    }
+    res.set(o.limiter.headers(decision, o.name, { legacy: o.legacy }));
+    if (decision.allowed) return next();
+    res.status(429).set("Cache-Control", "no-store").type("application/problem+json");
+    res.send(JSON.stringify(problem(o.name, decision)));
+  };
+}

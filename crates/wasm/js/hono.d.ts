@@ -1,0 +1,22 @@
+import type { Limiter } from "./index.js";
+
+/** Options of the Hono middleware. */
+export interface RateLimiterOptions<C = any> {
+  /** The limiter that decides. */
+  limiter: Limiter;
+  /** The policy's name in `RateLimit`/`RateLimit-Policy` (default `"default"`). */
+  name?: string;
+  /** Key by this request header (e.g. `"x-api-key"`) instead of the client IP. */
+  header?: string;
+  /** Key by a function of the context (takes precedence over `header`). */
+  key?: (c: C) => string | undefined;
+  /** The cost of a request (default 1). */
+  cost?: number | ((c: C) => number);
+  /** Add `X-RateLimit-Limit/Remaining/Reset` too. */
+  legacy?: boolean;
+  /** Paths never limited: a string matches itself and below, a RegExp or a predicate. */
+  exempt?: Array<string | RegExp | ((path: string) => boolean)>;
+}
+
+/** A Hono middleware: 429 with `Retry-After` and problem+json when limited. */
+export function rateLimiter<C = any>(options: RateLimiterOptions<C>): (c: C, next: () => Promise<void>) => Promise<Response | void>;

@@ -1,0 +1,35 @@
+// Hono middleware: `app.use(rateLimiter({ limiter: new Limiter("100/min") }))`.
+import { isExempt, options as normalise, problem } from "./middleware.js";
+
+/** The client IP: the Node adapter's socket, else Cloudflare's `CF-Connecting-IP`. */
+function clientIp(c) {
+  return c.env?.incoming?.socket?.remoteAddress ?? c.req.header("cf-connecting-ip") ?? "unknown";
+}
+
+/**
+ * Limits requests per client IP (the Node adapter's socket address, or `CF-Connecting-IP`
+ * on Cloudflare; never `X-Forwarded-For`), per header value (`header: "x-api-key"`, falling
+ * back to the IP) or per `key(c)`. Allowed requests get `RateLimit-Policy`/`RateLimit`
+ * headers; denied ones a 429 with `Retry-After`, `Cache-Control: no-store` and an
+ * application/problem+json body. `exempt` paths are never counted.
+ */
+export function rateLimiter(opts) {
+  const o = normalise(opts);
+  return async function tollgateRateLimiter(c, next) {
+    if (isExempt(o.exempt, c.req.path)) return next();
+    let key = o.key ? o.key(c) : undefined;
+    if (key === undefined && o.header) key = c.req.header(o.header);
+    if (key === undefined) key = clientIp(c);
+    const cost = typeof o.cost === "function" ? o.cost(c) : o.cost;
+    const decision = o.limiter.check(String(key), cost === undefined ? undefined : { cost });
+    const h = o.limiter.headers(decision, o.name, { legacy: o.legacy });
+    if (!decision.allowed) {
+      return new Response(JSON.stringify(problem(o.name, decision)), {
+        status: 429,
+        headers: { ...h, "Cache-Control": "no-store", "Content-Type": "application/problem+json" },
+      });
+    }
+    await next();
+    for (const [k, v] of Object.entries(h)) c.res.headers.set(k, v);
+  };
+}

@@ -1,0 +1,193 @@
+// Types of the npm package `tollgate`: rate limiting with one Rust core compiled to
+// WebAssembly. Times are milliseconds everywhere.
+
+/** The algorithms the core implements. */
+export type Algorithm =
+  | "token-bucket"
+  | "gcra"
+  | "sliding-window"
+  | "fixed-window"
+  | "sliding-log"
+  | "leaky-bucket"
+  | "leaky-queue"
+  | "concurrency";
+
+/**
+ * A policy as an object. `limit` units per `window`; `window` is the compact window syntax
+ * (`"s"`, `"10min"`, `"500ms"`) or a number of milliseconds; `burst` (bucket algorithms only)
+ * sets the capacity. For `concurrency`, `limit` (or `maxInFlight`) is the most in flight and
+ * there is no window.
+ */
+export interface PolicyObject {
+  /** Defaults to `"token-bucket"`. */
+  algorithm?: Algorithm;
+  limit?: number;
+  /** Alias of `limit` for `concurrency`. */
+  maxInFlight?: number;
+  window?: string | number;
+  burst?: number;
+}
+
+/**
+ * A policy: the compact grammar `[<algorithm>] <limit>/<window> [burst <n>]` or
+ * `concurrency <n>` (e.g. `"100/min"`, `"10/s burst 40"`, `"sliding-window 600/10min"`), or
+ * a {@link PolicyObject}.
+ */
+export type Policy = string | PolicyObject;
+
+/** The answer to one request. Durations are whole milliseconds, rounded up. */
+export interface Decision {
+  /** Whether the request was admitted (and its cost charged). */
+  allowed: boolean;
+  /** The most a key can have: bucket capacity, window limit or maximum in flight. */
+  limit: number;
+  /** How much cost the key could still spend right now, after this decision. */
+  remaining: number;
+  /** Milliseconds until the key is back to fresh if nothing more arrives. */
+  resetAfter: number;
+  /** Milliseconds until this same request would be admitted; 0 when allowed. */
+  retryAfter: number;
+  /** `leaky-queue` only: how long the admitted request waits in the queue (ms); else 0. */
+  delay: number;
+}
+
+/** Options of a {@link Limiter}. */
+export interface LimiterOptions {
+  /**
+   * The most limited keys held in memory (default 100 000); beyond it the least recently
+   * used key is evicted (it starts fresh). Keys found fresh are never stored.
+   */
+  maxKeys?: number;
+}
+
+/** Options of {@link Limiter.check}. */
+export interface CheckOptions {
+  /** Units this request spends (default 1; 0 asks without spending). */
+  cost?: number;
+  /** The time in ms (default `Date.now()`); one clock per limiter. */
+  now?: number;
+  /** The tenant, for a {@link Limiter.fairShare} limiter (ignored by others). */
+  tenant?: string;
+}
+
+/**
+ * Thrown for an invalid policy or option: a `TypeError` (a value of the wrong form) or a
+ * `RangeError` (a number out of range, a cost above the capacity). The message names the
+ * field and the rule; so do these properties.
+ */
+export interface TollgateError extends Error {
+  /** The field at fault: `"window"`, `"limit"`, `"burst"`, `"algorithm"`, `"maxKeys"`, `"cost"`, ... */
+  field: string;
+  /** The rule broken, in kebab-case: `"unknown-unit"`, `"zero"`, `"cost-exceeds-capacity"`, ... */
+  rule: string;
+  /** The offending value. */
+  value: unknown;
+}
+
+/**
+ * A keyed rate limiter. Per-key state lives inside wasm memory, bounded by `maxKeys`.
+ *
+ * ```js
+ * import { Limiter } from "tollgate";
+ * const limiter = new Limiter("10/s burst 20");
+ * const d = limiter.check(clientIp);
+ * if (!d.allowed) return tooManyRequests(d.retryAfter);
+ * ```
+ */
+export class Limiter {
+  /** Throws a {@link TollgateError} for an invalid policy or option. */
+  constructor(policy: Policy, options?: LimiterOptions);
+  /** An all-or-nothing stack: a request must pass every policy, or none is charged. */
+  static all(policies: Policy[], options?: LimiterOptions): Limiter;
+  /**
+   * A per-tenant fair share: `shared` limits each key, `tenant` each (key, tenant) on top;
+   * pass the tenant to {@link Limiter.check}. Requests without a tenant or with `"default"`
+   * skip the tenant policy. A tenant policy above the shared one is a `RangeError`.
+   */
+  static fairShare(shared: Policy, tenant: Policy, options?: LimiterOptions): Limiter;
+  /**
+   * Decides one request for `key`, charging `cost` when allowed. Synchronous; a denial is a
+   * decision (`allowed: false`), never an exception. Throws only for invalid arguments or a
+   * cost above the capacity (`rule: "cost-exceeds-capacity"`).
+   */
+  check(key: string, options?: CheckOptions): Decision;
+  /** The key's standing without charging it. */
+  peek(key: string, options?: { now?: number }): Decision;
+  /** Gives back `cost` (default 1) slots of the concurrency policies for `key`. */
+  release(key: string, options?: { cost?: number }): void;
+  /** Forgets `key`; whether it was stored. */
+  reset(key: string): boolean;
+  /** The number of limited keys held. */
+  readonly size: number;
+  /** The policies in canonical compact form, in stack order. */
+  readonly policies: string[];
+  /** {@link headers} for a decision of this limiter. */
+  headers(decision: Decision, name?: string, options?: { legacy?: boolean }): RateLimitHeaders;
+  /** Frees the wasm memory now instead of at garbage collection. */
+  free(): void;
+}
+
+/** Response headers for a decision. */
+export interface RateLimitHeaders {
+  /** `"<name>";q=<quota>;w=<window seconds>` (draft-ietf-httpapi-ratelimit-headers). */
+  "RateLimit-Policy": string;
+  /** `"<name>";r=<remaining>;t=<seconds until reset>`. */
+  RateLimit: string;
+  /** Whole seconds, rounded up, at least 1: only when denied. */
+  "Retry-After"?: string;
+  "X-RateLimit-Limit"?: string;
+  "X-RateLimit-Remaining"?: string;
+  "X-RateLimit-Reset"?: string;
+}
+
+/**
+ * The headers for `decision` made under the policy named `policyName`. `options.policy` (the
+ * policy, or the Limiter that decided) gives `RateLimit-Policy` its quota and window;
+ * `legacy` adds `X-RateLimit-Limit/Remaining/Reset`.
+ */
+export function headers(
+  decision: Decision,
+  policyName: string,
+  options: { policy: Policy | Limiter; legacy?: boolean },
+): RateLimitHeaders;
+
+/** Validates a policy and returns its canonical compact form; throws like `new Limiter`. */
+export function parsePolicy(policy: Policy): string;
+
+/** Options of {@link fetchWithBackoff}. */
+export interface BackoffOptions {
+  /** Attempts in all, the first included (default 4). */
+  maxAttempts?: number;
+  /** The first delay ceiling in ms (default 100); it doubles per attempt. */
+  baseMs?: number;
+  /** The largest delay ceiling in ms (default 10 000). */
+  capMs?: number;
+}
+
+/**
+ * `fetch` that retries 429 and 503 responses with full-jitter exponential backoff
+ * (`random(0, min(capMs, baseMs * 2^(attempt-1)))`), honouring `Retry-After` (seconds or
+ * HTTP-date) first. Only idempotent requests (GET, HEAD, OPTIONS, TRACE, PUT, DELETE) or
+ * those with an `Idempotency-Key` header are retried. Resolves with the last response.
+ * A `Request` input is cloned per attempt; a stream body in `init` cannot be retried.
+ */
+export function fetchWithBackoff(
+  input: RequestInfo | URL,
+  init?: RequestInit,
+  options?: BackoffOptions & { fetch?: typeof fetch },
+): Promise<Response>;
+
+/** The schedule behind {@link fetchWithBackoff}, for other transports. */
+export class Backoff {
+  constructor(options?: BackoffOptions);
+  /** The wait in ms after attempt `attempt` (from 1) failed, or -1: give up. */
+  delay(attempt: number, retryAfter?: string | null, now?: number): number;
+  /** The most full jitter may draw after attempt `attempt`. */
+  ceiling(attempt: number): number;
+}
+
+/** Whether a response may be retried (429/503, and idempotent or keyed). */
+export function isRetryable(method: string, hasIdempotencyKey: boolean, status: number): boolean;
+
+/** `Retry-After` (seconds or HTTP-date) as ms from `now` (default `Date.now()`), or -1. */
+export function parseRetryAfter(value: string, now?: number): number;

@@ -1,0 +1,78 @@
+//! Turning core errors into JavaScript exceptions.
+//!
+//! Every exception thrown by the package names the field and the rule it broke, both in the
+//! message and as properties, so callers can branch on them without parsing text:
+//!
+//! * policies: `TypeError` (a value of the wrong form: unknown algorithm or unit, not a
+//!   number, missing, unexpected text) or `RangeError` (a number out of range: zero, too
+//!   large, too small, a per-tenant limit above the shared one), with `field` (the core's
+//!   [`Field::name`](tollgate::Field::name)), `rule` ([`Rule::code`](tollgate::Rule::code))
+//!   and `value`;
+//! * decisions that can never be made (a cost above the capacity): `RangeError` with
+//!   `field: "cost"` and `rule` = [`DecideError::code`](tollgate::DecideError::code)
+//!   (`field: "policy"` for a release on a limiter without a concurrency policy).
+
+use js_sys::{Error, RangeError, Reflect, TypeError};
+use tollgate::{DecideError, PolicyError, Rule};
+use wasm_bindgen::{JsCast, JsValue};
+
+/// Whether a broken rule is about a number's range (then a `RangeError`) rather than a
+/// value's form (a `TypeError`).
+fn is_range_rule(rule: &Rule) -> bool {
+    matches!(
+        rule,
+        Rule::Zero | Rule::TooLarge { .. } | Rule::TooSmall { .. } | Rule::TenantAboveShared
+    )
+}
+
+/// Sets `field`, `rule` and `value` on an error object.
+fn annotate(error: &Error, field: &str, rule: &str, value: &JsValue) -> JsValue {
+    let target: &JsValue = error.as_ref();
+    // Setting a property on a fresh Error object cannot fail.
+    let _ = Reflect::set(target, &"field".into(), &field.into());
+    let _ = Reflect::set(target, &"rule".into(), &rule.into());
+    let _ = Reflect::set(target, &"value".into(), value);
+    target.clone()
+}
+
+/// The exception for an invalid policy.
+pub fn policy_error(e: &PolicyError) -> JsValue {
+    let message = format!("{e} [{}]", e.rule.code());
+    let error: Error = if is_range_rule(&e.rule) {
+        RangeError::new(&message).unchecked_into()
+    } else {
+        TypeError::new(&message).unchecked_into()
+    };
+    annotate(&error, e.field.name(), e.rule.code(), &e.value.as_str().into())
+}
+
+/// The exception for an invalid option (`maxKeys`, `cost`, `now`, a policy object's
+/// property of the wrong type): `range` picks `RangeError` (`true`) or `TypeError` (`false`).
+pub fn option_error(field: &str, value: &JsValue, rule: &str, explanation: &str, range: bool) -> JsValue {
+    let shown = value
+        .as_string()
+        .or_else(|| value.as_f64().map(|n| n.to_string()))
+        .unwrap_or_else(|| format!("{value:?}"));
+    let message = format!("invalid option: {field} \"{shown}\": {explanation} [{rule}]");
+    let error: Error = if range {
+        RangeError::new(&message).unchecked_into()
+    } else {
+        TypeError::new(&message).unchecked_into()
+    };
+    annotate(&error, field, rule, value)
+}
+
+/// The exception for a request that can never be decided as asked.
+pub fn decide_error(e: &DecideError) -> JsValue {
+    let error: Error = RangeError::new(&format!("{e} [{}]", e.code())).unchecked_into();
+    let value = match e {
+        DecideError::CostExceedsCapacity { cost, .. } => JsValue::from_f64(*cost as f64),
+        _ => JsValue::UNDEFINED,
+    };
+    let field = match e {
+        DecideError::CostExceedsCapacity { .. } => "cost",
+        DecideError::NotConcurrency { .. } => "policy",
+        _ => "state",
+    };
+    annotate(&error, field, e.code(), &value)
+}

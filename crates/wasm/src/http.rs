@@ -1,0 +1,157 @@
+//! HTTP helpers for JavaScript: response headers for a decision, and the backoff schedule of
+//! the `fetchWithBackoff` client. Both adapt the core (`tollgate::headers`,
+//! `tollgate::backoff`); nothing here formats a header or draws a delay itself.
+
+use tollgate::{millis, Decision, Nanos, Policy, NANOS_PER_MS};
+use wasm_bindgen::prelude::*;
+
+use crate::errors::option_error;
+use crate::spec;
+
+// The core's `headers` and `backoff` modules are announced but not written yet (src/headers.rs
+// and src/backoff.rs are empty). `interim` holds stand-ins with the announced signatures;
+// when the core lands, delete `interim.rs` and switch these two lines to
+// `use tollgate::{backoff, headers};`.
+#[path = "interim.rs"]
+mod interim;
+use interim::{backoff, headers};
+
+/// Rebuilds a nanosecond decision from the millisecond one JavaScript holds. Header values
+/// are whole seconds rounded up, and `ceil(ceil(ns / 1e6) / 1e3) == ceil(ns / 1e9)`, so no
+/// header changes by going through milliseconds.
+fn decision_from_ms(
+    allowed: bool,
+    limit: f64,
+    remaining: f64,
+    reset_after_ms: f64,
+    retry_after_ms: f64,
+) -> Decision {
+    let whole = |v: f64| if v.is_finite() && v > 0.0 { v.ceil() as u64 } else { 0 };
+    Decision {
+        allowed,
+        limit: whole(limit),
+        remaining: whole(remaining),
+        reset_after: millis(whole(reset_after_ms)),
+        retry_after: millis(whole(retry_after_ms)),
+        delay: 0,
+    }
+}
+
+/// The response headers for one decision under one named policy, flattened as
+/// `[name, value, name, value, ...]`: `RateLimit-Policy`, `RateLimit`, `Retry-After` when
+/// denied, and the legacy `X-RateLimit-*` trio when `legacy`.
+#[allow(clippy::too_many_arguments)]
+#[wasm_bindgen(js_name = responseHeaders)]
+pub fn response_headers(
+    name: &str,
+    policy: &JsValue,
+    allowed: bool,
+    limit: f64,
+    remaining: f64,
+    reset_after_ms: f64,
+    retry_after_ms: f64,
+    legacy: bool,
+) -> Result<Vec<String>, JsValue> {
+    let policy: Policy = spec::policy(policy)?;
+    let decision = decision_from_ms(allowed, limit, remaining, reset_after_ms, retry_after_ms);
+    let named = [headers::Named {
+        name,
+        policy: &policy,
+        decision: &decision,
+    }];
+    Ok(headers::response_headers(&named, legacy)
+        .into_iter()
+        .flat_map(|(k, v)| [k.to_string(), v])
+        .collect())
+}
+
+/// A retry schedule for 429/503 responses: full jitter, `Retry-After` first, a maximum
+/// number of attempts (the core's `backoff::Backoff`, with randomness from `getrandom`,
+/// i.e. `crypto.getRandomValues`).
+#[wasm_bindgen]
+pub struct Backoff {
+    inner: backoff::Backoff,
+}
+
+fn whole_ms(field: &str, value: f64) -> Result<u64, JsValue> {
+    spec::count(field, &JsValue::from_f64(value))
+}
+
+#[wasm_bindgen]
+impl Backoff {
+    /// `base_ms`: the first ceiling; `cap_ms`: the largest; `max_attempts`: attempts in all
+    /// (the first request included), at least 1.
+    #[wasm_bindgen(constructor)]
+    pub fn new(base_ms: f64, cap_ms: f64, max_attempts: f64) -> Result<Backoff, JsValue> {
+        let base = whole_ms("baseMs", base_ms)?;
+        let cap = whole_ms("capMs", cap_ms)?;
+        let attempts = whole_ms("maxAttempts", max_attempts)?;
+        if attempts == 0 || attempts > u32::MAX as u64 {
+            return Err(option_error(
+                "maxAttempts",
+                &JsValue::from_f64(max_attempts),
+                if attempts == 0 { "zero" } else { "too-large" },
+                "must be between 1 and 4294967295",
+                true,
+            ));
+        }
+        if cap < base {
+            return Err(option_error(
+                "capMs",
+                &JsValue::from_f64(cap_ms),
+                "below-base",
+                "must be at least baseMs",
+                true,
+            ));
+        }
+        Ok(Backoff {
+            inner: backoff::Backoff::new(millis(base), millis(cap), attempts as u32),
+        })
+    }
+
+    /// How long to wait (ms) after attempt `attempt` (counted from 1) failed, given the
+    /// response's `Retry-After` value (if any) and the time `now_ms` (Unix ms); `-1` means
+    /// give up.
+    pub fn delay(&self, attempt: u32, retry_after: Option<String>, now_ms: f64) -> f64 {
+        let now_secs = if now_ms.is_finite() && now_ms > 0.0 {
+            (now_ms / 1000.0).floor() as u64
+        } else {
+            0
+        };
+        let hint: Option<Nanos> = retry_after
+            .as_deref()
+            .and_then(|v| backoff::parse_retry_after(v, now_secs));
+        let mut rng = || getrandom::u64().unwrap_or(0);
+        match self.inner.delay(attempt, hint, &mut rng) {
+            Some(ns) => ns.div_ceil(NANOS_PER_MS) as f64,
+            None => -1.0,
+        }
+    }
+
+    /// The largest delay (ms) full jitter may draw after attempt `attempt`.
+    pub fn ceiling(&self, attempt: u32) -> f64 {
+        self.inner.ceiling(attempt).div_ceil(NANOS_PER_MS) as f64
+    }
+}
+
+/// Whether a response with `status` to a `method` request may be retried: 429 or 503, and an
+/// idempotent method or an `Idempotency-Key`.
+#[wasm_bindgen(js_name = isRetryable)]
+pub fn is_retryable(method: &str, has_idempotency_key: bool, status: u16) -> bool {
+    backoff::is_retryable(method, has_idempotency_key, status)
+}
+
+/// `Retry-After` (delta-seconds or an HTTP-date) as milliseconds from `now_ms`, or `-1` when
+/// the value is not valid.
+#[wasm_bindgen(js_name = parseRetryAfter)]
+pub fn parse_retry_after(value: &str, now_ms: f64) -> f64 {
+    let now_secs = if now_ms.is_finite() && now_ms > 0.0 {
+        (now_ms / 1000.0).floor() as u64
+    } else {
+        0
+    };
+    match backoff::parse_retry_after(value, now_secs) {
+        Some(ns) => ns.div_ceil(NANOS_PER_MS) as f64,
+        None => -1.0,
+    }
+}
