@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# The WIT component (issue 5): lint the guest, build the import-free component, validate
+# wit/ and replay every shared vector (tests/vectors/*.json) through the component in a real
+# host (jco 1.10.2 in Node), plus the WIT-level API tests.
+set -euo pipefail
+source scripts/tools.sh
+rust_targets
+npm_ci crates/component/host-test
+
+export CARGO_TARGET_DIR=$PWD/target/component
+cargo fmt -p tollgate-component --check
+cargo clippy --quiet -p tollgate-component --target wasm32-unknown-unknown -- -D warnings
+crates/component/build.sh
+(cd crates/component/host-test && node --test test/)
