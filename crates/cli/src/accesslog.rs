@@ -100,8 +100,7 @@ pub fn parse(line: &str) -> Result<LogLine<'_>, String> {
         .ok_or("no [time] after the user field")?;
     let end = rest.find(']').ok_or("the [time] field is not closed")?;
     let time_ms = parse_time(&rest[..end])?;
-    let (request, rest) =
-        quoted(&rest[end + 1..]).ok_or("no quoted \"request\" after the time")?;
+    let (request, rest) = quoted(&rest[end + 1..]).ok_or("no quoted \"request\" after the time")?;
     let (status, rest) = token(rest).ok_or("no status after the request")?;
     if status.len() != 3 || !status.bytes().all(|b| b.is_ascii_digit()) {
         return Err(format!("status \"{status}\" is not a 3-digit HTTP status"));
@@ -135,7 +134,8 @@ fn digits(s: &str, what: &str) -> Result<i64, String> {
     if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) || s.len() > 4 {
         return Err(format!("the time's {what} \"{s}\" is not a number"));
     }
-    s.parse().map_err(|_| format!("the time's {what} \"{s}\" is not a number"))
+    s.parse()
+        .map_err(|_| format!("the time's {what} \"{s}\" is not a number"))
 }
 
 /// Parses `$time_local` (`10/Oct/2000:13:55:36 -0700`) into Unix milliseconds.
@@ -149,7 +149,8 @@ pub fn parse_time(text: &str) -> Result<u64, String> {
     let month = MONTHS
         .iter()
         .position(|m| *m == month_name)
-        .ok_or_else(|| format!("the time's month \"{month_name}\" is not Jan..Dec"))? as i64
+        .ok_or_else(|| format!("the time's month \"{month_name}\" is not Jan..Dec"))?
+        as i64
         + 1;
     let year = digits(next()?, "year")?;
     let hour = digits(next()?, "hour")?;
@@ -158,8 +159,7 @@ pub fn parse_time(text: &str) -> Result<u64, String> {
     if parts.next().is_some() {
         return Err(bad());
     }
-    if !(1..=days_in_month(year, month)).contains(&day) || hour > 23 || minute > 59 || second > 60
-    {
+    if !(1..=days_in_month(year, month)).contains(&day) || hour > 23 || minute > 59 || second > 60 {
         return Err(format!("time \"{text}\" is not a valid date and time"));
     }
     let sign = match zone.as_bytes().first() {
@@ -172,8 +172,8 @@ pub fn parse_time(text: &str) -> Result<u64, String> {
         return Err(bad());
     }
     let offset = sign * (digits(&zone[..2], "zone")? * 3600 + digits(&zone[2..], "zone")? * 60);
-    let secs = days_from_civil(year, month, day) * 86_400 + hour * 3600 + minute * 60 + second
-        - offset;
+    let secs =
+        days_from_civil(year, month, day) * 86_400 + hour * 3600 + minute * 60 + second - offset;
     u64::try_from(secs)
         .map(|s| s * 1000)
         .map_err(|_| format!("time \"{text}\" is before 1970"))
@@ -253,15 +253,21 @@ mod tests {
     #[test]
     fn names_what_is_wrong() {
         assert!(parse("garbage").unwrap_err().contains("ident"));
-        assert!(parse(r#"1.2.3.4 - - [02/Dex/2026:10:00:01 +0000] "GET / HTTP/1.1" 200 1"#)
-            .unwrap_err()
-            .contains("month"));
-        assert!(parse(r#"1.2.3.4 - - [31/Feb/2026:10:00:01 +0000] "GET / HTTP/1.1" 200 1"#)
-            .unwrap_err()
-            .contains("valid date"));
-        assert!(parse(r#"1.2.3.4 - - [02/Dec/2026:10:00:01 +0000] "GET / HTTP/1.1" OK 1"#)
-            .unwrap_err()
-            .contains("status"));
+        assert!(
+            parse(r#"1.2.3.4 - - [02/Dex/2026:10:00:01 +0000] "GET / HTTP/1.1" 200 1"#)
+                .unwrap_err()
+                .contains("month")
+        );
+        assert!(
+            parse(r#"1.2.3.4 - - [31/Feb/2026:10:00:01 +0000] "GET / HTTP/1.1" 200 1"#)
+                .unwrap_err()
+                .contains("valid date")
+        );
+        assert!(
+            parse(r#"1.2.3.4 - - [02/Dec/2026:10:00:01 +0000] "GET / HTTP/1.1" OK 1"#)
+                .unwrap_err()
+                .contains("status")
+        );
     }
 
     #[test]

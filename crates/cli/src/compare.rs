@@ -89,7 +89,11 @@ pub struct Report {
 
 /// Builds the policy for `algorithm` from `--limit` and `--burst` (the burst applies to
 /// the bucket algorithms only).
-pub fn policy_for(algorithm: Algorithm, limit: &str, burst: Option<u64>) -> Result<Policy, CliError> {
+pub fn policy_for(
+    algorithm: Algorithm,
+    limit: &str,
+    burst: Option<u64>,
+) -> Result<Policy, CliError> {
     let text = match burst {
         Some(b) if algorithm.is_bucket() => format!("{} {limit} burst {b}", algorithm.name()),
         _ => format!("{} {limit}", algorithm.name()),
@@ -144,7 +148,13 @@ pub fn peak(events: &[(Nanos, u64)], window: Nanos) -> (u64, Option<Nanos>) {
     (best, at)
 }
 
-fn run_one(policy: Policy, source: &Source, requests: &[Request], order: &[usize], window: Nanos) -> Result<Row, CliError> {
+fn run_one(
+    policy: Policy,
+    source: &Source,
+    requests: &[Request],
+    order: &[usize],
+    window: Nanos,
+) -> Result<Row, CliError> {
     let mut limiter = PerKey::new(policy);
     let mut admitted_at: HashMap<&str, Vec<(Nanos, u64)>> = HashMap::new();
     let (mut admitted, mut rejected, mut max_delay) = (0u64, 0u64, 0u64);

@@ -6,7 +6,7 @@
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 
-use tollgate::{decide, release, millis, DecideError, Decision, Policy, State};
+use tollgate::{decide, millis, release, DecideError, Decision, Policy, State};
 
 /// One policy applied to every key separately.
 pub struct PerKey {
@@ -79,9 +79,10 @@ impl Releases {
     /// frees its slot before a request arriving at `now_ms` is decided).
     pub fn pop_due(&mut self, now_ms: u64) -> Option<(String, u64)> {
         match self.heap.peek() {
-            Some(Reverse((at, ..))) if *at <= now_ms => {
-                self.heap.pop().map(|Reverse((_, _, key, cost))| (key, cost))
-            }
+            Some(Reverse((at, ..))) if *at <= now_ms => self
+                .heap
+                .pop()
+                .map(|Reverse((_, _, key, cost))| (key, cost)),
             _ => None,
         }
     }

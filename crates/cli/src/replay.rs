@@ -133,7 +133,12 @@ struct Replay {
 }
 
 impl Replay {
-    fn new(input: Input, format: LogFormat, spec: KeySpec, concurrency: bool) -> Result<Replay, CliError> {
+    fn new(
+        input: Input,
+        format: LogFormat,
+        spec: KeySpec,
+        concurrency: bool,
+    ) -> Result<Replay, CliError> {
         let Input { source, reader, .. } = input;
         let reader = match format {
             LogFormat::Nginx => {
@@ -176,9 +181,10 @@ impl Replay {
                     .from_reader(reader);
                 let headers = reader.headers().map_err(|e| csv_error(&source, e))?.clone();
                 let find = |name: &str| headers.iter().position(|h| h == name);
+                let header_line = reader.position().line().saturating_sub(1).max(1);
                 let missing = |what: String| CliError::Malformed {
                     source: source.clone(),
-                    line: 1,
+                    line: header_line,
                     reason: format!(
                         "the CSV header must name {what} (found: {})",
                         headers.iter().collect::<Vec<_>>().join(",")
@@ -350,6 +356,12 @@ pub fn replay(options: &Options, input: Input, format: LogFormat) -> Result<Repo
         }
         previous_ms = entry.time_ms;
         if concurrency {
+            if entry.duration_ms.is_none() {
+                return Err(replay.malformed(
+                    entry.line,
+                    "a concurrency policy needs a duration_ms on every line".into(),
+                ));
+            }
             while let Some((key, cost)) = releases.pop_due(entry.time_ms) {
                 limiter.release(key.as_str(), cost).map_err(fail)?;
             }
@@ -357,14 +369,12 @@ pub fn replay(options: &Options, input: Input, format: LogFormat) -> Result<Repo
         let decision: Decision = limiter
             .check(entry.key.as_str(), millis(entry.time_ms), entry.cost)
             .map_err(fail)?;
-        if concurrency && decision.allowed {
-            let Some(duration) = entry.duration_ms else {
-                return Err(replay.malformed(
-                    entry.line,
-                    "a concurrency policy needs a duration_ms on every line".into(),
-                ));
-            };
-            releases.schedule(entry.time_ms.saturating_add(duration), &entry.key, entry.cost);
+        if let (true, true, Some(duration)) = (concurrency, decision.allowed, entry.duration_ms) {
+            releases.schedule(
+                entry.time_ms.saturating_add(duration),
+                &entry.key,
+                entry.cost,
+            );
         }
         max_delay = max_delay.max(decision.delay);
         let tally = match stats.get_mut(entry.key.as_str()) {
@@ -457,8 +467,9 @@ pub fn write_text(report: &Report, out: &mut impl Write) -> std::io::Result<()> 
     if report.time_went_back > 0 {
         writeln!(
             out,
-            "out of order  {} lines earlier than the line before (counted as no time passing)",
-            report.time_went_back
+            "out of order  {} line{} earlier than the line before (counted as no time passing)",
+            report.time_went_back,
+            if report.time_went_back == 1 { "" } else { "s" }
         )?;
     }
     if !report.top_denied.is_empty() {

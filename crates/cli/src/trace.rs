@@ -110,9 +110,7 @@ impl Trace {
     /// header without `time_ms` or `key` is an error naming line 1.
     pub fn new(input: Input, format: Option<TraceFormat>) -> Result<Trace, CliError> {
         let Input {
-            source,
-            mut reader,
-            ..
+            source, mut reader, ..
         } = input;
         let format = format.unwrap_or_else(|| detect(&mut reader));
         let inner = match format {
@@ -127,11 +125,8 @@ impl Trace {
                     .comment(Some(b'#'))
                     .trim(csv::Trim::All)
                     .from_reader(reader);
-                let headers = reader
-                    .headers()
-                    .map_err(|e| csv_error(&source, e))?
-                    .clone();
-                let line = reader.position().line().max(1);
+                let headers = reader.headers().map_err(|e| csv_error(&source, e))?.clone();
+                let line = reader.position().line().saturating_sub(1).max(1);
                 let find = |name: &str| headers.iter().position(|h| h == name);
                 let need = |name: &str| {
                     find(name).ok_or_else(|| CliError::Malformed {
@@ -224,6 +219,13 @@ impl Trace {
                 continue;
             }
             let at = *line;
+            if !text.starts_with('{') {
+                return Some(Err(malformed(
+                    &self.source,
+                    at,
+                    "not a JSON object (for a CSV trace, pass --format csv)".into(),
+                )));
+            }
             return Some(match serde_json::from_str::<JsonRequest>(text) {
                 Ok(r) => {
                     let key = match r.key {
@@ -242,14 +244,16 @@ impl Trace {
                         })
                     }
                 }
-                Err(e) => Err(self.malformed(at, format!("not a trace record: {}", json_reason(&e)))),
+                Err(e) => {
+                    Err(self.malformed(at, format!("not a trace record: {}", json_reason(&e))))
+                }
             });
         }
     }
 }
 
 fn build(
-source: &Source,
+    source: &Source,
     line: u64,
     time: &str,
     key: String,
@@ -258,7 +262,8 @@ source: &Source,
 ) -> Result<Request, CliError> {
     let number = |name: &str, text: &str| {
         text.parse::<u64>().map_err(|_| {
-            malformed(source, 
+            malformed(
+                source,
                 line,
                 format!("{name} \"{text}\" is not a whole number of milliseconds"),
             )
@@ -272,7 +277,11 @@ source: &Source,
         1
     } else {
         cost.parse::<u64>().map_err(|_| {
-            malformed(source, line, format!("cost \"{cost}\" is not a whole number"))
+            malformed(
+                source,
+                line,
+                format!("cost \"{cost}\" is not a whole number"),
+            )
         })?
     };
     let duration_ms = if duration.is_empty() {
@@ -288,7 +297,6 @@ source: &Source,
         duration_ms,
     })
 }
-
 
 fn malformed(source: &Source, line: u64, reason: String) -> CliError {
     CliError::Malformed {
