@@ -129,12 +129,17 @@ export class Limiter {
 
 /** Response headers for a decision. */
 export interface RateLimitHeaders {
-  /** `"<name>";q=<quota>;w=<window seconds>` (draft-ietf-httpapi-ratelimit-headers). */
+  /**
+   * `"<name>";q=<quota>;w=<seconds>` (draft-ietf-httpapi-ratelimit-headers-11): `q` is the
+   * limit (a bucket's capacity), `w` the time the policy takes to grant `q`.
+   */
   "RateLimit-Policy": string;
-  /** `"<name>";r=<remaining>;t=<seconds until reset>`. */
+  /** `"<name>";r=<remaining>;t=<seconds until reset>` (no `t` for a concurrency limit). */
   RateLimit: string;
   /** Whole seconds, rounded up, at least 1: only when denied. */
   "Retry-After"?: string;
+  /** `no-store`: only when denied (a 429 describes one client at one instant). */
+  "Cache-Control"?: string;
   "X-RateLimit-Limit"?: string;
   "X-RateLimit-Remaining"?: string;
   "X-RateLimit-Reset"?: string;

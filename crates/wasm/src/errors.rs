@@ -46,14 +46,12 @@ pub fn policy_error(e: &PolicyError) -> JsValue {
     annotate(&error, e.field.name(), e.rule.code(), &e.value.as_str().into())
 }
 
-/// The exception for an invalid option (`maxKeys`, `cost`, `now`, a policy object's
-/// property of the wrong type): `range` picks `RangeError` (`true`) or `TypeError` (`false`).
+/// The exception for an invalid option (`maxKeys`, a policy object's property of the wrong
+/// type, ...): `range` picks `RangeError` (`true`) or `TypeError` (`false`). The offending
+/// value is the error's `value` property (not in the message: formatting arbitrary JS values
+/// in Rust would cost kilobytes of wasm).
 pub fn option_error(field: &str, value: &JsValue, rule: &str, explanation: &str, range: bool) -> JsValue {
-    let shown = value
-        .as_string()
-        .or_else(|| value.as_f64().map(|n| n.to_string()))
-        .unwrap_or_else(|| format!("{value:?}"));
-    let message = format!("invalid option: {field} \"{shown}\": {explanation} [{rule}]");
+    let message = format!("invalid option: {field}: {explanation} [{rule}]");
     let error: Error = if range {
         RangeError::new(&message).unchecked_into()
     } else {

@@ -2,19 +2,15 @@
 //! the `fetchWithBackoff` client. Both adapt the core (`tollgate::headers`,
 //! `tollgate::backoff`); nothing here formats a header or draws a delay itself.
 
+use std::num::NonZeroU32;
+
 use tollgate::{millis, Decision, Nanos, Policy, NANOS_PER_MS};
 use wasm_bindgen::prelude::*;
 
 use crate::errors::option_error;
 use crate::spec;
 
-// The core's `headers` and `backoff` modules are announced but not written yet (src/headers.rs
-// and src/backoff.rs are empty). `interim` holds stand-ins with the announced signatures;
-// when the core lands, delete `interim.rs` and switch these two lines to
-// `use tollgate::{backoff, headers};`.
-#[path = "interim.rs"]
-mod interim;
-use interim::{backoff, headers};
+use tollgate::{backoff, headers};
 
 /// Rebuilds a nanosecond decision from the millisecond one JavaScript holds. Header values
 /// are whole seconds rounded up, and `ceil(ceil(ns / 1e6) / 1e3) == ceil(ns / 1e9)`, so no
@@ -38,8 +34,9 @@ fn decision_from_ms(
 }
 
 /// The response headers for one decision under one named policy, flattened as
-/// `[name, value, name, value, ...]`: `RateLimit-Policy`, `RateLimit`, `Retry-After` when
-/// denied, and the legacy `X-RateLimit-*` trio when `legacy`.
+/// `[name, value, name, value, ...]`: `RateLimit-Policy`, `RateLimit`, `Retry-After` and
+/// `Cache-Control: no-store` when denied, and the legacy `X-RateLimit-*` trio when `legacy`
+/// (`tollgate::headers::response_headers`).
 #[allow(clippy::too_many_arguments)]
 #[wasm_bindgen(js_name = responseHeaders)]
 pub fn response_headers(
@@ -105,7 +102,11 @@ impl Backoff {
             ));
         }
         Ok(Backoff {
-            inner: backoff::Backoff::new(millis(base), millis(cap), attempts as u32),
+            inner: backoff::Backoff::new(
+                millis(base),
+                millis(cap),
+                NonZeroU32::new(attempts as u32).unwrap_or(NonZeroU32::MIN),
+            ),
         })
     }
 

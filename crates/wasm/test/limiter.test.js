@@ -1,0 +1,189 @@
+// The Limiter API of the built package (Node build): decisions, keys and memory bounds,
+// stacks, fair share, time conversion, errors that name the field and rule, headers.
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { Limiter, headers, parsePolicy } from "tollgate";
+
+test("a token bucket admits its burst, then denies with a retry time, all in ms", () => {
+  const l = new Limiter("10/s burst 20");
+  let admitted = 0;
+  for (let i = 0; i < 25; i++) admitted += l.check("alice", { now: 1_000 }).allowed ? 1 : 0;
+  assert.equal(admitted, 20);
+  assert.deepEqual(l.check("alice", { now: 1_000 }), {
+    allowed: false,
+    limit: 20,
+    remaining: 0,
+    resetAfter: 2_000,
+    retryAfter: 100,
+    delay: 0,
+  });
+  // 100 ms later one token is back.
+  assert.equal(l.check("alice", { now: 1_100 }).allowed, true);
+  assert.equal(l.check("bob", { now: 1_100 }).remaining, 19);
+});
+
+test("check() defaults to Date.now() and cost 1; peek charges nothing", () => {
+  const l = new Limiter("fixed-window 3/h");
+  assert.equal(l.check("k").remaining, 2);
+  assert.equal(l.peek("k").remaining, 2);
+  assert.equal(l.peek("k").remaining, 2);
+  assert.equal(l.check("k", { cost: 2 }).remaining, 0);
+  const denied = l.check("k");
+  assert.equal(denied.allowed, false);
+  assert.ok(denied.retryAfter > 0 && denied.retryAfter <= 3_600_000);
+});
+
+test("fresh keys are not stored; reset forgets a key; size counts limited keys", () => {
+  const l = new Limiter("2/s");
+  assert.equal(l.size, 0);
+  l.check("a", { now: 0 });
+  l.check("b", { now: 0 });
+  assert.equal(l.size, 2);
+  assert.equal(l.reset("a"), true);
+  assert.equal(l.reset("a"), false);
+  assert.equal(l.size, 1);
+  // A second later b's bucket is full again: peeking finds it fresh and drops it.
+  assert.equal(l.peek("b", { now: 1_000 }).remaining, 2);
+  assert.equal(l.size, 0);
+  assert.equal(l.check("a", { now: 1_000 }).remaining, 1);
+});
+
+test("maxKeys bounds memory with LRU eviction (an evicted key starts fresh)", () => {
+  const l = new Limiter("1/min", { maxKeys: 3 });
+  for (const k of ["a", "b", "c", "d"]) assert.equal(l.check(k, { now: 0 }).allowed, true);
+  assert.equal(l.size, 3);
+  // "a" was the least recently used: evicted, so it is admitted again.
+  assert.equal(l.check("a", { now: 1 }).allowed, true);
+  // "c" and "d" are still limited.
+  assert.equal(l.check("d", { now: 1 }).allowed, false);
+  assert.equal(l.size, 3);
+});
+
+test("policy objects and every algorithm name", () => {
+  const l = new Limiter({ algorithm: "sliding-window", limit: 5, window: "10s" });
+  assert.deepEqual(l.policies, ["sliding-window 5/10s"]);
+  assert.deepEqual(new Limiter({ limit: 10, window: 1000, burst: 40 }).policies, ["token-bucket 10/s burst 40"]);
+  assert.deepEqual(new Limiter({ algorithm: "concurrency", maxInFlight: 2 }).policies, ["concurrency 2"]);
+  for (const a of ["token-bucket", "gcra", "sliding-window", "fixed-window", "sliding-log", "leaky-bucket", "leaky-queue"]) {
+    const d = new Limiter(`${a} 4/s`).check("k", { now: 0 });
+    assert.equal(d.allowed, true, a);
+    assert.equal(d.limit, 4, a);
+  }
+  assert.equal(parsePolicy("gcra 100/min burst 10"), "gcra 100/min burst 10");
+});
+
+test("leaky-queue decisions carry the queueing delay", () => {
+  const l = new Limiter("leaky-queue 10/s burst 3");
+  const delays = [0, 1, 2].map(() => l.check("q", { now: 0 }).delay);
+  assert.deepEqual(delays, [100, 200, 300]);
+  assert.equal(l.check("q", { now: 0 }).allowed, false);
+});
+
+test("concurrency: acquire with check, give back with release", () => {
+  const l = new Limiter("concurrency 2");
+  assert.equal(l.check("job", { now: 0 }).allowed, true);
+  assert.equal(l.check("job", { now: 0 }).allowed, true);
+  assert.equal(l.check("job", { now: 0 }).allowed, false);
+  l.release("job");
+  assert.equal(l.check("job", { now: 0 }).allowed, true);
+  assert.throws(() => new Limiter("1/s").release("k"), (e) => e instanceof RangeError && e.rule === "not-concurrency");
+});
+
+test("Limiter.all is all-or-nothing: a denied stack charges no policy", () => {
+  const l = Limiter.all(["5/s", "fixed-window 3/min"]);
+  for (let i = 0; i < 3; i++) assert.equal(l.check("k", { now: 0 }).allowed, true);
+  const denied = l.check("k", { now: 0 });
+  assert.equal(denied.allowed, false);
+  assert.equal(denied.retryAfter, 60_000);
+  assert.deepEqual(l.policies, ["token-bucket 5/s", "fixed-window 3/min"]);
+  // The bucket was not charged for the denied request: at t=0 it still has 2 tokens.
+  assert.equal(new Limiter("5/s").check("x", { now: 0, cost: 3 }).remaining, 2);
+  assert.throws(() => Limiter.all([]), (e) => e.rule === "empty-stack" && e.field === "policies");
+});
+
+test("fair share: a tenant gets its share; others and tenant-less requests still pass", () => {
+  const l = Limiter.fairShare("10/s", "sliding-window 4/s");
+  let acme = 0;
+  for (let i = 0; i < 10; i++) acme += l.check("dns", { now: 0, tenant: "acme" }).allowed ? 1 : 0;
+  assert.equal(acme, 4);
+  assert.equal(l.check("dns", { now: 0, tenant: "globex" }).allowed, true);
+  assert.equal(l.check("dns", { now: 0 }).allowed, true);
+  assert.equal(l.check("dns", { now: 0, tenant: "default" }).allowed, true);
+  assert.throws(
+    () => Limiter.fairShare("10/s", "20/s"),
+    (e) => e instanceof RangeError && e.field === "tenant" && e.rule === "tenant-above-shared",
+  );
+});
+
+test("fractional and integer times convert the same way (ms -> ns)", () => {
+  const a = new Limiter("gcra 1000/s");
+  const b = new Limiter("gcra 1000/s");
+  a.check("k", { now: 5 });
+  b.check("k", { now: 5.0000001 }); // rounds to the same nanosecond count +0
+  assert.deepEqual(a.check("k", { now: 5.5 }), b.check("k", { now: 5.5 }));
+  // Sub-millisecond precision is kept: 0.5 ms later half a token has dripped back.
+  const c = new Limiter("gcra 1/s");
+  c.check("k", { now: 1_000.25 });
+  assert.equal(c.check("k", { now: 1_999.75 }).retryAfter, 1);
+});
+
+test("invalid policies and options throw TypeError/RangeError naming field and rule", () => {
+  const cases = [
+    [() => new Limiter("10/fortnight"), TypeError, "window", "unknown-unit"],
+    [() => new Limiter("0/s"), RangeError, "limit", "zero"],
+    [() => new Limiter("sliding-window 10/s burst 5"), TypeError, "burst", "burst-not-applicable"],
+    [() => new Limiter({ algorithm: "bucket", limit: 1, window: "s" }), TypeError, "algorithm", "unknown-algorithm"],
+    [() => new Limiter({ limit: "ten", window: "s" }), TypeError, "limit", "not-a-number"],
+    [() => new Limiter(42), TypeError, "policy", "not-a-policy"],
+    [() => new Limiter("1/s", { maxKeys: 0 }), RangeError, "maxKeys", "zero"],
+    [() => new Limiter("1/s", { maxKeys: 1.5 }), TypeError, "maxKeys", "not-a-number"],
+    [() => new Limiter("1/s").check("k", { cost: -1 }), RangeError, "cost", "negative"],
+    [() => new Limiter("1/s").check("k", { cost: 0.5 }), TypeError, "cost", "not-a-number"],
+    [() => new Limiter("1/s").check("k", { now: NaN }), TypeError, "now", "not-a-number"],
+    [() => new Limiter("1/s").check(7), TypeError, "key", "not-a-string"],
+    [() => new Limiter("2/s").check("k", { cost: 3 }), RangeError, "cost", "cost-exceeds-capacity"],
+  ];
+  for (const [fn, Kind, field, rule] of cases) {
+    assert.throws(fn, (e) => {
+      assert.ok(e instanceof Kind, `${e} should be a ${Kind.name}`);
+      assert.equal(e.field, field, e.message);
+      assert.equal(e.rule, rule, e.message);
+      assert.ok(e.message.includes(field) && e.message.includes(rule), e.message);
+      return true;
+    });
+  }
+});
+
+test("a denial is a decision, never an exception", () => {
+  const l = new Limiter("1/min");
+  l.check("k", { now: 0 });
+  for (let i = 0; i < 100; i++) assert.equal(l.check("k", { now: 0 }).allowed, false);
+});
+
+test("headers(): RateLimit-Policy, RateLimit, Retry-After and no-store when denied", () => {
+  const l = new Limiter("fixed-window 100/min");
+  const ok = l.check("ip", { now: 42_000 });
+  assert.deepEqual(l.headers(ok, "per-ip"), {
+    "RateLimit-Policy": '"per-ip";q=100;w=60',
+    RateLimit: '"per-ip";r=99;t=18',
+  });
+  assert.deepEqual(headers(ok, "per-ip", { policy: "fixed-window 100/min" }), l.headers(ok, "per-ip"));
+  const tight = new Limiter("1/s");
+  tight.check("ip", { now: 0 });
+  const denied = tight.check("ip", { now: 250 });
+  const h = headers(denied, "burst", { policy: tight, legacy: true });
+  assert.equal(h["Retry-After"], "1");
+  assert.equal(h["Cache-Control"], "no-store");
+  assert.equal(h["X-RateLimit-Limit"], "1");
+  assert.equal(h["X-RateLimit-Remaining"], "0");
+  assert.throws(() => headers(ok, "x"), (e) => e instanceof TypeError && e.field === "policy" && e.rule === "missing");
+});
+
+test("many keys and memory growth: decisions stay right after wasm memory grows", () => {
+  const l = new Limiter("3/min", { maxKeys: 200_000 });
+  for (let i = 0; i < 150_000; i++) l.check(`key-${i}`, { now: 0 });
+  assert.equal(l.size, 150_000);
+  assert.equal(l.check("key-7", { now: 0 }).remaining, 1);
+  assert.equal(l.check("key-149999", { now: 0 }).remaining, 1);
+  l.free();
+});
