@@ -194,6 +194,35 @@ impl<K: Hash + Eq> Store<K> {
         self.shards[i].lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// One policy, one key: decide in place under the shard's lock, without copying the
+    /// state or allocating (unless the key is new and limited).
+    fn decide<Q>(&self, key: &Q, now: Nanos, cost: u64) -> Result<Decision, DecideError>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        // Checked before the state is taken out of its slot, so that an error leaves it there.
+        if cost > self.policy.limit() {
+            return Err(DecideError::CostExceedsCapacity {
+                cost,
+                capacity: self.policy.limit(),
+            });
+        }
+        let hash = self.hasher.hash_one(key);
+        let mut shard = self.lock(hash);
+        let at = shard.find(hash, key);
+        // A placeholder that owns nothing; the slot gets its real state back below.
+        let empty =
+            State::Concurrency(crate::algorithms::concurrency::ConcurrencyState { in_flight: 0 });
+        let state = at.map(|i| core::mem::replace(&mut shard.slots[i as usize].state, empty));
+        // For a single policy, the state a denial returns is equivalent to the one it was
+        // given (refilled, pruned or rolled over), so it is stored either way. The store's
+        // states are all made by its own policy, so no mismatch can occur.
+        let (decision, next) = decide(&self.policy, state, now, cost)?;
+        shard.put(&self.hasher, hash, at, || key.to_owned(), next);
+        Ok(decision)
+    }
+
     fn len(&self) -> usize {
         self.shards
             .iter()
@@ -294,8 +323,12 @@ impl<K: Hash + Eq + Clone> KeyedLimiter<K> {
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        self.check_detailed(key, None, now, cost)
-            .map(|d| d.decision)
+        match (&*self.layers, &self.tenants) {
+            ([store], None) => store.decide(key, now, cost),
+            _ => self
+                .check_detailed(key, None, now, cost)
+                .map(|d| d.decision),
+        }
     }
 
     /// Decides one request for `key` on behalf of `tenant` (fair-share limiters; other

@@ -82,6 +82,11 @@ pub const fn ceil_millis(ns: Nanos) -> u64 {
     ns.div_ceil(NANOS_PER_MS)
 }
 
+/// The README's Rust examples, compiled and run as doctests.
+#[cfg(all(doctest, feature = "std"))]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
+
 /// Converts whole milliseconds to nanoseconds, saturating at `u64::MAX`.
 pub const fn millis(ms: u64) -> Nanos {
     ms.saturating_mul(NANOS_PER_MS)
