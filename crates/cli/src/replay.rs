@@ -61,6 +61,14 @@ pub struct KeyStats {
     pub first_denied_ms: Option<u64>,
 }
 
+/// One key's tally while replaying (the key is the map's).
+#[derive(Default)]
+struct Tally {
+    requests: u64,
+    denied: u64,
+    first_denied_ms: Option<u64>,
+}
+
 /// The first denial in the log.
 #[derive(Clone, Debug, Serialize, PartialEq, Eq)]
 pub struct FirstDenial {
@@ -340,7 +348,7 @@ pub fn replay(options: &Options, input: Input, format: LogFormat) -> Result<Repo
     let mut replay = Replay::new(input, format, options.key.clone(), concurrency)?;
     let limiter: KeyedLimiter<String> = KeyedLimiter::new(policy, options.max_keys);
     let mut releases = Releases::default();
-    let mut stats: HashMap<String, KeyStats> = HashMap::new();
+    let mut stats: HashMap<String, Tally> = HashMap::new();
     let (mut requests, mut denied, mut max_delay, mut went_back) = (0u64, 0u64, 0u64, 0u64);
     let mut first_denial = None;
     let mut previous_ms = 0;
@@ -379,10 +387,7 @@ pub fn replay(options: &Options, input: Input, format: LogFormat) -> Result<Repo
         max_delay = max_delay.max(decision.delay);
         let tally = match stats.get_mut(entry.key.as_str()) {
             Some(t) => t,
-            None => stats.entry(entry.key.clone()).or_insert_with(|| KeyStats {
-                key: entry.key.clone(),
-                ..KeyStats::default()
-            }),
+            None => stats.entry(entry.key.clone()).or_default(),
         };
         tally.requests += 1;
         if !decision.allowed {
@@ -402,7 +407,16 @@ pub fn replay(options: &Options, input: Input, format: LogFormat) -> Result<Repo
     }
     progress.finish();
     let keys = stats.len() as u64;
-    let mut top: Vec<KeyStats> = stats.into_values().filter(|s| s.denied > 0).collect();
+    let mut top: Vec<KeyStats> = stats
+        .into_iter()
+        .filter(|(_, t)| t.denied > 0)
+        .map(|(key, t)| KeyStats {
+            key,
+            requests: t.requests,
+            denied: t.denied,
+            first_denied_ms: t.first_denied_ms,
+        })
+        .collect();
     let keys_denied = top.len() as u64;
     top.sort_by(|a, b| {
         b.denied
