@@ -24,6 +24,8 @@ pub struct LimitName {
     pub name: String,
     /// The limit's policy.
     pub limit: Policy,
+    /// Whether this is a fair share's tenant window (keyed by key and tenant).
+    pub tenant: bool,
 }
 
 /// The names of a route's limits, in the order they are sent to the coordinator.
@@ -41,6 +43,7 @@ pub fn limit_names(config: &Config, route: &Route, with_tenant: bool) -> Vec<Lim
                 policy: k,
                 name,
                 limit: *p,
+                tenant: false,
             });
         }
         if let (Some(t), true) = (e.tenant, with_tenant) {
@@ -48,6 +51,7 @@ pub fn limit_names(config: &Config, route: &Route, with_tenant: bool) -> Vec<Lim
                 policy: k,
                 name: format!("{}.tenant", e.name),
                 limit: t,
+                tenant: true,
             });
         }
     }

@@ -1,0 +1,213 @@
+//! The coordinator: a Durable Object per (policy group, shard). It decides with the core
+//! and its own clock, keeps its states in memory and in its SQLite storage, and sweeps
+//! states that are back to fresh with an alarm.
+//!
+//! # Consistency and durability
+//! * **Serialised per object.** [`Limiter::fetch`] reads its body, then decides and writes
+//!   synchronously (the SQL API is synchronous): no await sits between reading a state and
+//!   writing it back, so two requests for one key can never interleave, even when the
+//!   runtime delivers the next request while this one awaits. Every limit of a stack lives
+//!   in the same object (the config puts stacked policies in one group), so a stack is
+//!   decided all or nothing.
+//! * **Durable before answered.** The writes are not awaited: the runtime's output gate
+//!   holds the response until the implicit transaction of this event is committed, so a
+//!   client never sees an admission whose charge could still be lost. An evicted or
+//!   restarted object re-reads its states lazily (one read per slot, then memory is
+//!   authoritative, the object being the only writer of its storage).
+//! * **Swept when fresh.** Each row records when it will be back to fresh; an alarm deletes
+//!   such rows (deleting a fresh state changes no decision). States made under the test
+//!   clock and concurrency counts are never swept (a count is deleted when released to 0).
+
+use std::cell::{Cell, RefCell};
+
+use serde::Deserialize;
+use tollgate::State;
+use worker::{
+    console_error, durable_object, Date, DurableObject, Env, Request, Response, SqlStorage,
+    SqlStorageValue,
+};
+
+use crate::table::{ObjectRequest, Store, Table};
+
+/// Alarms run at most this often per object (ms): sweeping is housekeeping, not accuracy.
+const SWEEP_EVERY_MS: u64 = 10_000;
+
+/// The rate-limit coordinator object.
+#[durable_object]
+pub struct Limiter {
+    state: worker::State,
+    table: RefCell<Table>,
+    schema_ready: Cell<bool>,
+    /// When the pending alarm fires (ms), if one is pending.
+    alarm_at: Cell<Option<u64>>,
+}
+
+#[derive(Deserialize)]
+struct StateRow {
+    state: String,
+}
+
+#[derive(Deserialize)]
+struct SlotRow {
+    slot: String,
+}
+
+#[derive(Deserialize)]
+struct MinRow {
+    next: Option<f64>,
+}
+
+/// The object's SQLite storage as a [`Store`], remembering the first error and the
+/// earliest sweep time written.
+struct SqlStore {
+    sql: SqlStorage,
+    error: Option<String>,
+    earliest: Option<u64>,
+}
+
+impl Store for SqlStore {
+    fn load(&mut self, slot: &str) -> Option<State> {
+        let rows = self
+            .sql
+            .exec("SELECT state FROM limits WHERE slot = ?", vec![slot.into()])
+            .and_then(|c| c.to_array::<StateRow>());
+        match rows {
+            Ok(rows) => rows
+                .first()
+                .and_then(|r| serde_json::from_str::<State>(&r.state).ok()),
+            Err(e) => {
+                self.error.get_or_insert(e.to_string());
+                None
+            }
+        }
+    }
+
+    fn save(&mut self, slot: &str, state: Option<&State>, fresh_at: Option<u64>) {
+        let result = match state {
+            None => self
+                .sql
+                .exec("DELETE FROM limits WHERE slot = ?", vec![slot.into()])
+                .map(|_| ()),
+            Some(s) => {
+                let text = serde_json::to_string(s).unwrap_or_default();
+                let at: SqlStorageValue = match fresh_at {
+                    Some(t) => SqlStorageValue::Integer(t.min(1 << 52) as i64),
+                    None => SqlStorageValue::Null,
+                };
+                if let Some(t) = fresh_at {
+                    self.earliest = Some(self.earliest.map_or(t, |e| e.min(t)));
+                }
+                self.sql
+                    .exec(
+                        "INSERT INTO limits (slot, state, fresh_at) VALUES (?, ?, ?) \
+                         ON CONFLICT(slot) DO UPDATE SET state = excluded.state, fresh_at = excluded.fresh_at",
+                        vec![slot.into(), text.into(), at],
+                    )
+                    .map(|_| ())
+            }
+        };
+        if let Err(e) = result {
+            self.error.get_or_insert(e.to_string());
+        }
+    }
+}
+
+impl Limiter {
+    fn sql(&self) -> worker::Result<SqlStorage> {
+        let sql = self.state.storage().sql();
+        if !self.schema_ready.get() {
+            sql.exec(
+                "CREATE TABLE IF NOT EXISTS limits (slot TEXT PRIMARY KEY, state TEXT NOT NULL, fresh_at INTEGER)",
+                None,
+            )?;
+            sql.exec(
+                "CREATE INDEX IF NOT EXISTS limits_fresh_at ON limits (fresh_at)",
+                None,
+            )?;
+            self.schema_ready.set(true);
+        }
+        Ok(sql)
+    }
+
+    async fn schedule_sweep(&self, at: u64) -> worker::Result<()> {
+        let at = at.max(Date::now().as_millis() + SWEEP_EVERY_MS);
+        if self.alarm_at.get().is_some() {
+            return Ok(());
+        }
+        self.alarm_at.set(Some(at));
+        self.state
+            .storage()
+            .set_alarm(worker::ScheduledTime::new(js_sys::Date::new(
+                &wasm_bindgen::JsValue::from_f64(at as f64),
+            )))
+            .await
+    }
+}
+
+impl DurableObject for Limiter {
+    fn new(state: worker::State, _env: Env) -> Self {
+        Limiter {
+            state,
+            table: RefCell::new(Table::new()),
+            schema_ready: Cell::new(false),
+            alarm_at: Cell::new(None),
+        }
+    }
+
+    async fn fetch(&self, mut req: Request) -> worker::Result<Response> {
+        let body = req.bytes().await?;
+        let request: ObjectRequest = match serde_json::from_slice(&body) {
+            Ok(r) => r,
+            Err(e) => return Response::error(format!("bad object request: {e}"), 400),
+        };
+        // From here to the answer nothing is awaited but the (rare) alarm set-up, which
+        // comes after every read and write of this request.
+        let mut store = SqlStore {
+            sql: self.sql()?,
+            error: None,
+            earliest: None,
+        };
+        let answer = self
+            .table
+            .borrow_mut()
+            .handle(&request, Date::now().as_millis(), &mut store);
+        if let Some(e) = store.error {
+            console_error!("tollgate object: storage error: {e}");
+            // Memory may be ahead of storage now: drop it, storage is the truth.
+            *self.table.borrow_mut() = Table::new();
+            return Response::error(format!("storage error: {e}"), 500);
+        }
+        if let Some(at) = store.earliest {
+            if let Err(e) = self.schedule_sweep(at).await {
+                console_error!("tollgate object: set_alarm: {e}");
+                self.alarm_at.set(None);
+            }
+        }
+        Response::from_json(&answer)
+    }
+
+    async fn alarm(&self) -> worker::Result<Response> {
+        self.alarm_at.set(None);
+        let now = Date::now().as_millis();
+        let sql = self.sql()?;
+        let swept: Vec<SlotRow> = sql
+            .exec(
+                "DELETE FROM limits WHERE fresh_at IS NOT NULL AND fresh_at <= ? RETURNING slot",
+                vec![SqlStorageValue::Integer(now as i64)],
+            )?
+            .to_array()?;
+        {
+            let mut table = self.table.borrow_mut();
+            for row in &swept {
+                table.forget(&row.slot);
+            }
+        }
+        let next: Vec<MinRow> = sql
+            .exec("SELECT MIN(fresh_at) AS next FROM limits", None)?
+            .to_array()?;
+        if let Some(next) = next.first().and_then(|r| r.next) {
+            self.schedule_sweep(next as u64).await?;
+        }
+        Response::ok(format!("swept {}", swept.len()))
+    }
+}

@@ -1,0 +1,63 @@
+//! Where allowed requests go: the `ORIGIN` var (a base URL), or, when it is unset, a tiny
+//! built-in demo origin.
+
+use serde_json::json;
+use worker::{Date, Env, Fetch, Headers, Method, Request, RequestInit, Response};
+
+use crate::edge::string_binding;
+
+/// Forwards `req` to the origin, unchanged (method, headers, body).
+pub async fn forward(mut req: Request, env: &Env) -> worker::Result<Response> {
+    match string_binding(env, "ORIGIN") {
+        Some(base) => {
+            let url = req.url()?;
+            let mut target = format!("{}{}", base.trim_end_matches('/'), url.path());
+            if let Some(q) = url.query() {
+                target.push('?');
+                target.push_str(q);
+            }
+            let method = req.method();
+            let mut init = RequestInit::new();
+            init.with_method(method.clone())
+                .with_headers(req.headers().clone());
+            if !matches!(method, Method::Get | Method::Head) {
+                let body = req.bytes().await?;
+                init.with_body(Some(js_sys::Uint8Array::from(body.as_slice()).into()));
+            }
+            Fetch::Request(Request::new_with_init(&target, &init)?)
+                .send()
+                .await
+        }
+        None => demo(req),
+    }
+}
+
+/// The demo origin: `/api/*` echoes the request as JSON, `/health` answers `ok`,
+/// `/csp-report` accepts reports; anything else is 404.
+fn demo(req: Request) -> worker::Result<Response> {
+    let path = req.path();
+    let headers = Headers::new();
+    if path == "/health" {
+        return Response::ok("ok");
+    }
+    if path == "/csp-report" {
+        return Ok(Response::empty()?.with_status(204));
+    }
+    let (status, body) = if path.starts_with("/api/") || path.starts_with("/bench/") {
+        (
+            200,
+            json!({
+                "origin": "tollgate demo origin",
+                "method": req.method().to_string(),
+                "path": path,
+                "time": Date::now().as_millis(),
+            }),
+        )
+    } else {
+        (404, json!({"origin": "tollgate demo origin", "error": "not found", "path": path}))
+    };
+    headers.set("Content-Type", "application/json")?;
+    Ok(Response::ok(body.to_string())?
+        .with_status(status)
+        .with_headers(headers))
+}

@@ -1,0 +1,61 @@
+// Starts the built worker (crates/worker/build) under Miniflare, the local Workers runtime
+// (workerd), with the limiter's Durable Object on SQLite storage.
+import { Miniflare } from "miniflare";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+export const BUILD = path.resolve(here, "../build");
+export const CHECK_SECRET = "check-secret-for-tests";
+export const ADMIN_SECRET = "admin-secret-for-tests";
+
+/**
+ * @param {object} o
+ * @param {object|string} [o.config] TOLLGATE_CONFIG (object -> JSON); omitted: the bundled file
+ * @param {boolean} [o.withObject=true] bind the Durable Object (false: the coordinator is missing)
+ * @param {string} [o.persist] directory for durable state (restart tests)
+ * @param {object} [o.bindings] extra vars
+ */
+export async function start({ config, withObject = true, persist, bindings = {} } = {}) {
+  const vars = { CHECK_SECRET, ADMIN_SECRET, ...bindings };
+  if (config !== undefined) vars.TOLLGATE_CONFIG = typeof config === "string" ? config : JSON.stringify(config);
+  const mf = new Miniflare({
+    modules: true,
+    scriptPath: path.join(BUILD, "worker/shim.mjs"),
+    modulesRoot: BUILD,
+    modulesRules: [
+      { type: "ESModule", include: ["**/*.js", "**/*.mjs"] },
+      { type: "CompiledWasm", include: ["**/*.wasm"] },
+    ],
+    compatibilityDate: "2026-04-01",
+    durableObjects: withObject ? { LIMITER: { className: "Limiter", useSQLite: true } } : {},
+    durableObjectsPersist: persist ?? false,
+    bindings: vars,
+    cf: false,
+  });
+  await mf.ready;
+  const base = "http://edge.test";
+  const fetch = (p, init = {}) => mf.dispatchFetch(base + p, init);
+  const api = async (p, body, secret = CHECK_SECRET) => {
+    const r = await fetch(p, {
+      method: "POST",
+      headers: { authorization: `Bearer ${secret}`, "content-type": "application/json" },
+      body: typeof body === "string" ? body : JSON.stringify(body),
+    });
+    return { status: r.status, headers: r.headers, body: await r.json() };
+  };
+  const admin = (p, body) => api(p, body, ADMIN_SECRET);
+  const stats = async () => {
+    const r = await fetch("/admin/v1/stats", { headers: { authorization: `Bearer ${ADMIN_SECRET}` } });
+    return (await r.json()).policies;
+  };
+  return { mf, fetch, api, admin, stats, dispose: () => mf.dispose() };
+}
+
+/** GET `p` as client `ip` with extra headers; returns status, headers and the body text. */
+export async function hit(edge, p, { ip, headers = {}, method = "GET", body } = {}) {
+  const h = { ...headers };
+  if (ip) h["cf-connecting-ip"] = ip;
+  const r = await edge.fetch(p, { method, headers: h, body });
+  return { status: r.status, headers: r.headers, text: await r.text() };
+}
