@@ -48,6 +48,8 @@ pub struct Trace {
 }
 
 enum Inner {
+    /// An input without even a header line: a trace of no requests.
+    Empty,
     Csv {
         reader: csv::Reader<Box<dyn BufRead>>,
         columns: Columns,
@@ -126,6 +128,12 @@ impl Trace {
                     .trim(csv::Trim::All)
                     .from_reader(reader);
                 let headers = reader.headers().map_err(|e| csv_error(&source, e))?.clone();
+                if headers.is_empty() {
+                    return Ok(Trace {
+                        source,
+                        inner: Inner::Empty,
+                    });
+                }
                 let line = reader.position().line().saturating_sub(1).max(1);
                 let find = |name: &str| headers.iter().position(|h| h == name);
                 let need = |name: &str| {
@@ -311,6 +319,7 @@ impl Iterator for Trace {
 
     fn next(&mut self) -> Option<Self::Item> {
         match self.inner {
+            Inner::Empty => None,
             Inner::Csv { .. } => self.next_csv(),
             Inner::Jsonl { .. } => self.next_jsonl(),
         }

@@ -790,3 +790,25 @@ fn replay_concurrency_from_a_csv_log_with_durations() {
         json!({"time_ms": 10, "line": 3, "key": "192.0.2.1"})
     );
 }
+
+#[test]
+fn an_empty_trace_has_no_requests() {
+    let out = tollgate()
+        .args(["simulate", "-p", "10/s"])
+        .write_stdin("")
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert!(out.stdout.is_empty() && out.stderr.is_empty());
+    let out = tollgate()
+        .args(["compare", "-l", "10/s", "--json"])
+        .write_stdin("time_ms,key\n")
+        .output()
+        .unwrap();
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["requests"], 0);
+    assert_eq!(
+        row(&report, "sliding-log")["max_window_start_ms"],
+        Value::Null
+    );
+}
