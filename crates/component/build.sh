@@ -20,11 +20,12 @@ export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$root/target/component}
 }
 
 cd "$root"
-cargo build --quiet -p tollgate-component --release --target wasm32-unknown-unknown
+CARGO_PROFILE_RELEASE_OPT_LEVEL=${OPT_LEVEL:-s} \
+  cargo build --quiet -p tollgate-component --release --target wasm32-unknown-unknown
 mkdir -p "$out"
 core="$CARGO_TARGET_DIR/wasm32-unknown-unknown/release/tollgate_component.wasm"
 # wasm-opt keeps the `component-type` custom section wit-bindgen embedded; jco new reads it.
-"$bin/wasm-opt" -O3 --strip-debug --strip-producers \
+"$bin/wasm-opt" -O${OPT_LEVEL:-s} --strip-debug --strip-producers \
   --enable-bulk-memory --enable-nontrapping-float-to-int --enable-sign-ext \
   --enable-mutable-globals --enable-multivalue --enable-reference-types \
   "$core" -o "$out/tollgate.core.wasm"

@@ -12,3 +12,10 @@ cargo fmt -p tollgate-component --check
 cargo clippy --quiet -p tollgate-component --target wasm32-unknown-unknown -- -D warnings
 crates/component/build.sh
 (cd crates/component/host-test && node --test test/)
+
+# The Rust wasmtime host (README example + the same vectors through a second runtime). Opt-in:
+# building wasmtime costs ~6 CPU-minutes.
+if [ "${TOLLGATE_WASMTIME:-0}" = 1 ]; then
+  (cd crates/component/wasmtime-host &&
+    cargo run --quiet --release --locked -- ../build/tollgate.component.wasm ../../../tests/vectors)
+fi

@@ -175,3 +175,18 @@ test('wit/ is valid WIT: its world embeds into a component on its own', () => {
     rmSync(dir, { recursive: true, force: true });
   }
 });
+
+test("the README's JavaScript example runs and prints these decisions", () => {
+  const out = execFileSync(process.execPath, [join(here, '..', 'example.mjs')], { encoding: 'utf8' });
+  assert.equal(
+    out,
+    [
+      't=0ms alice: allowed=true remaining=1 retry-after=0ms',
+      't=0ms alice: allowed=true remaining=0 retry-after=0ms',
+      't=0ms alice: allowed=false remaining=0 retry-after=500ms',
+      't=500ms alice: allowed=true remaining=0 retry-after=0ms',
+      'bad policy: field=window value=fortnight rule=unknown-unit',
+      '',
+    ].join('\n'),
+  );
+});
