@@ -26,7 +26,7 @@
 //! assert_eq!(c.retry_after, 500_000_000); // one emission interval
 //! ```
 
-use crate::math::scaled_to_nanos;
+use crate::math::{div, scaled_to_nanos};
 use crate::{Bucket, Decision, Nanos};
 
 /// GCRA state: the theoretical arrival time, in nanoseconds times `limit`.
@@ -56,7 +56,7 @@ pub fn decide(
     let decision = Decision {
         allowed,
         limit: bucket.capacity(),
-        remaining: (tolerance.saturating_sub(used) / interval) as u64,
+        remaining: div(tolerance.saturating_sub(used), interval) as u64,
         reset_after: scaled_to_nanos(used, limit),
         retry_after: if allowed {
             0

@@ -19,7 +19,7 @@
 //! assert_eq!(b.retry_after, 600_000_000);
 //! ```
 
-use crate::math::scaled_to_nanos;
+use crate::math::{div, scaled_to_nanos};
 use crate::{Bucket, Decision, Nanos};
 
 /// A leaky bucket meter's state. The bucket is empty when there is no state.
@@ -60,7 +60,7 @@ pub fn decide(
     let decision = Decision {
         allowed,
         limit: bucket.capacity(),
-        remaining: (capacity.saturating_sub(level) / window) as u64,
+        remaining: div(capacity.saturating_sub(level), window) as u64,
         reset_after: scaled_to_nanos(level, limit),
         retry_after,
         delay: 0,

@@ -29,7 +29,7 @@
 //! assert_eq!(rejected, 3);
 //! ```
 
-use crate::math::scaled_to_nanos;
+use crate::math::{ceil_div, scaled_to_nanos};
 use crate::{Bucket, Decision, Nanos};
 
 /// A leaky queue's state: when the last queued request leaves. Empty when there is no state.
@@ -74,7 +74,7 @@ pub fn decide(
     let decision = Decision {
         allowed,
         limit: bucket.capacity(),
-        remaining: (bucket.capacity() as u128).saturating_sub(waiting.div_ceil(interval)) as u64,
+        remaining: (bucket.capacity() as u128).saturating_sub(ceil_div(waiting, interval)) as u64,
         reset_after: scaled_to_nanos(waiting, limit),
         retry_after,
         delay,

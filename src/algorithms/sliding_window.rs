@@ -29,7 +29,7 @@
 //! assert_eq!(d.remaining, 9);
 //! ```
 
-use crate::math::sat_nanos;
+use crate::math::{ceil_div, sat_nanos};
 use crate::{Decision, Nanos, Quota};
 
 /// A sliding window counter's state. No state means both windows are empty.
@@ -82,7 +82,7 @@ pub fn decide(
     let decision = Decision {
         allowed,
         limit: quota.limit(),
-        remaining: room.div_ceil(w) as u64,
+        remaining: ceil_div(room, w) as u64,
         reset_after: sat_nanos(reset_after),
         retry_after: sat_nanos(retry_after),
         delay: 0,
@@ -97,7 +97,7 @@ fn retry_after(w: u128, limit: u128, elapsed: u128, prev: u128, cur: u128, c: u1
     let y = (limit * w).saturating_sub((cur + c - 1) * w);
     if y > 0 && prev > 0 {
         // prev*(W-e') < Y  <=>  W - e' <= ceil(Y/prev) - 1
-        let e = (w + 1).saturating_sub(y.div_ceil(prev));
+        let e = (w + 1).saturating_sub(ceil_div(y, prev));
         if e < w {
             return e.saturating_sub(elapsed);
         }
@@ -107,7 +107,7 @@ fn retry_after(w: u128, limit: u128, elapsed: u128, prev: u128, cur: u128, c: u1
     let e = if cur == 0 {
         0
     } else {
-        (w + 1).saturating_sub(z.div_ceil(cur))
+        (w + 1).saturating_sub(ceil_div(z, cur))
     };
     (w - elapsed) + e
 }

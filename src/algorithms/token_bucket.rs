@@ -34,7 +34,7 @@
 //! assert_eq!(admitted, 40 + 6 * 10 - 1); // the last refill lands exactly at t = 10 s
 //! ```
 
-use crate::math::scaled_to_nanos;
+use crate::math::{div, scaled_to_nanos};
 use crate::{Bucket, Decision, Nanos};
 
 /// A token bucket's state. The bucket is full when there is no state.
@@ -78,7 +78,7 @@ pub fn decide(
     let decision = Decision {
         allowed,
         limit: bucket.capacity(),
-        remaining: (credit / window) as u64,
+        remaining: div(credit, window) as u64,
         reset_after: scaled_to_nanos(full - credit, limit),
         retry_after,
         delay: 0,
