@@ -3,7 +3,8 @@
 //! 1-second interval `(t - 1 s, t]`. For the leaky-bucket queue, what counts is its output
 //! (arrival + delay), since that is what the upstream sees.
 //!
-//! The trace (`tests/data/burst80.csv`, also the CLI's `compare` example):
+//! The trace (`tests/data/burst80.csv`; the CLI's `examples/burst80.csv` is a second design
+//! with the same figures, and the CLI's tests run both through `tollgate compare`):
 //! * a steady stream at four times the rate: 40 requests every 25 ms from 0 to 975 ms, on a
 //!   fresh key (the token bucket spends its stored 10, then earns 10/s: 19 in one second);
 //! * two boundary bursts: 10 requests at 2900..2990 ms and 10 at 3000..3090 ms, and again
