@@ -8,11 +8,37 @@ const ALLOWED = 1;
 const FAILED = 2;
 const DEFAULT_MAX_KEYS = 100_000;
 
-/** A Float64Array over wasm memory, renewed when memory grows (the old one detaches). */
+/** Views of wasm memory, renewed when memory grows (the old buffer detaches: length 0). */
 let f64 = new Float64Array(0);
+let u8 = new Uint8Array(0);
 function view() {
   if (f64.length === 0) f64 = new Float64Array(glue.wasmMemory().buffer);
   return f64;
+}
+function bytes() {
+  if (u8.length === 0) u8 = new Uint8Array(glue.wasmMemory().buffer);
+  return u8;
+}
+
+/** Keys up to this many ASCII characters go through the limiter's key buffer. */
+const KEY_MAX = 128;
+
+/**
+ * Writes an ASCII key of at most KEY_MAX characters into wasm memory at `at`; returns false
+ * (nothing usable written) for a longer or non-ASCII key, which then takes wasm-bindgen's
+ * string path. This saves an allocation and a free per check.
+ */
+function putKey(key, at) {
+  const n = key.length;
+  if (n > KEY_MAX) return false;
+  let m = u8;
+  if (m.length === 0) m = bytes();
+  for (let i = 0; i < n; i++) {
+    const c = key.charCodeAt(i);
+    if (c > 0x7f) return false;
+    m[at + i] = c;
+  }
+  return true;
 }
 
 /** Builds an option error that names the field and the rule broken. */
@@ -68,6 +94,7 @@ function maxKeysOf(options) {
 export class Limiter {
   #core;
   #out;
+  #key;
 
   /**
    * @param {string | object} policy `"10/s burst 20"` or `{ algorithm, limit, window, burst }`
@@ -78,6 +105,7 @@ export class Limiter {
     const core = policy instanceof CoreHandle ? policy.core : glue.Core.single(policy, maxKeysOf(options));
     this.#core = core;
     this.#out = core.outPtr() >>> 3;
+    this.#key = core.keyPtr();
   }
 
   /** An all-or-nothing stack: each request must pass every policy, or none is charged. */
@@ -117,11 +145,21 @@ export class Limiter {
    */
   check(key, opts) {
     if (typeof key !== "string") checkKey(key);
-    if (opts === undefined) return this.#decision(this.#core.check(key, Date.now(), 1));
-    const now = opts.now === undefined ? Date.now() : checkNow(opts.now);
-    const cost = opts.cost === undefined ? 1 : checkCost(opts.cost);
-    const tenant = opts.tenant;
-    if (tenant === undefined || tenant === null) return this.#decision(this.#core.check(key, now, cost));
+    let now, cost, tenant;
+    if (opts === undefined) {
+      now = Date.now();
+      cost = 1;
+    } else {
+      now = opts.now === undefined ? Date.now() : checkNow(opts.now);
+      cost = opts.cost === undefined ? 1 : checkCost(opts.cost);
+      tenant = opts.tenant;
+    }
+    if (tenant === undefined || tenant === null) {
+      const core = this.#core;
+      return this.#decision(
+        putKey(key, this.#key) ? core.checkBuf(key.length, now, cost) : core.check(key, now, cost),
+      );
+    }
     if (typeof tenant !== "string") {
       throw optionError(TypeError, "tenant", tenant, "not-a-string", "must be a string");
     }
@@ -132,7 +170,8 @@ export class Limiter {
   peek(key, opts) {
     checkKey(key);
     const now = opts?.now === undefined ? Date.now() : checkNow(opts.now);
-    return this.#decision(this.#core.peek(key, now));
+    const core = this.#core;
+    return this.#decision(putKey(key, this.#key) ? core.peekBuf(key.length, now) : core.peek(key, now));
   }
 
   /** Gives back `cost` (default 1) slots of the limiter's concurrency policies for `key`. */

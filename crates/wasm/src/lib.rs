@@ -32,6 +32,14 @@ mod errors;
 mod http;
 mod spec;
 
+// std's dlmalloc made allocation about half the cost of a keyed check (the keyed limiter
+// allocates small vectors per decision); talc's wasm allocator is markedly faster.
+// SAFETY: wasm32-unknown-unknown without atomics is single-threaded, which is what
+// `TalckWasm` (no locking) requires; the npm package is built only for that target.
+#[cfg(all(target_family = "wasm", not(target_feature = "atomics")))]
+#[global_allocator]
+static ALLOCATOR: talc::TalckWasm = unsafe { talc::TalckWasm::new_global() };
+
 pub use http::{Backoff, *};
 
 /// Status of a decision call: the request was denied.
@@ -43,6 +51,10 @@ pub const FAILED: u32 = 2;
 
 /// Number of `f64` slots in a limiter's output buffer.
 pub const OUT_LEN: usize = 5;
+
+/// The longest key (in bytes) the JS wrapper passes through a limiter's key buffer
+/// ([`Core::key_ptr`]); longer or non-ASCII keys take wasm-bindgen's string path.
+pub const KEY_MAX: usize = 128;
 
 /// Converts a JavaScript time in milliseconds to the core's nanoseconds (see the crate docs).
 pub fn now_ns(now_ms: f64) -> Nanos {
@@ -66,6 +78,9 @@ pub struct Core {
     limiter: KeyedLimiter<String>,
     /// `limit, remaining, resetAfter, retryAfter, delay` of the last decision, in ms.
     out: Box<[Cell<f64>; OUT_LEN]>,
+    /// The key of the next [`Core::check_buf`] call, written by JS (ASCII, at most
+    /// [`KEY_MAX`] bytes). Passing keys here costs no allocation per call.
+    key: Box<[Cell<u8>; KEY_MAX]>,
     error: RefCell<Option<DecideError>>,
 }
 
@@ -90,6 +105,7 @@ impl Core {
         Core {
             limiter,
             out: Box::new(Default::default()),
+            key: Box::new(std::array::from_fn(|_| Cell::new(0))),
             error: RefCell::new(None),
         }
     }
@@ -123,6 +139,38 @@ impl Core {
     #[wasm_bindgen(js_name = outPtr)]
     pub fn out_ptr(&self) -> u32 {
         self.out.as_ptr() as usize as u32
+    }
+
+    /// The address of the key buffer in wasm memory ([`KEY_MAX`] bytes).
+    #[wasm_bindgen(js_name = keyPtr)]
+    pub fn key_ptr(&self) -> u32 {
+        self.key.as_ptr() as usize as u32
+    }
+
+    /// Runs `f` with the first `len` bytes of the key buffer as a string.
+    fn with_key<R>(&self, len: usize, f: impl FnOnce(&str) -> R) -> R {
+        let mut bytes = [0u8; KEY_MAX];
+        let len = len.min(KEY_MAX);
+        for (b, c) in bytes.iter_mut().zip(self.key.iter()).take(len) {
+            *b = c.get();
+        }
+        // JS writes only ASCII here; anything else would be a wrapper bug, and is refused
+        // as an empty key rather than trusted.
+        f(std::str::from_utf8(&bytes[..len]).unwrap_or(""))
+    }
+
+    /// [`Core::check`] for the key in the key buffer (`len` bytes).
+    #[wasm_bindgen(js_name = checkBuf)]
+    pub fn check_buf(&self, len: usize, now: f64, cost: f64) -> u32 {
+        let result = self.with_key(len, |key| self.limiter.check(key, now_ns(now), cost_units(cost)));
+        self.emit(result)
+    }
+
+    /// [`Core::peek`] for the key in the key buffer (`len` bytes).
+    #[wasm_bindgen(js_name = peekBuf)]
+    pub fn peek_buf(&self, len: usize, now: f64) -> u32 {
+        let result = self.with_key(len, |key| self.limiter.peek(key, now_ns(now)));
+        self.emit(result)
     }
 
     fn emit(&self, result: Result<Decision, DecideError>) -> u32 {

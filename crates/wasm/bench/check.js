@@ -1,0 +1,218 @@
+// Side-by-side benchmark of a synchronous rate-limit check in Node:
+//   tollgate        Limiter.check(key)                      (this package, wasm core)
+//   js-map          a hand-written lazy-refill token bucket in a JS Map (returns the same
+//                   decision object shape as tollgate, so both do the same work)
+//   limiter         npm `limiter` TokenBucket.tryRemoveTokens(1), one bucket per key in a Map
+//   rlf             npm `rate-limiter-flexible` RateLimiterMemory.consume(key), a Promise,
+//                   awaited one by one (a caller awaiting its limiter per request)
+//   rlf-batch       the same, 1000 calls in flight at a time (Promise.all): its best case
+// for 1 key, 10k keys and 1M keys (keys visited round-robin), plus memory per key after every
+// key was checked once. Every case runs in its own child process (node --expose-gc) so heaps
+// do not mix. Every check calls Date.now() (each implementation reads the clock itself).
+// Policy: a token bucket of 1e9/s, burst 1e9, so every check is admitted (the common path).
+//
+// Usage: node bench/check.js [--ms 1000] [--only 10000]    (from crates/wasm, after build.sh)
+// Prints a table with ops/s and tollgate's ratio to each, and the memory per key.
+import { spawnSync } from "node:child_process";
+import { fileURLToPath } from "node:url";
+
+const RATE = 1e9; // per second
+const KEYS = [1, 10_000, 1_000_000];
+const IMPLS = ["tollgate", "js-map", "limiter", "rlf", "rlf-batch"];
+
+function arg(name, fallback) {
+  const i = process.argv.indexOf(name);
+  return i > 0 ? Number(process.argv[i + 1]) : fallback;
+}
+
+/** The pure-JS baseline: a lazy-refill token bucket per key in a Map. */
+class MapBucket {
+  constructor(ratePerSec, burst) {
+    this.perMs = ratePerSec / 1000;
+    this.burst = burst;
+    this.map = new Map();
+  }
+  check(key) {
+    const now = Date.now();
+    let s = this.map.get(key);
+    if (s === undefined) {
+      s = { tokens: this.burst, last: now };
+      this.map.set(key, s);
+    } else if (now > s.last) {
+      s.tokens = Math.min(this.burst, s.tokens + (now - s.last) * this.perMs);
+      s.last = now;
+    }
+    const allowed = s.tokens >= 1;
+    if (allowed) s.tokens -= 1;
+    const missing = this.burst - s.tokens;
+    return {
+      allowed,
+      limit: this.burst,
+      remaining: Math.floor(s.tokens),
+      resetAfter: Math.ceil(missing / this.perMs),
+      retryAfter: allowed ? 0 : Math.ceil((1 - s.tokens) / this.perMs),
+      delay: 0,
+    };
+  }
+}
+
+async function makeCheck(impl, nKeys) {
+  switch (impl) {
+    case "tollgate": {
+      const { Limiter } = await import("tollgate");
+      const l = new Limiter(`${RATE}/s`, { maxKeys: Math.max(nKeys, 1) * 2 });
+      return { check: (k) => l.check(k).allowed, size: () => l.size };
+    }
+    case "js-map": {
+      const b = new MapBucket(RATE, RATE);
+      return { check: (k) => b.check(k).allowed, size: () => b.map.size };
+    }
+    case "limiter": {
+      const { TokenBucket } = await import("limiter");
+      const map = new Map();
+      return {
+        check: (k) => {
+          let b = map.get(k);
+          if (b === undefined) {
+            b = new TokenBucket({ bucketSize: RATE, tokensPerInterval: RATE, interval: "second" });
+            map.set(k, b);
+          }
+          return b.tryRemoveTokens(1);
+        },
+        size: () => map.size,
+      };
+    }
+    case "rlf":
+    case "rlf-batch": {
+      const { RateLimiterMemory } = await import("rate-limiter-flexible");
+      const r = new RateLimiterMemory({ points: RATE, duration: 1 });
+      return {
+        checkAsync: (k) => r.consume(k).then(() => true, () => false),
+        batch: impl === "rlf-batch" ? 1000 : 1,
+        size: () => NaN,
+      };
+    }
+  }
+  throw new Error(impl);
+}
+
+async function child(impl, nKeys, ms) {
+  const keys = Array.from({ length: nKeys }, (_, i) => `10.${(i >> 16) & 255}.${(i >> 8) & 255}.${i & 255}`);
+  global.gc();
+  const before = process.memoryUsage();
+  const c = await makeCheck(impl, nKeys);
+  // First pass: every key once (this is what memory per key measures).
+  if (c.check) for (let i = 0; i < nKeys; i++) c.check(keys[i]);
+  else for (let i = 0; i < nKeys; i += 1000) await Promise.all(keys.slice(i, i + 1000).map(c.checkAsync));
+  global.gc();
+  const after = process.memoryUsage();
+  const perKey = (field) => (after[field] - before[field]) / nKeys;
+  // Throughput: round-robin over the keys for about `ms`, best of 3 rounds.
+  let best = 0;
+  let i = 0;
+  for (let round = 0; round < 3; round++) {
+    let ops = 0;
+    const start = performance.now();
+    let elapsed = 0;
+    if (c.check) {
+      const check = c.check;
+      while (elapsed < ms / 3) {
+        for (let j = 0; j < 10_000; j++) {
+          check(keys[i]);
+          if (++i === nKeys) i = 0;
+        }
+        ops += 10_000;
+        elapsed = performance.now() - start;
+      }
+    } else if (c.batch === 1) {
+      while (elapsed < ms / 3) {
+        for (let j = 0; j < 1000; j++) {
+          await c.checkAsync(keys[i]);
+          if (++i === nKeys) i = 0;
+        }
+        ops += 1000;
+        elapsed = performance.now() - start;
+      }
+    } else {
+      while (elapsed < ms / 3) {
+        const batch = new Array(c.batch);
+        for (let j = 0; j < c.batch; j++) {
+          batch[j] = c.checkAsync(keys[i]);
+          if (++i === nKeys) i = 0;
+        }
+        await Promise.all(batch);
+        ops += c.batch;
+        elapsed = performance.now() - start;
+      }
+    }
+    best = Math.max(best, ops / (elapsed / 1000));
+  }
+  console.log(
+    JSON.stringify({
+      impl,
+      nKeys,
+      opsPerSec: best,
+      heapPerKey: perKey("heapUsed"),
+      rssPerKey: perKey("rss"),
+      externalPerKey: perKey("external") + perKey("arrayBuffers"),
+    }),
+  );
+}
+
+function fmtOps(n) {
+  return n >= 1e6 ? `${(n / 1e6).toFixed(2)} M` : `${(n / 1e3).toFixed(0)} k`;
+}
+
+function fmtBytes(n, nKeys) {
+  // With one key, "per key" is the whole limiter's fixed cost: not meaningful.
+  return Number.isFinite(n) && nKeys > 1 ? `${Math.round(n)} B` : "-";
+}
+
+async function main() {
+  const ms = arg("--ms", 1500);
+  const only = arg("--only", 0);
+  const script = fileURLToPath(import.meta.url);
+  const rows = [];
+  for (const nKeys of KEYS.filter((k) => !only || k === only)) {
+    for (const impl of IMPLS) {
+      const r = spawnSync(process.execPath, ["--expose-gc", "--max-old-space-size=4096", script, "--child", impl, String(nKeys), String(ms)], {
+        encoding: "utf8",
+        cwd: process.cwd(),
+      });
+      if (r.status !== 0) throw new Error(`${impl} ${nKeys}: ${r.stderr}`);
+      rows.push(JSON.parse(r.stdout.trim().split("\n").pop()));
+    }
+  }
+  console.log(`sync check() throughput, Node ${process.version}, token bucket ${RATE}/s (all admitted), Date.now() per check`);
+  console.log("");
+  console.log(`load average at start: ${(await import("node:os")).loadavg()[0].toFixed(2)} (on ${(await import("node:os")).availableParallelism()} cores; other work skews the numbers)`);
+  console.log("keys      impl        ops/s      tollgate/x   heap/key   rss/key   external+ab/key");
+  const goals = [];
+  for (const nKeys of [...new Set(rows.map((r) => r.nKeys))]) {
+    const group = rows.filter((r) => r.nKeys === nKeys);
+    const tg = group.find((r) => r.impl === "tollgate");
+    for (const r of group) {
+      const ratio = tg.opsPerSec / r.opsPerSec;
+      console.log(
+        `${String(nKeys).padEnd(9)} ${r.impl.padEnd(10)} ${fmtOps(r.opsPerSec).padStart(9)}   ${ratio.toFixed(2).padStart(8)}x   ${fmtBytes(r.heapPerKey, nKeys).padStart(8)}  ${fmtBytes(r.rssPerKey, nKeys).padStart(8)}  ${fmtBytes(r.externalPerKey, nKeys).padStart(8)}`,
+      );
+    }
+    const js = group.find((r) => r.impl === "js-map");
+    const rlf = group.find((r) => r.impl === "rlf");
+    const rlfb = group.find((r) => r.impl === "rlf-batch");
+    goals.push(
+      `${nKeys} keys: tollgate/js-map = ${(tg.opsPerSec / js.opsPerSec).toFixed(2)}x (goal >= 1), ` +
+        `tollgate/rate-limiter-flexible = ${(tg.opsPerSec / rlf.opsPerSec).toFixed(1)}x awaited, ` +
+        `${(tg.opsPerSec / rlfb.opsPerSec).toFixed(1)}x batched${nKeys === 10_000 ? " (goal >= 10)" : ""}`,
+    );
+  }
+  console.log("");
+  for (const g of goals) console.log(g);
+  console.log("(memory per key: after every key was checked once, after gc; tollgate's state is in wasm memory, counted in rss and external/arrayBuffers, not in the JS heap)");
+}
+
+if (process.argv[2] === "--child") {
+  await child(process.argv[3], Number(process.argv[4]), Number(process.argv[5]));
+} else {
+  await main();
+}
