@@ -174,9 +174,12 @@ async fn call_object(
                 resp.status_code()
             )));
         }
-        resp.json::<ObjectResponse>()
+        let text = resp
+            .text()
             .await
-            .map_err(|e| Failure::Unavailable(e.to_string()))
+            .map_err(|e| Failure::Unavailable(e.to_string()))?;
+        serde_json::from_str::<ObjectResponse>(&text)
+            .map_err(|e| Failure::Unavailable(format!("object answer: {e}")))
     };
     let timeout = Delay::from(Duration::from_millis(cfg.settings.timeout_ms));
     match select(Box::pin(call), timeout).await {

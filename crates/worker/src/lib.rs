@@ -15,6 +15,7 @@ pub mod answer;
 pub mod config;
 pub mod keying;
 pub mod route;
+pub mod stored;
 pub mod table;
 
 #[cfg(target_arch = "wasm32")]

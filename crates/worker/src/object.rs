@@ -74,7 +74,13 @@ impl Store for SqlStore {
         match rows {
             Ok(rows) => rows
                 .first()
-                .and_then(|r| serde_json::from_str::<State>(&r.state).ok()),
+                .and_then(|r| match crate::stored::from_text(&r.state) {
+                    Ok(s) => Some(s),
+                    Err(e) => {
+                        self.error.get_or_insert(format!("stored state of {slot}: {e}"));
+                        None
+                    }
+                }),
             Err(e) => {
                 self.error.get_or_insert(e.to_string());
                 None
@@ -89,7 +95,7 @@ impl Store for SqlStore {
                 .exec("DELETE FROM limits WHERE slot = ?", vec![slot.into()])
                 .map(|_| ()),
             Some(s) => {
-                let text = serde_json::to_string(s).unwrap_or_default();
+                let text = crate::stored::to_text(s);
                 let at: SqlStorageValue = match fresh_at {
                     Some(t) => SqlStorageValue::Integer(t.min(1 << 52) as i64),
                     None => SqlStorageValue::Null,
@@ -183,7 +189,10 @@ impl DurableObject for Limiter {
                 self.alarm_at.set(None);
             }
         }
-        Response::from_json(&answer)
+        match serde_json::to_string(&answer) {
+            Ok(text) => Response::ok(text),
+            Err(e) => Response::error(format!("answer: {e}"), 500),
+        }
     }
 
     async fn alarm(&self) -> worker::Result<Response> {

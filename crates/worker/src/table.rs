@@ -9,6 +9,8 @@ use serde::{Deserialize, Serialize};
 use tollgate::stack::decide_all;
 use tollgate::{millis, release, DecideError, Decision, Policy, State};
 
+use crate::stored::Stored;
+
 /// What to do with the slots.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -49,7 +51,7 @@ pub struct ObjectRequest {
 
 /// A coordinator's answer.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case", tag = "kind")]
+#[serde(rename_all = "kebab-case")]
 pub enum ObjectResponse {
     /// A decision over the stack (check and peek).
     Decided {
@@ -62,7 +64,7 @@ pub enum ObjectResponse {
         now_ms: u64,
         /// The stored states (peek only).
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
-        states: Vec<Option<State>>,
+        states: Vec<Option<Stored>>,
     },
     /// Slots released.
     Released,
@@ -189,11 +191,28 @@ impl Table {
                         self.cache.insert(l.slot.clone(), states[i].clone());
                     }
                 }
+                let mut each = d.each;
+                if !d.decision.allowed {
+                    // A denied stack charged nothing: report what each limit that had room
+                    // really has left (the core's entry says what it would have left had it
+                    // been charged). The combined decision stays the core's.
+                    for (i, l) in req.limits.iter().enumerate() {
+                        if each[i].allowed {
+                            if let Ok((peek, _)) = tollgate::decide(&l.policy, states[i].clone(), now, 0) {
+                                each[i] = peek;
+                            }
+                        }
+                    }
+                }
                 ObjectResponse::Decided {
                     decision: d.decision,
-                    each: d.each,
+                    each,
                     now_ms,
-                    states: if req.op == Op::Peek { states } else { Vec::new() },
+                    states: if req.op == Op::Peek {
+                        states.into_iter().map(|s| s.map(Stored::from)).collect()
+                    } else {
+                        Vec::new()
+                    },
                 }
             }
             Op::Release => {
@@ -302,7 +321,11 @@ mod tests {
             assert!(allowed(&check(&mut t, &mut m, &ls, 1, 1000)));
         }
         assert!(!allowed(&check(&mut t, &mut m, &ls, 1, 1000)));
-        // The per-key bucket was charged 3, not 4.
+        // The per-key bucket was charged 3, not 4, and the denial says so.
+        match check(&mut t, &mut m, &ls, 1, 1000) {
+            ObjectResponse::Decided { each, .. } => assert_eq!(each[0].remaining, 2),
+            other => panic!("{other:?}"),
+        }
         let r = t.handle(
             &ObjectRequest {
                 op: Op::Peek,
@@ -389,3 +412,4 @@ mod tests {
         assert!(matches!(t.handle(&bad, 0, &mut m), ObjectResponse::Error { code, .. } if code == "not-concurrency"));
     }
 }
+
