@@ -16,7 +16,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use criterion::{BenchmarkId, Criterion};
-use governor::clock::FakeRelativeClock;
+use governor::clock::{Clock, FakeRelativeClock};
 use governor::{Quota as GQuota, RateLimiter};
 use tollgate::keyed::KeyedLimiter;
 use tollgate::{decide, Nanos, Policy};
@@ -75,6 +75,17 @@ fn direct(c: &mut Criterion) {
         let lim = RateLimiter::direct_with_clock(gq_deny, clock);
         while lim.check().is_ok() {}
         b.iter(|| black_box(lim.check().is_ok()))
+    });
+    // What a service needs on a denial is the wait (for Retry-After): governor computes it
+    // lazily from its NotUntil, tollgate eagerly in every decision.
+    g.bench_function("governor/injected/deny+wait", |b| {
+        let clock = FakeRelativeClock::default();
+        let lim = RateLimiter::direct_with_clock(gq_deny, clock.clone());
+        while lim.check().is_ok() {}
+        b.iter(|| match lim.check() {
+            Ok(()) => black_box(Duration::ZERO),
+            Err(not_until) => black_box(not_until.wait_time_from(clock.now())),
+        })
     });
     g.bench_function("tollgate/real-clock/allow", |b| {
         let huge: Policy = "gcra 1000000000/s".parse().unwrap();
@@ -209,11 +220,16 @@ fn report() {
         "check", "tollgate", "governor", "ratio"
     );
     let mut rows: Vec<(String, String, String)> = Vec::new();
-    for case in ["injected/allow", "injected/deny", "real-clock/allow"] {
+    for (case, governor_case) in [
+        ("injected/allow", "injected/allow"),
+        ("injected/deny", "injected/deny"),
+        ("injected/deny", "injected/deny+wait"),
+        ("real-clock/allow", "real-clock/allow"),
+    ] {
         rows.push((
-            format!("direct, {case}"),
+            format!("direct, {governor_case}"),
             format!("direct/tollgate/{case}"),
-            format!("direct/governor/{case}"),
+            format!("direct/governor/{governor_case}"),
         ));
     }
     for n in KEYS {
