@@ -1,0 +1,109 @@
+// The package in a real page in headless Chromium (playwright-core, /usr/bin/chromium):
+// `import { Limiter } from "tollgate"` resolved through the package.json `exports`
+// "browser" condition (an import map, as a page without a bundler has), and the `./web`
+// build with an explicit `await init()`.
+import { test, before, after } from "node:test";
+import assert from "node:assert/strict";
+import { createServer } from "node:http";
+import { readFile, mkdtemp, rm } from "node:fs/promises";
+import { existsSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, normalize } from "node:path";
+import { fileURLToPath } from "node:url";
+import { chromium } from "playwright-core";
+
+const root = fileURLToPath(new URL("..", import.meta.url));
+const pkgJson = JSON.parse(await readFile(join(root, "package.json"), "utf8"));
+const browserEntry = pkgJson.exports["."].browser;
+const webEntry = pkgJson.exports["./web"].default;
+const types = { ".js": "text/javascript", ".wasm": "application/wasm", ".html": "text/html", ".json": "application/json" };
+
+const pages = {
+  "/auto.html": `<!doctype html><script type="importmap">{"imports": {"tollgate": "/${browserEntry.slice(2)}"}}</script>
+<script type="module">
+  import { Limiter, headers } from "tollgate";
+  const l = new Limiter("fixed-window 2/min");
+  const d = [l.check("ip", { now: 1000 }), l.check("ip", { now: 1000 }), l.check("ip", { now: 1000 })];
+  let error;
+  try { new Limiter("10/fortnight"); } catch (e) { error = { name: e.name, field: e.field, rule: e.rule }; }
+  window.result = { decisions: d, headers: l.headers(d[2], "per-ip"), size: l.size, error };
+</script>`,
+  "/web.html": `<!doctype html><script type="module">
+  import init, { Limiter } from "/${webEntry.slice(2)}";
+  await init();
+  window.result = new Limiter("10/s burst 20").check("k", { now: 0 });
+</script>`,
+};
+
+let server;
+let base;
+let browser;
+let userDataDir;
+
+before(async () => {
+  server = createServer(async (req, res) => {
+    const path = new URL(req.url, "http://x").pathname;
+    if (pages[path]) {
+      res.writeHead(200, { "content-type": "text/html" });
+      return res.end(pages[path]);
+    }
+    const file = normalize(join(root, path));
+    if (!file.startsWith(join(root, "pkg")) || !existsSync(file)) {
+      res.writeHead(404);
+      return res.end();
+    }
+    res.writeHead(200, { "content-type": types[file.slice(file.lastIndexOf("."))] ?? "application/octet-stream" });
+    res.end(await readFile(file));
+  });
+  await new Promise((r) => server.listen(0, "127.0.0.1", r));
+  base = `http://127.0.0.1:${server.address().port}`;
+  userDataDir = await mkdtemp(join(tmpdir(), "tollgate-chromium-"));
+  browser = await chromium.launchPersistentContext(userDataDir, {
+    executablePath: "/usr/bin/chromium",
+    headless: true,
+    args: [
+      "--headless",
+      "--no-sandbox",
+      "--disable-gpu",
+      "--disable-quic",
+      "--no-first-run",
+      "--disable-background-networking",
+      "--disable-component-update",
+      "--disable-sync",
+    ],
+  });
+});
+
+after(async () => {
+  await browser?.close();
+  await new Promise((r) => server.close(r));
+  if (userDataDir) await rm(userDataDir, { recursive: true, force: true });
+});
+
+async function resultOf(path) {
+  const page = await browser.newPage();
+  const errors = [];
+  page.on("pageerror", (e) => errors.push(String(e)));
+  await page.goto(base + path);
+  await page.waitForFunction(() => window.result !== undefined || document.readyState === "complete", null, { timeout: 15_000 });
+  await page.waitForFunction(() => window.result !== undefined, null, { timeout: 15_000 }).catch(() => {});
+  const result = await page.evaluate(() => window.result);
+  await page.close();
+  assert.deepEqual(errors, []);
+  return result;
+}
+
+test('import { Limiter } from "tollgate" in a page decides like Node', async () => {
+  const r = await resultOf("/auto.html");
+  assert.deepEqual(r.decisions.map((d) => d.allowed), [true, true, false]);
+  assert.deepEqual(r.decisions[2], { allowed: false, limit: 2, remaining: 0, resetAfter: 59_000, retryAfter: 59_000, delay: 0 });
+  assert.equal(r.headers["RateLimit-Policy"], '"per-ip";q=2;w=60');
+  assert.equal(r.headers["Retry-After"], "59");
+  assert.equal(r.size, 1);
+  assert.deepEqual(r.error, { name: "TypeError", field: "window", rule: "unknown-unit" });
+});
+
+test("the web build loads with await init()", async () => {
+  const r = await resultOf("/web.html");
+  assert.deepEqual(r, { allowed: true, limit: 20, remaining: 19, resetAfter: 100, retryAfter: 0, delay: 0 });
+});

@@ -1,0 +1,93 @@
+//! wasm-bindgen-test tests of the binding layer, run in Node
+//! (`CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUNNER=wasm-bindgen-test-runner cargo test
+//! --target wasm32-unknown-unknown -p tollgate-wasm --tests`) and, with
+//! `WASM_BINDGEN_USE_BROWSER=1`, in headless Chromium through chromedriver.
+#![cfg(target_arch = "wasm32")]
+
+use js_sys::{Float64Array, RangeError, Reflect, TypeError, WebAssembly};
+use tollgate_wasm::{parse_policy, parse_retry_after, response_headers, Backoff, Core, ALLOWED, DENIED, FAILED};
+use wasm_bindgen::{JsCast, JsValue};
+use wasm_bindgen_test::*;
+
+fn prop(v: &JsValue, name: &str) -> JsValue {
+    Reflect::get(v, &name.into()).unwrap()
+}
+
+/// Reads the limiter's output buffer the way the JS wrapper does.
+fn out(core: &Core) -> Vec<f64> {
+    let memory: WebAssembly::Memory = tollgate_wasm::wasm_memory().unchecked_into();
+    let all = Float64Array::new(&memory.buffer());
+    let at = core.out_ptr() / 8;
+    (0..5).map(|i| all.get_index(at + i)).collect()
+}
+
+#[wasm_bindgen_test]
+fn check_writes_the_decision_in_ms() {
+    let core = Core::single(&"10/s burst 2".into(), 100.0).unwrap();
+    assert_eq!(core.check("a", 1000.0, 1.0), ALLOWED);
+    assert_eq!(out(&core), vec![2.0, 1.0, 100.0, 0.0, 0.0]);
+    assert_eq!(core.check("a", 1000.0, 1.0), ALLOWED);
+    assert_eq!(core.check("a", 1000.0, 1.0), DENIED);
+    assert_eq!(out(&core), vec![2.0, 0.0, 200.0, 100.0, 0.0]);
+    assert_eq!(core.size(), 1);
+    assert!(core.reset("a"));
+    assert_eq!(core.size(), 0);
+}
+
+#[wasm_bindgen_test]
+fn policy_objects_and_errors_name_field_and_rule() {
+    let obj = js_sys::Object::new();
+    Reflect::set(&obj, &"algorithm".into(), &"sliding-window".into()).unwrap();
+    Reflect::set(&obj, &"limit".into(), &5.into()).unwrap();
+    Reflect::set(&obj, &"window".into(), &"10s".into()).unwrap();
+    assert_eq!(parse_policy(&obj.into()).unwrap(), "sliding-window 5/10s");
+
+    let e = parse_policy(&"10/fortnight".into()).unwrap_err();
+    assert!(e.is_instance_of::<TypeError>());
+    assert_eq!(prop(&e, "field"), "window");
+    assert_eq!(prop(&e, "rule"), "unknown-unit");
+    let e = parse_policy(&"0/s".into()).unwrap_err();
+    assert!(e.is_instance_of::<RangeError>());
+    assert_eq!(prop(&e, "rule"), "zero");
+    assert!(Core::single(&"1/s".into(), 0.0).is_err());
+}
+
+#[wasm_bindgen_test]
+fn cost_above_capacity_fails_without_charging() {
+    let core = Core::single(&"2/s".into(), 10.0).unwrap();
+    assert_eq!(core.check("k", 0.0, 3.0), FAILED);
+    let e = core.take_error();
+    assert!(e.is_instance_of::<RangeError>());
+    assert_eq!(prop(&e, "rule"), "cost-exceeds-capacity");
+    assert_eq!(core.size(), 0);
+}
+
+#[wasm_bindgen_test]
+fn stacks_and_fair_share() {
+    let stack = Core::stack(vec!["5/s".into(), "fixed-window 1/min".into()], 10.0).unwrap();
+    assert_eq!(stack.check("k", 0.0, 1.0), ALLOWED);
+    assert_eq!(stack.check("k", 0.0, 1.0), DENIED);
+    assert_eq!(out(&stack)[3], 60_000.0);
+    let fair = Core::fair_share(&"10/s".into(), &"sliding-window 1/s".into(), 10.0).unwrap();
+    assert_eq!(fair.check_tenant("k", "acme", 0.0, 1.0), ALLOWED);
+    assert_eq!(fair.check_tenant("k", "acme", 0.0, 1.0), DENIED);
+    assert_eq!(fair.check_tenant("k", "globex", 0.0, 1.0), ALLOWED);
+}
+
+#[wasm_bindgen_test]
+fn headers_and_backoff_come_from_the_core() {
+    let h = response_headers("per-ip", &"fixed-window 100/min".into(), false, 100.0, 0.0, 18_000.0, 18_000.0, false).unwrap();
+    assert_eq!(
+        h,
+        vec![
+            "RateLimit-Policy", "\"per-ip\";q=100;w=60", "RateLimit", "\"per-ip\";r=0;t=18",
+            "Retry-After", "18", "Cache-Control", "no-store"
+        ]
+    );
+    let b = Backoff::new(100.0, 1000.0, 3.0).unwrap();
+    assert_eq!(b.delay(1, Some("2".into()), 0.0), 2000.0);
+    assert_eq!(b.delay(3, None, 0.0), -1.0);
+    let d = b.delay(2, None, 0.0); // random, from crypto.getRandomValues
+    assert!((0.0..=200.0).contains(&d));
+    assert_eq!(parse_retry_after("Sun, 06 Nov 1994 08:49:47 GMT", 784_111_777_000.0), 10_000.0);
+}
