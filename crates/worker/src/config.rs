@@ -56,6 +56,7 @@ pub enum KeyKind {
     /// The API key header, hashed with SHA-256 (requests without one count by IP).
     ApiKey,
     /// The pair (IP, API key).
+    #[serde(rename = "ip+api-key")]
     IpApiKey,
     /// One counter for every request.
     Global,
@@ -287,10 +288,21 @@ impl Config {
     /// Parses and validates a config: JSON when it starts with `{`, TOML otherwise.
     pub fn parse(text: &str) -> Result<Config, ConfigError> {
         let raw: RawConfig = if text.trim_start().starts_with('{') {
-            serde_json::from_str(text).map_err(|e| ConfigError::new("(json)", e.to_string()))?
+            let de = &mut serde_json::Deserializer::from_str(text);
+            serde_path_to_error::deserialize(de).map_err(|e| {
+                let field = path_name(e.path());
+                let inner = e.into_inner();
+                ConfigError::new(field.unwrap_or_else(|| "(json)".into()), inner.to_string())
+            })?
         } else {
-            toml::from_str(text).map_err(|e| {
-                ConfigError::new("(toml)", e.message().to_string() + &span_note(text, e.span()))
+            let de = toml::Deserializer::new(text);
+            serde_path_to_error::deserialize(de).map_err(|e| {
+                let field = path_name(e.path());
+                let inner = e.into_inner();
+                ConfigError::new(
+                    field.unwrap_or_else(|| "(toml)".into()),
+                    inner.message().to_string() + &span_note(text, inner.span()),
+                )
             })?
         };
         Config::validate(raw)
@@ -638,6 +650,26 @@ fn parse_path(field: &str, p: &str) -> Result<PathMatch, ConfigError> {
     Ok(PathMatch::Pattern(segs))
 }
 
+/// `policies.a.key`, `routes[0].cost`: the path serde was at when it failed (None at the
+/// top level, e.g. a syntax error).
+fn path_name(path: &serde_path_to_error::Path) -> Option<String> {
+    use serde_path_to_error::Segment;
+    let mut out = String::new();
+    for seg in path.iter() {
+        match seg {
+            Segment::Seq { index } => out.push_str(&format!("[{index}]")),
+            Segment::Map { key } | Segment::Enum { variant: key } => {
+                if !out.is_empty() {
+                    out.push('.');
+                }
+                out.push_str(key);
+            }
+            Segment::Unknown => {}
+        }
+    }
+    (!out.is_empty()).then_some(out)
+}
+
 fn span_note(text: &str, span: Option<std::ops::Range<usize>>) -> String {
     match span {
         Some(r) => {
@@ -671,8 +703,14 @@ mod tests {
         let e = Config::parse("[settings]\nipv6_prefix = 200\n").unwrap_err();
         assert_eq!(e.field, "settings.ipv6_prefix");
         let e = Config::parse("[settings]\nnope = 1\n").unwrap_err();
-        assert_eq!(e.field, "(toml)");
+        assert!(e.field.starts_with("settings"), "{e}");
         assert!(e.message.contains("nope"), "{e}");
+        let e = Config::parse("[policies.a]\nlimit = \"1/s\"\nkey = \"cookie\"\n").unwrap_err();
+        assert_eq!(e.field, "policies.a.key", "{e}");
+        let e = Config::parse(r#"{"routes": [{"path": "/", "cost": "two"}]}"#).unwrap_err();
+        assert_eq!(e.field, "routes[0].cost", "{e}");
+        let e = Config::parse("[settings\n").unwrap_err();
+        assert_eq!(e.field, "(toml)", "{e}");
         let e = Config::parse(r#"{"routes": [{"path": "api"}]}"#).unwrap_err();
         assert_eq!(e.field, "routes[0].path");
         let e = Config::parse(

@@ -94,7 +94,7 @@ async fn fetch(req: Request, env: Env, _ctx: Context) -> worker::Result<Response
     let cfg = match cfg.as_ref() {
         Ok(c) => c,
         Err(e) => {
-            console_error!("tollgate: {e}");
+            // Logged once, when the config was read (see `config`).
             return problem(
                 500,
                 "invalid-config",

@@ -1,0 +1,112 @@
+// Durability across a runtime restart, degraded modes with a coordinator that fails, and
+// configs that must never be replaced by a silent default.
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { start, hit } from "./harness.mjs";
+
+const CONFIG = {
+  policies: {
+    "per-ip": { limit: "fixed-window 5/h", key: "ip" },
+    "bucket": { limit: "token-bucket 1/h burst 4", key: "ip" },
+  },
+  routes: [
+    { name: "open", path: "/api/open", policies: ["per-ip"], on_error: "open" },
+    { name: "closed", path: "/api/closed", policies: ["per-ip"], on_error: "closed", retry_after_s: 7 },
+    { name: "bucket", path: "/api/bucket", policies: ["bucket"] },
+  ],
+};
+
+test("counts survive a restart of the runtime (persisted Durable Object storage)", async () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "tollgate-persist-"));
+  try {
+    let edge = await start({ config: CONFIG, persist: dir });
+    const ip = "203.0.113.5";
+    const first = [];
+    for (let i = 0; i < 3; i++) first.push((await hit(edge, "/api/closed", { ip })).status);
+    for (let i = 0; i < 3; i++) first.push((await hit(edge, "/api/bucket", { ip })).status);
+    assert.deepEqual(first, [200, 200, 200, 200, 200, 200]);
+    await edge.dispose();
+
+    edge = await start({ config: CONFIG, persist: dir });
+    try {
+      const second = [];
+      for (let i = 0; i < 3; i++) second.push((await hit(edge, "/api/closed", { ip })).status);
+      for (let i = 0; i < 2; i++) second.push((await hit(edge, "/api/bucket", { ip })).status);
+      // 5/h window: 3 before + 2 after the restart; the bucket (burst 4) had 1 token left.
+      assert.deepEqual(second, [200, 200, 429, 200, 429]);
+      const read = await edge.admin("/admin/v1/keys/read", { policy: "per-ip", ip });
+      assert.equal(read.body.decision.remaining, 0);
+      assert.deepEqual(Object.keys(read.body.limits[0].state), ["fixed-window"]);
+    } finally {
+      await edge.dispose();
+    }
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test("a failing coordinator: fail-open forwards and says so, fail-closed answers 503", async () => {
+  // No Durable Object binding: every coordinator call fails.
+  const edge = await start({ config: CONFIG, withObject: false });
+  try {
+    const open = await hit(edge, "/api/open", { ip: "203.0.113.6" });
+    assert.equal(open.status, 200);
+    assert.equal(JSON.parse(open.text).origin, "tollgate demo origin");
+    assert.equal(open.headers.get("tollgate-degraded"), "fail-open; reason=coordinator-unavailable");
+    const closed = await hit(edge, "/api/closed", { ip: "203.0.113.6" });
+    assert.equal(closed.status, 503);
+    assert.equal(closed.headers.get("retry-after"), "7");
+    assert.equal(closed.headers.get("content-type"), "application/problem+json");
+    assert.equal(JSON.parse(closed.text).title, "coordinator-unavailable");
+    const stats = await edge.stats();
+    assert.equal(stats["per-ip"].degraded, 2);
+    assert.equal(stats["per-ip"].admitted, 0);
+    const api = await edge.api("/v1/check", { key: "k", policy: "per-ip" });
+    assert.equal(api.status, 503);
+    assert.equal(api.body.error, "coordinator-unavailable");
+  } finally {
+    await edge.dispose();
+  }
+});
+
+test("a malformed config answers every request 500, naming the field", async () => {
+  const cases = [
+    [{ policies: { a: { limit: "10/s" } }, routes: [{ path: "/api/", policies: ["b"] }] }, "routes[0].policies[0]"],
+    [{ settings: { ipv6_prefix: 129 } }, "settings.ipv6_prefix"],
+    [{ policies: { a: { limit: "10/s", tenant: "100/s" } } }, "policies.a.tenant"],
+    [{ policies: { a: { limit: "10/s", key: "cookie" } } }, "policies.a.key"],
+    [{ routes: [{ path: "/", policies: [], cost: "two" }] }, "routes[0].cost"],
+    ["[settings]\ntimeout_ms = \"soon\"\n", "settings.timeout_ms"],
+    ["[settings\n", "(toml)"],
+    ["{ not json", "(json)"],
+  ];
+  for (const [config, field] of cases) {
+    const edge = await start({ config });
+    try {
+      for (const p of ["/api/x", "/v1/check", "/admin/v1/stats", "/"]) {
+        const r = await edge.fetch(p, { method: p === "/v1/check" ? "POST" : "GET" });
+        assert.equal(r.status, 500, `${p} with ${JSON.stringify(config)}`);
+        const body = await r.json();
+        assert.equal(body.field, field);
+        assert.match(body.detail, /^invalid config: /);
+      }
+    } finally {
+      await edge.dispose();
+    }
+  }
+});
+
+test("the bundled config is valid and limits the demo API", async () => {
+  const edge = await start({});
+  try {
+    const r = await hit(edge, "/api/hello", { ip: "203.0.113.7" });
+    assert.equal(r.status, 200);
+    assert.match(r.headers.get("ratelimit-policy"), /^"per-ip";q=20;w=2$/);
+    assert.equal((await hit(edge, "/csp-report", { ip: "203.0.113.7", method: "POST" })).status, 204);
+  } finally {
+    await edge.dispose();
+  }
+});
