@@ -17,11 +17,15 @@ use crate::{Algorithm, DecideError, Decision, Nanos, Policy};
 /// The stored state of one key under one policy: plain data, for the store to keep.
 ///
 /// Every variant but the sliding log is `Copy`-sized and allocation-free.
+///
+/// With `serde`, a state is externally tagged by its algorithm's name, e.g.
+/// `{"gcra": {"tat": 1700000000000000000000}}` (128-bit values are JSON integers; an internally
+/// tagged form cannot carry them through serde's buffering).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 #[cfg_attr(
     feature = "serde",
     derive(serde::Serialize, serde::Deserialize),
-    serde(tag = "algorithm", rename_all = "kebab-case")
+    serde(rename_all = "kebab-case")
 )]
 pub enum State {
     /// See [`crate::algorithms::token_bucket`].

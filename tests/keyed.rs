@@ -167,3 +167,27 @@ fn concurrent_checks_are_exact() {
         assert_eq!(admitted, 500, "{policy_text}");
     }
 }
+
+/// Stores keep states as JSON (the edge worker does): every algorithm's state, including
+/// 128-bit fields, must survive the round trip unchanged.
+#[test]
+fn states_round_trip_through_json() {
+    for text in [
+        "10/s",
+        "gcra 10/s",
+        "leaky-bucket 10/s",
+        "leaky-queue 10/s",
+        "sliding-window 10/s",
+        "fixed-window 10/s",
+        "sliding-log 10/s",
+        "concurrency 3",
+    ] {
+        let p = policy(text);
+        let (_, state) = tollgate::decide(&p, None, 1_700_000_000_000_000_000, 2).unwrap();
+        let state = state.expect("a charged key has state");
+        let json = serde_json::to_string(&state).unwrap();
+        let back: tollgate::State =
+            serde_json::from_str(&json).unwrap_or_else(|e| panic!("{text}: {json}: {e}"));
+        assert_eq!(back, state, "{text}");
+    }
+}
