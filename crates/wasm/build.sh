@@ -32,16 +32,36 @@ raw="$root/target/wasm32-unknown-unknown/release/tollgate_wasm.wasm"
 pkg="$here/pkg"
 rm -rf "$pkg"
 mkdir -p "$pkg"
+opt() {
+  "$wasm_opt" -O3 --enable-bulk-memory --enable-nontrapping-float-to-int --enable-sign-ext \
+    --enable-mutable-globals --enable-reference-types --enable-multivalue "$1" -o "$1"
+}
 for target in nodejs web bundler; do
   dir=$target
   [ "$target" = nodejs ] && dir=node
   wasm-bindgen --target "$target" --out-dir "$pkg/$dir" "$raw"
-  "$wasm_opt" -O3 --enable-bulk-memory --enable-nontrapping-float-to-int --enable-sign-ext \
-    --enable-mutable-globals --enable-reference-types --enable-multivalue \
-    "$pkg/$dir/tollgate_wasm_bg.wasm" -o "$pkg/$dir/tollgate_wasm_bg.wasm"
   rm -f "$pkg/$dir/.gitignore" "$pkg/$dir/package.json"
   cp "$here/js/api.js" "$pkg/$dir/api.js"
 done
+# The three targets get the same .wasm: ship it once (in web/) and point the node and
+# bundler glue at it; if they ever differ, keep and optimise each copy.
+for dir in node bundler; do
+  if cmp -s "$pkg/$dir/tollgate_wasm_bg.wasm" "$pkg/web/tollgate_wasm_bg.wasm"; then
+    rm "$pkg/$dir/tollgate_wasm_bg.wasm" "$pkg/$dir/tollgate_wasm_bg.wasm.d.ts"
+  else
+    echo "note: the $dir wasm differs from web's; shipping both" >&2
+    opt "$pkg/$dir/tollgate_wasm_bg.wasm"
+  fi
+done
+opt "$pkg/web/tollgate_wasm_bg.wasm"
+if [ ! -f "$pkg/node/tollgate_wasm_bg.wasm" ]; then
+  sed -i 's#`${__dirname}/tollgate_wasm_bg.wasm`#`${__dirname}/../web/tollgate_wasm_bg.wasm`#' "$pkg/node/tollgate_wasm.js"
+  grep -q '/../web/tollgate_wasm_bg.wasm' "$pkg/node/tollgate_wasm.js" || { echo "node glue: wasm path not found" >&2; exit 1; }
+fi
+if [ ! -f "$pkg/bundler/tollgate_wasm_bg.wasm" ]; then
+  sed -i 's#"./tollgate_wasm_bg.wasm"#"../web/tollgate_wasm_bg.wasm"#' "$pkg/bundler/tollgate_wasm.js" "$pkg/bundler/tollgate_wasm_bg.js"
+  grep -q '"../web/tollgate_wasm_bg.wasm"' "$pkg/bundler/tollgate_wasm.js" || { echo "bundler glue: wasm path not found" >&2; exit 1; }
+fi
 
 # node: the nodejs target is CommonJS; the package is "type": "module", so name it .cjs and
 # re-export it through an ESM glue module.
@@ -86,8 +106,5 @@ EOF
 cp "$here/js/index.d.ts" "$here/js/web.d.ts" "$here/js/express.js" "$here/js/express.d.ts" \
   "$here/js/hono.js" "$here/js/hono.d.ts" "$here/js/middleware.js" "$pkg/"
 
-for dir in node web bundler; do
-  cmp -s "$pkg/node/tollgate_wasm_bg.wasm" "$pkg/$dir/tollgate_wasm_bg.wasm" ||
-    echo "note: $dir wasm differs from node's" >&2
-done
-ls -l "$pkg/node/tollgate_wasm_bg.wasm" | awk '{print "built pkg/: wasm " $5 " bytes"}'
+wasm="$pkg/web/tollgate_wasm_bg.wasm"
+echo "built pkg/: wasm $(wc -c < "$wasm") bytes raw, $(gzip -9 -c "$wasm" | wc -c) gzipped"

@@ -43,14 +43,25 @@ pub fn policy_error(e: &PolicyError) -> JsValue {
     } else {
         TypeError::new(&message).unchecked_into()
     };
-    annotate(&error, e.field.name(), e.rule.code(), &e.value.as_str().into())
+    annotate(
+        &error,
+        e.field.name(),
+        e.rule.code(),
+        &e.value.as_str().into(),
+    )
 }
 
 /// The exception for an invalid option (`maxKeys`, a policy object's property of the wrong
 /// type, ...): `range` picks `RangeError` (`true`) or `TypeError` (`false`). The offending
 /// value is the error's `value` property (not in the message: formatting arbitrary JS values
 /// in Rust would cost kilobytes of wasm).
-pub fn option_error(field: &str, value: &JsValue, rule: &str, explanation: &str, range: bool) -> JsValue {
+pub fn option_error(
+    field: &str,
+    value: &JsValue,
+    rule: &str,
+    explanation: &str,
+    range: bool,
+) -> JsValue {
     let message = format!("invalid option: {field}: {explanation} [{rule}]");
     let error: Error = if range {
         RangeError::new(&message).unchecked_into()

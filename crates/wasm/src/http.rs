@@ -22,7 +22,13 @@ fn decision_from_ms(
     reset_after_ms: f64,
     retry_after_ms: f64,
 ) -> Decision {
-    let whole = |v: f64| if v.is_finite() && v > 0.0 { v.ceil() as u64 } else { 0 };
+    let whole = |v: f64| {
+        if v.is_finite() && v > 0.0 {
+            v.ceil() as u64
+        } else {
+            0
+        }
+    };
     Decision {
         allowed,
         limit: whole(limit),

@@ -104,7 +104,7 @@ impl Core {
     fn with(limiter: KeyedLimiter<String>) -> Core {
         Core {
             limiter,
-            out: Box::new(Default::default()),
+            out: Box::default(),
             key: Box::new(std::array::from_fn(|_| Cell::new(0))),
             error: RefCell::new(None),
         }
@@ -132,7 +132,10 @@ impl Core {
     pub fn fair_share(shared: &JsValue, tenant: &JsValue, max_keys_: f64) -> Result<Core, JsValue> {
         let fair = FairShare::new(spec::policy(shared)?, spec::policy(tenant)?)
             .map_err(|e| errors::policy_error(&e))?;
-        Ok(Core::with(KeyedLimiter::fair_share(fair, max_keys(max_keys_)?)))
+        Ok(Core::with(KeyedLimiter::fair_share(
+            fair,
+            max_keys(max_keys_)?,
+        )))
     }
 
     /// The address of the output buffer in wasm memory (`OUT_LEN` `f64`s).
@@ -162,7 +165,9 @@ impl Core {
     /// [`Core::check`] for the key in the key buffer (`len` bytes).
     #[wasm_bindgen(js_name = checkBuf)]
     pub fn check_buf(&self, len: usize, now: f64, cost: f64) -> u32 {
-        let result = self.with_key(len, |key| self.limiter.check(key, now_ns(now), cost_units(cost)));
+        let result = self.with_key(len, |key| {
+            self.limiter.check(key, now_ns(now), cost_units(cost))
+        });
         self.emit(result)
     }
 
@@ -240,12 +245,20 @@ impl Core {
 
     /// The policies in canonical compact form, in stack order (the tenant policy last).
     pub fn policies(&self) -> Vec<String> {
-        self.limiter.policies().iter().map(|p| p.to_string()).collect()
+        self.limiter
+            .policies()
+            .iter()
+            .map(|p| p.to_string())
+            .collect()
     }
 
     /// Each policy's limit ([`Policy::limit`]), in the order of [`Core::policies`].
     pub fn limits(&self) -> Vec<f64> {
-        self.limiter.policies().iter().map(|p| p.limit() as f64).collect()
+        self.limiter
+            .policies()
+            .iter()
+            .map(|p| p.limit() as f64)
+            .collect()
     }
 
     /// The exception for the last [`FAILED`] call.

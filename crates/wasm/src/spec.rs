@@ -77,7 +77,11 @@ pub fn policy(value: &JsValue) -> Result<Policy, JsValue> {
 /// A property of `object`, `None` when absent, undefined or null.
 fn get(object: &JsValue, name: &str) -> Result<Option<JsValue>, JsValue> {
     let v = Reflect::get(object, &name.into())?;
-    Ok(if v.is_undefined() || v.is_null() { None } else { Some(v) })
+    Ok(if v.is_undefined() || v.is_null() {
+        None
+    } else {
+        Some(v)
+    })
 }
 
 fn has(object: &JsValue, name: &str) -> bool {

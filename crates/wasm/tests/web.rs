@@ -5,7 +5,9 @@
 #![cfg(target_arch = "wasm32")]
 
 use js_sys::{Float64Array, RangeError, Reflect, TypeError, WebAssembly};
-use tollgate_wasm::{parse_policy, parse_retry_after, response_headers, Backoff, Core, ALLOWED, DENIED, FAILED};
+use tollgate_wasm::{
+    parse_policy, parse_retry_after, response_headers, Backoff, Core, ALLOWED, DENIED, FAILED,
+};
 use wasm_bindgen::{JsCast, JsValue};
 use wasm_bindgen_test::*;
 
@@ -76,12 +78,28 @@ fn stacks_and_fair_share() {
 
 #[wasm_bindgen_test]
 fn headers_and_backoff_come_from_the_core() {
-    let h = response_headers("per-ip", &"fixed-window 100/min".into(), false, 100.0, 0.0, 18_000.0, 18_000.0, false).unwrap();
+    let h = response_headers(
+        "per-ip",
+        &"fixed-window 100/min".into(),
+        false,
+        100.0,
+        0.0,
+        18_000.0,
+        18_000.0,
+        false,
+    )
+    .unwrap();
     assert_eq!(
         h,
         vec![
-            "RateLimit-Policy", "\"per-ip\";q=100;w=60", "RateLimit", "\"per-ip\";r=0;t=18",
-            "Retry-After", "18", "Cache-Control", "no-store"
+            "RateLimit-Policy",
+            "\"per-ip\";q=100;w=60",
+            "RateLimit",
+            "\"per-ip\";r=0;t=18",
+            "Retry-After",
+            "18",
+            "Cache-Control",
+            "no-store"
         ]
     );
     let b = Backoff::new(100.0, 1000.0, 3.0).unwrap();
@@ -89,5 +107,8 @@ fn headers_and_backoff_come_from_the_core() {
     assert_eq!(b.delay(3, None, 0.0), -1.0);
     let d = b.delay(2, None, 0.0); // random, from crypto.getRandomValues
     assert!((0.0..=200.0).contains(&d));
-    assert_eq!(parse_retry_after("Sun, 06 Nov 1994 08:49:47 GMT", 784_111_777_000.0), 10_000.0);
+    assert_eq!(
+        parse_retry_after("Sun, 06 Nov 1994 08:49:47 GMT", 784_111_777_000.0),
+        10_000.0
+    );
 }

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# The npm package `tollgate` (crates/wasm): lints, the build (cargo -> wasm-bindgen ->
+# wasm-opt), wasm-bindgen-test in Node and headless Chromium, the JS tests against the built
+# package (API, every shared vector in tests/vectors/, fetchWithBackoff, Express and Hono
+# middleware, a real page in Chromium, npm pack + install), sizes, and a short benchmark.
+set -euo pipefail
+source scripts/tools.sh
+wasm_tools
+apt_packages chromium chromium-driver
+npm_ci .
+npm_ci crates/wasm
+export CI=${CI:-true}
+
+echo "--- lint"
+cargo fmt -p tollgate-wasm --check
+cargo clippy -q -p tollgate-wasm --all-targets --target wasm32-unknown-unknown -- -D warnings
+cargo clippy -q -p tollgate-wasm --all-targets -- -D warnings
+
+echo "--- build"
+crates/wasm/build.sh
+
+echo "--- wasm-bindgen-test: Node, then headless Chromium"
+export CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUNNER=wasm-bindgen-test-runner
+cargo test -p tollgate-wasm --target wasm32-unknown-unknown --test web
+WASM_BINDGEN_USE_BROWSER=1 cargo test -p tollgate-wasm --target wasm32-unknown-unknown --test web
+
+echo "--- node --test (built package)"
+(cd crates/wasm && node --test --test-reporter=spec test/)
+
+echo "--- sizes"
+wasm=crates/wasm/pkg/web/tollgate_wasm_bg.wasm
+echo "wasm: $(wc -c < "$wasm") bytes raw, $(gzip -9 -c "$wasm" | wc -c) bytes gzipped"
+(cd crates/wasm && npm pack --dry-run --json 2>/dev/null) | node -e '
+  const [p] = JSON.parse(require("fs").readFileSync(0, "utf8"));
+  console.log(`package: ${p.files.length} files, ${p.unpackedSize} bytes unpacked, ${p.size} bytes as .tgz (gzipped)`);'
+
+echo "--- benchmark (short; numbers only, no assertions)"
+(cd crates/wasm && node bench/check.js --ms 600 --only 10000)
