@@ -16,6 +16,13 @@ crates/component/build.sh
 # The Rust wasmtime host (README example + the same vectors through a second runtime). Opt-in:
 # building wasmtime costs ~6 CPU-minutes.
 if [ "${TOLLGATE_WASMTIME:-0}" = 1 ]; then
-  (cd crates/component/wasmtime-host &&
-    cargo run --quiet --release --locked -- ../build/tollgate.component.wasm ../../../tests/vectors)
+  (
+    cd crates/component/wasmtime-host
+    unset CARGO_TARGET_DIR # its own workspace and target/
+    cargo run --quiet --release --locked -- ../build/tollgate.component.wasm ../../../tests/vectors
+    out=$(cargo run --quiet --release --locked --example hello)
+    echo "$out"
+    grep -qx 't=0ms alice: allowed=false remaining=0 retry-after=500ms' <<<"$out"
+    grep -q '^bad policy: Field::Window Rule::UnknownUnit' <<<"$out"
+  )
 fi
