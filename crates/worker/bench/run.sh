@@ -47,13 +47,14 @@ code=$(curl -s -o /dev/null -w '%{http_code}' -H "cf-connecting-ip: 192.0.2.66" 
 
 run() { # name path script [ip]
   local name=$1 path=$2 script=$3 ip=${4:-192.0.2.1}
-  BENCH_IP=$ip wrk -t1 -c"$CONNECTIONS" -d"${DURATION}s" --latency -s "$here/$script" "$base$path" > "$state/$name.txt" 2>&1 || true
-  local rps p50 p99 non2xx
+  BENCH_IP=$ip wrk -t1 -c"$CONNECTIONS" -d"${DURATION}s" --timeout 10s --latency -s "$here/$script" "$base$path" > "$state/$name.txt" 2>&1 || true
+  local rps p50 p99 non2xx errors
   rps=$(awk '/^Requests\/sec/ {print $2}' "$state/$name.txt")
   p50=$(awk '$1=="50%" {print $2}' "$state/$name.txt")
   p99=$(awk '$1=="99%" {print $2}' "$state/$name.txt")
   non2xx=$(awk '/Non-2xx or 3xx responses/ {print $5}' "$state/$name.txt")
-  printf '%-10s %10s req/s   p50 %-9s p99 %-9s non-2xx %s\n' "$name" "${rps:-?}" "${p50:-?}" "${p99:-?}" "${non2xx:-0}"
+  errors=$(awk '/Socket errors/ {print $0}' "$state/$name.txt")
+  printf '%-10s %10s req/s   p50 %-9s p99 %-9s non-2xx %s %s\n' "$name" "${rps:-?}" "${p50:-?}" "${p99:-?}" "${non2xx:-0}" "$errors"
   echo "{\"case\":\"$name\",\"rps\":${rps:-0},\"p50\":\"${p50:-}\",\"p99\":\"${p99:-}\",\"non2xx\":${non2xx:-0}}" >> "$state/results.jsonl"
 }
 echo "wrk: 1 thread, $CONNECTIONS connections, ${DURATION}s per case, loopback, sharing $(nproc) cores with workerd"

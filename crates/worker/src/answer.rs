@@ -60,7 +60,11 @@ pub fn limit_names(config: &Config, route: &Route, with_tenant: bool) -> Vec<Lim
 
 /// The `RateLimit-Policy`, `RateLimit` (and on a denial `Retry-After`, `Cache-Control`)
 /// fields for these decisions, plus the legacy fields when configured.
-pub fn headers(names: &[LimitName], each: &[Decision], legacy: bool) -> Vec<(&'static str, String)> {
+pub fn headers(
+    names: &[LimitName],
+    each: &[Decision],
+    legacy: bool,
+) -> Vec<(&'static str, String)> {
     let items: Vec<Named<'_>> = names
         .iter()
         .zip(each)

@@ -268,8 +268,7 @@ pub struct Config {
 fn valid_name(s: &str) -> bool {
     !s.is_empty()
         && s.len() <= 64
-        && s
-            .bytes()
+        && s.bytes()
             .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_' || b == b'.')
 }
 
@@ -416,7 +415,8 @@ impl Config {
                             "a fair share needs exactly one shared limit",
                         ));
                     }
-                    FairShare::new(limits[0], tp).map_err(|e| ConfigError::new(&field, e.to_string()))?;
+                    FairShare::new(limits[0], tp)
+                        .map_err(|e| ConfigError::new(&field, e.to_string()))?;
                     Some(tp)
                 }
             };
@@ -546,7 +546,7 @@ impl Config {
         }
         let mut groups: Vec<Group> = Vec::new();
         let mut root_group: BTreeMap<usize, usize> = BTreeMap::new();
-        for i in 0..policies.len() {
+        for (i, policy) in policies.iter_mut().enumerate() {
             let root = find(&mut parent, i);
             let g = *root_group.entry(root).or_insert_with(|| {
                 groups.push(Group {
@@ -556,7 +556,7 @@ impl Config {
                 });
                 groups.len() - 1
             });
-            policies[i].group = g;
+            policy.group = g;
         }
         for (g, group) in groups.iter_mut().enumerate() {
             let members: Vec<&PolicyEntry> = policies.iter().filter(|p| p.group == g).collect();
@@ -628,7 +628,10 @@ fn check_shards(field: &str, n: u32) -> Result<(), ConfigError> {
 
 fn parse_path(field: &str, p: &str) -> Result<PathMatch, ConfigError> {
     if !p.starts_with('/') {
-        return Err(ConfigError::new(field, format!("{p:?} must start with '/'")));
+        return Err(ConfigError::new(
+            field,
+            format!("{p:?} must start with '/'"),
+        ));
     }
     if !p.contains('*') {
         return Ok(PathMatch::Prefix(p.to_string()));
@@ -713,10 +716,7 @@ mod tests {
         assert_eq!(e.field, "(toml)", "{e}");
         let e = Config::parse(r#"{"routes": [{"path": "api"}]}"#).unwrap_err();
         assert_eq!(e.field, "routes[0].path");
-        let e = Config::parse(
-            "[policies.a]\nlimit = \"10/s\"\ntenant = \"20/s\"\n",
-        )
-        .unwrap_err();
+        let e = Config::parse("[policies.a]\nlimit = \"10/s\"\ntenant = \"20/s\"\n").unwrap_err();
         assert_eq!(e.field, "policies.a.tenant");
         let e = Config::parse(
             "[policies.a]\nlimit = \"10/s\"\n[[routes]]\npath = \"/\"\npolicies = [\"a\"]\ncost = 11\n",

@@ -74,11 +74,18 @@ fn now_ms() -> u64 {
 fn json_response(status: u16, content_type: &str, body: String) -> worker::Result<Response> {
     let headers = Headers::new();
     headers.set("Content-Type", content_type)?;
-    Ok(Response::ok(body)?.with_status(status).with_headers(headers))
+    Ok(Response::ok(body)?
+        .with_status(status)
+        .with_headers(headers))
 }
 
 /// A problem document (RFC 9457) for errors of the limiter itself.
-fn problem(status: u16, kind: &str, detail: &str, extra: serde_json::Value) -> worker::Result<Response> {
+fn problem(
+    status: u16,
+    kind: &str,
+    detail: &str,
+    extra: serde_json::Value,
+) -> worker::Result<Response> {
     let mut resp = json_response(
         status,
         "application/problem+json",
@@ -284,7 +291,12 @@ fn count_policies(route: &Route, cfg: &Config, f: impl Fn(&mut answer::Counters)
     });
 }
 
-fn count_violated(names: &[LimitName], each: &[Decision], cfg: &Config, f: impl Fn(&mut answer::Counters)) {
+fn count_violated(
+    names: &[LimitName],
+    each: &[Decision],
+    cfg: &Config,
+    f: impl Fn(&mut answer::Counters),
+) {
     STATS.with(|s| {
         let mut s = s.borrow_mut();
         let mut seen = Vec::new();
@@ -309,12 +321,22 @@ async fn limited(req: Request, env: &Env, cfg: &Config) -> worker::Result<Respon
     let id = match keying::identify(&cfg.settings, |n| req.headers().get(n).ok().flatten()) {
         Ok(id) => id,
         Err(e) => {
-            return problem(400, "invalid-header", &e.to_string(), json!({"header": e.header()}))
+            return problem(
+                400,
+                "invalid-header",
+                &e.to_string(),
+                json!({"header": e.header()}),
+            )
         }
     };
     let with_tenant = !skips_tenant_window(id.tenant.as_deref());
     let names = answer::limit_names(cfg, route, with_tenant);
-    let limits = limits_for(cfg, &names, |e| keying::key_for(e.key, &id), id.tenant.as_deref());
+    let limits = limits_for(
+        cfg,
+        &names,
+        |e| keying::key_for(e.key, &id),
+        id.tenant.as_deref(),
+    );
     let Some(group) = route.group else {
         return origin::forward(req, env).await;
     };
@@ -358,7 +380,10 @@ async fn limited(req: Request, env: &Env, cfg: &Config) -> worker::Result<Respon
                 let violated = answer::violated(&names, &each).join(",");
                 with_fields(
                     resp,
-                    &[("Tollgate-Shadow", format!("denied; policies=\"{violated}\""))],
+                    &[(
+                        "Tollgate-Shadow",
+                        format!("denied; policies=\"{violated}\""),
+                    )],
                 )
             } else {
                 count_violated(&names, &each, cfg, |c| c.denied += 1);
@@ -406,7 +431,10 @@ async fn degrade(
     match route.on_error {
         OnError::Open => {
             let resp = origin::forward(req, env).await?;
-            with_fields(resp, &[("Tollgate-Degraded", format!("fail-open; reason={why}"))])
+            with_fields(
+                resp,
+                &[("Tollgate-Degraded", format!("fail-open; reason={why}"))],
+            )
         }
         OnError::Closed => {
             let mut resp = problem(
@@ -444,7 +472,11 @@ fn bearer_ok(req: &Request, secret: &str) -> bool {
             == 0
 }
 
-async fn authorise(req: &Request, env: &Env, secret_name: &str) -> Option<worker::Result<Response>> {
+async fn authorise(
+    req: &Request,
+    env: &Env,
+    secret_name: &str,
+) -> Option<worker::Result<Response>> {
     let Some(secret) = string_binding(env, secret_name) else {
         return Some(problem(
             403,
@@ -513,11 +545,19 @@ async fn api(mut req: Request, env: &Env, cfg: &Config, op: Op) -> worker::Resul
     };
     let max = cfg.settings.max_header_bytes;
     if !valid_text(&body.key, max) {
-        return api_error(400, "invalid-key", &format!("key must be 1-{max} bytes without control characters"));
+        return api_error(
+            400,
+            "invalid-key",
+            &format!("key must be 1-{max} bytes without control characters"),
+        );
     }
     if let Some(t) = &body.tenant {
         if !valid_text(t, max) {
-            return api_error(400, "invalid-tenant", &format!("tenant must be 1-{max} bytes without control characters"));
+            return api_error(
+                400,
+                "invalid-tenant",
+                &format!("tenant must be 1-{max} bytes without control characters"),
+            );
         }
     }
     if body.now.is_some() && !cfg.settings.test_clock {
@@ -528,7 +568,11 @@ async fn api(mut req: Request, env: &Env, cfg: &Config, op: Op) -> worker::Resul
         );
     }
     let Some((k, entry)) = cfg.policy(&body.policy) else {
-        return api_error(404, "unknown-policy", &format!("no policy named {:?}", body.policy));
+        return api_error(
+            404,
+            "unknown-policy",
+            &format!("no policy named {:?}", body.policy),
+        );
     };
     let key = keying::external_key(&body.key);
     let tenant = if op == Op::Check && !skips_tenant_window(body.tenant.as_deref()) {
@@ -575,13 +619,22 @@ async fn api(mut req: Request, env: &Env, cfg: &Config, op: Op) -> worker::Resul
                     })
                 });
                 if use_cache {
-                    DENY.with(|d| d.borrow_mut().put(cache_key, now_ms, &decision, each.clone()));
+                    DENY.with(|d| {
+                        d.borrow_mut()
+                            .put(cache_key, now_ms, &decision, each.clone())
+                    });
                 }
             }
             decision_response(cfg, &names, &decision, &each)
         }
-        Ok(ObjectResponse::Released) => json_response(200, "application/json", json!({"released": true}).to_string()),
-        Ok(ObjectResponse::Reset { found }) => json_response(200, "application/json", json!({"found": found}).to_string()),
+        Ok(ObjectResponse::Released) => json_response(
+            200,
+            "application/json",
+            json!({"released": true}).to_string(),
+        ),
+        Ok(ObjectResponse::Reset { found }) => {
+            json_response(200, "application/json", json!({"found": found}).to_string())
+        }
         Ok(ObjectResponse::Error { code, message }) => api_error(422, &code, &message),
         Err(f) => {
             console_error!("tollgate: check API object {object}: {f}");
@@ -761,7 +814,9 @@ fn admin_key(cfg: &Config, entry: &PolicyEntry, body: &KeyBody) -> Result<String
     }
     let ip = match &body.ip {
         Some(ip) => {
-            let addr: std::net::IpAddr = ip.parse().map_err(|_| format!("{ip:?} is not an IP address"))?;
+            let addr: std::net::IpAddr = ip
+                .parse()
+                .map_err(|_| format!("{ip:?} is not an IP address"))?;
             keying::ip_group(addr, cfg.settings.ipv4_prefix, cfg.settings.ipv6_prefix)
         }
         None if matches!(entry.key, KeyKind::Ip | KeyKind::IpApiKey) => {

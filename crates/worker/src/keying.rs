@@ -206,7 +206,9 @@ mod tests {
     use crate::config::Config;
 
     fn settings(extra: &str) -> Settings {
-        Config::parse(&format!("[settings]\n{extra}\n")).unwrap().settings
+        Config::parse(&format!("[settings]\n{extra}\n"))
+            .unwrap()
+            .settings
     }
 
     fn id(s: &Settings, headers: &[(&str, &str)]) -> Result<Identity, HeaderError> {
@@ -246,7 +248,10 @@ mod tests {
         assert_eq!(a.ip, "ip:unknown");
         let a = id(
             &s,
-            &[("cf-connecting-ip", "203.0.113.9"), ("x-forwarded-for", "198.51.100.1")],
+            &[
+                ("cf-connecting-ip", "203.0.113.9"),
+                ("x-forwarded-for", "198.51.100.1"),
+            ],
         )
         .unwrap();
         assert_eq!(a.ip, "ip4:203.0.113.9");

@@ -77,7 +77,8 @@ impl Store for SqlStore {
                 .and_then(|r| match crate::stored::from_text(&r.state) {
                     Ok(s) => Some(s),
                     Err(e) => {
-                        self.error.get_or_insert(format!("stored state of {slot}: {e}"));
+                        self.error
+                            .get_or_insert(format!("stored state of {slot}: {e}"));
                         None
                     }
                 }),

@@ -54,7 +54,10 @@ fn demo(req: Request) -> worker::Result<Response> {
             }),
         )
     } else {
-        (404, json!({"origin": "tollgate demo origin", "error": "not found", "path": path}))
+        (
+            404,
+            json!({"origin": "tollgate demo origin", "error": "not found", "path": path}),
+        )
     };
     headers.set("Content-Type", "application/json")?;
     Ok(Response::ok(body.to_string())?

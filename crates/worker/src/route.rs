@@ -85,7 +85,10 @@ mod tests {
     #[test]
     fn patterns_match_segments() {
         let c = config();
-        assert_eq!(name(&c, "GET", "/users/42/avatar").as_deref(), Some("avatar"));
+        assert_eq!(
+            name(&c, "GET", "/users/42/avatar").as_deref(),
+            Some("avatar")
+        );
         assert_eq!(name(&c, "GET", "/users//avatar"), None);
         assert_eq!(name(&c, "GET", "/users/42/avatar/x"), None);
         assert_eq!(name(&c, "GET", "/files/a/b/c").as_deref(), Some("files"));

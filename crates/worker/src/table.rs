@@ -198,7 +198,9 @@ impl Table {
                     // been charged). The combined decision stays the core's.
                     for (i, l) in req.limits.iter().enumerate() {
                         if each[i].allowed {
-                            if let Ok((peek, _)) = tollgate::decide(&l.policy, states[i].clone(), now, 0) {
+                            if let Ok((peek, _)) =
+                                tollgate::decide(&l.policy, states[i].clone(), now, 0)
+                            {
                                 each[i] = peek;
                             }
                         }
@@ -225,7 +227,8 @@ impl Table {
                     match release(&l.policy, states[i].clone(), req.cost) {
                         Ok(next) => {
                             if next != states[i] {
-                                let fresh_at = fresh_at(&l.policy, &Decision::default(), now_ms, test_clock);
+                                let fresh_at =
+                                    fresh_at(&l.policy, &Decision::default(), now_ms, test_clock);
                                 store.save(&l.slot, next.as_ref(), fresh_at);
                                 self.cache.insert(l.slot.clone(), next);
                             }
@@ -316,7 +319,10 @@ mod tests {
     #[test]
     fn a_denied_stack_charges_nothing() {
         let (mut t, mut m) = (Table::new(), Mem::default());
-        let ls = [limit("a|0|k", "5/s"), limit("g|0|global", "fixed-window 3/min")];
+        let ls = [
+            limit("a|0|k", "5/s"),
+            limit("g|0|global", "fixed-window 3/min"),
+        ];
         for _ in 0..3 {
             assert!(allowed(&check(&mut t, &mut m, &ls, 1, 1000)));
         }
@@ -381,8 +387,20 @@ mod tests {
     #[test]
     fn a_changed_algorithm_starts_fresh() {
         let (mut t, mut m) = (Table::new(), Mem::default());
-        assert!(allowed(&check(&mut t, &mut m, &[limit("s", "fixed-window 1/min")], 1, 0)));
-        assert!(allowed(&check(&mut t, &mut m, &[limit("s", "1/min")], 1, 0)));
+        assert!(allowed(&check(
+            &mut t,
+            &mut m,
+            &[limit("s", "fixed-window 1/min")],
+            1,
+            0
+        )));
+        assert!(allowed(&check(
+            &mut t,
+            &mut m,
+            &[limit("s", "1/min")],
+            1,
+            0
+        )));
     }
 
     #[test]
@@ -403,13 +421,17 @@ mod tests {
             op: Op::Reset,
             ..rel.clone()
         };
-        assert_eq!(t.handle(&reset, 0, &mut m), ObjectResponse::Reset { found: 1 });
+        assert_eq!(
+            t.handle(&reset, 0, &mut m),
+            ObjectResponse::Reset { found: 1 }
+        );
         assert!(m.map.is_empty());
         let bad = ObjectRequest {
             limits: vec![limit("x", "1/s")],
             ..rel
         };
-        assert!(matches!(t.handle(&bad, 0, &mut m), ObjectResponse::Error { code, .. } if code == "not-concurrency"));
+        assert!(
+            matches!(t.handle(&bad, 0, &mut m), ObjectResponse::Error { code, .. } if code == "not-concurrency")
+        );
     }
 }
-

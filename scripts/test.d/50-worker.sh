@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# The edge worker (crates/worker): format, clippy (host and wasm32), host unit tests, a
+# release build with the pinned tools, then end-to-end tests under the real local runtime:
+# Miniflare (workerd) for the limiter, the vectors and restarts, and `wrangler dev` via
+# scripts/run for the served page.
+set -euo pipefail
+source scripts/tools.sh
+worker_tools
+npm_ci .
+export CARGO_TARGET_DIR="$PWD/crates/worker/target"
+cargo fmt -p tollgate-worker --check
+cargo clippy -p tollgate-worker --all-targets -- -D warnings
+cargo clippy -p tollgate-worker --target wasm32-unknown-unknown -- -D warnings
+cargo test -p tollgate-worker
+bash crates/worker/build.sh
+node --test --test-concurrency=1 \
+  crates/worker/test/edge.test.mjs \
+  crates/worker/test/vectors.test.mjs \
+  crates/worker/test/resilience.test.mjs \
+  crates/worker/test/wrangler.test.mjs
