@@ -1,0 +1,36 @@
+// Compiled with `tsc --noEmit` against the package's .d.ts (test/types.test.js): the
+// documented API must type-check as users write it.
+import { Limiter, headers, fetchWithBackoff, Backoff, parsePolicy, type Decision, type TollgateError } from "tollgate";
+import init, { Limiter as WebLimiter } from "tollgate/web";
+import { rateLimit } from "tollgate/express";
+import { rateLimiter } from "tollgate/hono";
+
+const limiter = new Limiter("10/s burst 20", { maxKeys: 10_000 });
+const d: Decision = limiter.check("ip", { cost: 2, now: Date.now(), tenant: "acme" });
+const allowed: boolean = d.allowed;
+const wait: number = d.retryAfter + d.resetAfter + d.delay + d.limit + d.remaining;
+limiter.peek("ip");
+limiter.release("ip", { cost: 1 });
+const forgot: boolean = limiter.reset("ip");
+const n: number = limiter.size;
+const ps: string[] = limiter.policies;
+const h = limiter.headers(d, "per-ip", { legacy: true });
+const ra: string | undefined = h["Retry-After"];
+headers(d, "per-ip", { policy: { algorithm: "gcra", limit: 10, window: "1s", burst: 5 } });
+Limiter.all(["10/s", { algorithm: "fixed-window", limit: 100, window: 60_000 }]);
+Limiter.fairShare("10/s", "sliding-window 4/s");
+parsePolicy("100/min");
+new Backoff({ baseMs: 100, capMs: 1000, maxAttempts: 3 }).delay(1, "5");
+const res: Promise<Response> = fetchWithBackoff("https://example.invalid/", { method: "GET" }, { maxAttempts: 3 });
+try {
+  new Limiter("10/fortnight");
+} catch (e) {
+  const err = e as TollgateError;
+  const f: string = err.field + err.rule;
+  void f;
+}
+await init();
+new WebLimiter("1/s");
+rateLimit({ limiter, header: "x-api-key", exempt: ["/health", /^\/static\//] });
+rateLimiter({ limiter, name: "per-ip", key: () => "k" });
+void allowed, wait, forgot, n, ps, ra, res;
