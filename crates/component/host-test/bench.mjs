@@ -47,3 +47,16 @@ r = measure('gcra 10/s, 1 key (denials)', KeyedLimiter.create('gcra 10/s', 100_0
 assert.ok(r.allowed < r.n / 100);
 measure('sliding-window 1000/s, 10k keys', KeyedLimiter.create('sliding-window 1000/s', 100_000), manyKeys);
 measure('stack [10000/s, fixed-window 1000000/min], 10k', KeyedLimiter.createStack(['10000/s', 'fixed-window 1000000/min'], 100_000), manyKeys);
+
+// The host's own cost per call, for scale: a method with no string and one u64 back.
+{
+  const l = KeyedLimiter.create('10/s', 10);
+  let n = 0;
+  const t0 = performance.now();
+  const end = t0 + seconds * 1000;
+  while (performance.now() < end) {
+    for (let i = 0; i < 1000; i++) l.size();
+    n += 1000;
+  }
+  console.log(`${'baseline: size() (no key, no decision)'.padEnd(48)} ${(n / ((performance.now() - t0) / 1000) / 1e6).toFixed(2)} M calls/s wall`);
+}
