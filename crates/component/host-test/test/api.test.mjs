@@ -3,7 +3,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -161,6 +161,10 @@ test('the built component exports the limiter world and imports nothing', () => 
     assert.match(wit, new RegExp(`export tollgate:limiter/${iface}@0\\.1\\.0;`));
   }
   assert.doesNotMatch(wit, /\bimport\b/);
+  // So the transpiled module needs no WASI shim: its only import reads the core wasm.
+  const js = readFileSync(componentJs, 'utf8');
+  assert.doesNotMatch(js, /preview2-shim/);
+  assert.deepStrictEqual([...js.matchAll(/import\s*\(\s*'([^']+)'\s*\)|from\s+'([^']+)'/g)].map((m) => m[1] ?? m[2]), ['node:fs/promises']);
 });
 
 test('wit/ is valid WIT: its world embeds into a component on its own', () => {
