@@ -11,7 +11,10 @@
 //! decision itself, so [`Core::check`] returns only whether the request was allowed (or an
 //! error status) and writes `limit, remaining, resetAfter, retryAfter, delay` into a small
 //! buffer owned by the limiter ([`Core::out_ptr`]); the JS wrapper reads it through a reused
-//! `Float64Array` over wasm memory and builds the `Decision` object.
+//! `Float64Array` over wasm memory and builds the `Decision` object. Keys go the other way
+//! through a key buffer ([`Core::key_ptr`]): the wrapper writes short ASCII keys (IP
+//! addresses, API key hashes) there and calls [`Core::check_buf`], which saves the allocation
+//! and copy of wasm-bindgen's string passing; other keys take [`Core::check`].
 //!
 //! ## Time
 //! JavaScript speaks milliseconds (`Date.now()`), the core nanoseconds. A whole number of
