@@ -150,12 +150,13 @@ fn object_name(cfg: &Config, group: usize, key: &str) -> String {
     }
 }
 
-async fn call_object(
+/// Sends a batch of requests to one object (one round trip), with the timeout.
+async fn send_batch(
     env: &Env,
     cfg: &Config,
     object: &str,
-    req: &ObjectRequest,
-) -> Result<ObjectResponse, Failure> {
+    reqs: &[ObjectRequest],
+) -> Result<Vec<ObjectResponse>, Failure> {
     let call = async {
         let ns = env
             .durable_object(BINDING)
@@ -164,7 +165,7 @@ async fn call_object(
             .id_from_name(object)
             .and_then(|id| id.get_stub())
             .map_err(|e| Failure::Unavailable(e.to_string()))?;
-        let body = serde_json::to_string(req).map_err(|e| Failure::Unavailable(e.to_string()))?;
+        let body = serde_json::to_string(reqs).map_err(|e| Failure::Unavailable(e.to_string()))?;
         let mut init = RequestInit::new();
         init.with_method(Method::Post)
             .with_body(Some(wasm_bindgen::JsValue::from_str(&body)));
@@ -174,25 +175,48 @@ async fn call_object(
             .fetch_with_request(r)
             .await
             .map_err(|e| Failure::Unavailable(e.to_string()))?;
+        let text = resp
+            .text()
+            .await
+            .map_err(|e| Failure::Unavailable(e.to_string()))?;
         if resp.status_code() != 200 {
-            let text = resp.text().await.unwrap_or_default();
             return Err(Failure::Unavailable(format!(
                 "object answered {}: {text}",
                 resp.status_code()
             )));
         }
-        let text = resp
-            .text()
-            .await
-            .map_err(|e| Failure::Unavailable(e.to_string()))?;
-        serde_json::from_str::<ObjectResponse>(&text)
-            .map_err(|e| Failure::Unavailable(format!("object answer: {e}")))
+        let answers = serde_json::from_str::<Vec<ObjectResponse>>(&text)
+            .map_err(|e| Failure::Unavailable(format!("object answer: {e}")))?;
+        if answers.len() != reqs.len() {
+            return Err(Failure::Unavailable(format!(
+                "object answered {} of {} requests",
+                answers.len(),
+                reqs.len()
+            )));
+        }
+        Ok(answers)
     };
     let timeout = Delay::from(Duration::from_millis(cfg.settings.timeout_ms));
     match select(Box::pin(call), timeout).await {
         Either::Left((r, _)) => r,
         Either::Right(_) => Err(Failure::Timeout),
     }
+}
+
+/// One request to one object. (Coalescing concurrent requests of an isolate into one call
+/// would share the round trip, but Workers tie I/O and promise resolution to the request
+/// that started them: a request woken by another request's call is reported as hung. So
+/// every request makes its own call; the object still accepts batches.)
+async fn call_object(
+    env: &Env,
+    cfg: &Config,
+    object: &str,
+    req: &ObjectRequest,
+) -> Result<ObjectResponse, Failure> {
+    let mut answers = send_batch(env, cfg, object, std::slice::from_ref(req)).await?;
+    answers
+        .pop()
+        .ok_or_else(|| Failure::Unavailable("empty answer".into()))
 }
 
 // ------------------------------------------------------------------ the limited path

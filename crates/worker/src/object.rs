@@ -27,7 +27,7 @@ use worker::{
     SqlStorageValue,
 };
 
-use crate::table::{ObjectRequest, Store, Table};
+use crate::table::{ObjectRequest, ObjectResponse, Store, Table};
 
 /// Alarms run at most this often per object (ms): sweeping is housekeeping, not accuracy.
 const SWEEP_EVERY_MS: u64 = 10_000;
@@ -163,21 +163,26 @@ impl DurableObject for Limiter {
 
     async fn fetch(&self, mut req: Request) -> worker::Result<Response> {
         let body = req.bytes().await?;
-        let request: ObjectRequest = match serde_json::from_slice(&body) {
+        let requests: Vec<ObjectRequest> = match serde_json::from_slice(&body) {
             Ok(r) => r,
             Err(e) => return Response::error(format!("bad object request: {e}"), 400),
         };
         // From here to the answer nothing is awaited but the (rare) alarm set-up, which
-        // comes after every read and write of this request.
+        // comes after every read and write of this batch. The batch is decided in order,
+        // each request all or nothing, as if they had come one at a time.
         let mut store = SqlStore {
             sql: self.sql()?,
             error: None,
             earliest: None,
         };
-        let answer = self
-            .table
-            .borrow_mut()
-            .handle(&request, Date::now().as_millis(), &mut store);
+        let now = Date::now().as_millis();
+        let answers: Vec<ObjectResponse> = {
+            let mut table = self.table.borrow_mut();
+            requests
+                .iter()
+                .map(|r| table.handle(r, now, &mut store))
+                .collect()
+        };
         if let Some(e) = store.error {
             console_error!("tollgate object: storage error: {e}");
             // Memory may be ahead of storage now: drop it, storage is the truth.
@@ -190,7 +195,7 @@ impl DurableObject for Limiter {
                 self.alarm_at.set(None);
             }
         }
-        match serde_json::to_string(&answer) {
+        match serde_json::to_string(&answers) {
             Ok(text) => Response::ok(text),
             Err(e) => Response::error(format!("answer: {e}"), 500),
         }
