@@ -9,6 +9,7 @@
 #   pkg/web/      web target; index.js needs `await init()`            exports "./web"
 #                 auto.js initialises itself (top-level await)         exports "browser"
 #   pkg/bundler/  bundler target (ESM-integration wasm import)         exports "default"
+#                 (tested with node --experimental-wasm-modules)
 #   pkg/workers/  web glue + the .wasm imported as a module, initSync  exports "workerd"
 # Usage: crates/wasm/build.sh   (from anywhere; needs scripts/tools.sh's wasm_tools first)
 set -euo pipefail
@@ -43,25 +44,19 @@ for target in nodejs web bundler; do
   rm -f "$pkg/$dir/.gitignore" "$pkg/$dir/package.json"
   cp "$here/js/api.js" "$pkg/$dir/api.js"
 done
-# The three targets get the same .wasm: ship it once (in web/) and point the node and
-# bundler glue at it; if they ever differ, keep and optimise each copy.
-for dir in node bundler; do
-  if cmp -s "$pkg/$dir/tollgate_wasm_bg.wasm" "$pkg/web/tollgate_wasm_bg.wasm"; then
-    rm "$pkg/$dir/tollgate_wasm_bg.wasm" "$pkg/$dir/tollgate_wasm_bg.wasm.d.ts"
-  else
-    echo "note: the $dir wasm differs from web's; shipping both" >&2
-    opt "$pkg/$dir/tollgate_wasm_bg.wasm"
-  fi
-done
-opt "$pkg/web/tollgate_wasm_bg.wasm"
-if [ ! -f "$pkg/node/tollgate_wasm_bg.wasm" ]; then
+# node reads the .wasm bytes itself and instantiates them with its own imports, so it shares
+# web's copy. The bundler build keeps its own: with ESM integration the .wasm imports
+# "./tollgate_wasm_bg.js" relative to its own location.
+if cmp -s "$pkg/node/tollgate_wasm_bg.wasm" "$pkg/web/tollgate_wasm_bg.wasm"; then
+  rm "$pkg/node/tollgate_wasm_bg.wasm" "$pkg/node/tollgate_wasm_bg.wasm.d.ts"
   sed -i 's#`${__dirname}/tollgate_wasm_bg.wasm`#`${__dirname}/../web/tollgate_wasm_bg.wasm`#' "$pkg/node/tollgate_wasm.js"
   grep -q '/../web/tollgate_wasm_bg.wasm' "$pkg/node/tollgate_wasm.js" || { echo "node glue: wasm path not found" >&2; exit 1; }
+else
+  echo "note: the node wasm differs from web's; shipping both" >&2
+  opt "$pkg/node/tollgate_wasm_bg.wasm"
 fi
-if [ ! -f "$pkg/bundler/tollgate_wasm_bg.wasm" ]; then
-  sed -i 's#"./tollgate_wasm_bg.wasm"#"../web/tollgate_wasm_bg.wasm"#' "$pkg/bundler/tollgate_wasm.js" "$pkg/bundler/tollgate_wasm_bg.js"
-  grep -q '"../web/tollgate_wasm_bg.wasm"' "$pkg/bundler/tollgate_wasm.js" || { echo "bundler glue: wasm path not found" >&2; exit 1; }
-fi
+opt "$pkg/web/tollgate_wasm_bg.wasm"
+opt "$pkg/bundler/tollgate_wasm_bg.wasm"
 
 # node: the nodejs target is CommonJS; the package is "type": "module", so name it .cjs and
 # re-export it through an ESM glue module.

@@ -2,7 +2,8 @@
 # The npm package `tollgate` (crates/wasm): lints, the build (cargo -> wasm-bindgen ->
 # wasm-opt), wasm-bindgen-test in Node and headless Chromium, the JS tests against the built
 # package (API, every shared vector in tests/vectors/, fetchWithBackoff, Express and Hono
-# middleware, a real page in Chromium, npm pack + install), sizes, and a short benchmark.
+# middleware, a real page in Chromium, a Worker in Miniflare, the bundler build under
+# ESM integration, tsc on the types, npm pack + install), sizes, and a short benchmark.
 set -euo pipefail
 source scripts/tools.sh
 wasm_tools
