@@ -12,7 +12,7 @@ use tollgate::fair_share::skips_tenant_window;
 use tollgate::{Decision, MillisDecision};
 use worker::{
     console_error, console_log, event, Context, Date, Delay, Env, Headers, Method, Request,
-    RequestInit, Response,
+    Response,
 };
 
 use crate::answer::{self, DenyCache, LimitName, Stats};
@@ -150,6 +150,22 @@ fn object_name(cfg: &Config, group: usize, key: &str) -> String {
     }
 }
 
+#[wasm_bindgen::prelude::wasm_bindgen]
+extern "C" {
+    /// A Durable Object stub seen through Workers RPC.
+    type LimiterRpc;
+    #[wasm_bindgen::prelude::wasm_bindgen(method, catch)]
+    fn decide(this: &LimiterRpc, body: &str) -> Result<js_sys::Promise, wasm_bindgen::JsValue>;
+}
+
+fn rpc_error(e: &wasm_bindgen::JsValue) -> String {
+    use wasm_bindgen::JsCast;
+    match e.dyn_ref::<js_sys::Error>() {
+        Some(err) => String::from(err.message()),
+        None => format!("{e:?}"),
+    }
+}
+
 /// Sends a batch of requests to one object (one round trip), with the timeout.
 async fn send_batch(
     env: &Env,
@@ -166,25 +182,16 @@ async fn send_batch(
             .and_then(|id| id.get_stub())
             .map_err(|e| Failure::Unavailable(e.to_string()))?;
         let body = serde_json::to_string(reqs).map_err(|e| Failure::Unavailable(e.to_string()))?;
-        let mut init = RequestInit::new();
-        init.with_method(Method::Post)
-            .with_body(Some(wasm_bindgen::JsValue::from_str(&body)));
-        let r = Request::new_with_init("https://limiter.tollgate/", &init)
-            .map_err(|e| Failure::Unavailable(e.to_string()))?;
-        let mut resp = stub
-            .fetch_with_request(r)
+        // Workers RPC (`stub.decide(json)`), served by js/entry.mjs's Limiter class.
+        let rpc: LimiterRpc = stub.into_rpc();
+        let promise = rpc
+            .decide(&body)
+            .map_err(|e| Failure::Unavailable(format!("{e:?}")))?;
+        let text = wasm_bindgen_futures::JsFuture::from(promise)
             .await
-            .map_err(|e| Failure::Unavailable(e.to_string()))?;
-        let text = resp
-            .text()
-            .await
-            .map_err(|e| Failure::Unavailable(e.to_string()))?;
-        if resp.status_code() != 200 {
-            return Err(Failure::Unavailable(format!(
-                "object answered {}: {text}",
-                resp.status_code()
-            )));
-        }
+            .map_err(|e| Failure::Unavailable(rpc_error(&e)))?
+            .as_string()
+            .ok_or_else(|| Failure::Unavailable("object answered a non-string".into()))?;
         let answers = serde_json::from_str::<Vec<ObjectResponse>>(&text)
             .map_err(|e| Failure::Unavailable(format!("object answer: {e}")))?;
         if answers.len() != reqs.len() {

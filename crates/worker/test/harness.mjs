@@ -5,7 +5,8 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 
 const here = path.dirname(fileURLToPath(import.meta.url));
-export const BUILD = path.resolve(here, "../build");
+export const CRATE = path.resolve(here, "..");
+export const BUILD = path.join(CRATE, "build");
 export const CHECK_SECRET = "check-secret-for-tests";
 export const ADMIN_SECRET = "admin-secret-for-tests";
 
@@ -21,8 +22,8 @@ export async function start({ config, withObject = true, persist, bindings = {} 
   if (config !== undefined) vars.TOLLGATE_CONFIG = typeof config === "string" ? config : JSON.stringify(config);
   const mf = new Miniflare({
     modules: true,
-    scriptPath: path.join(BUILD, "worker/shim.mjs"),
-    modulesRoot: BUILD,
+    scriptPath: path.join(CRATE, "js/entry.mjs"),
+    modulesRoot: CRATE,
     modulesRules: [
       { type: "ESModule", include: ["**/*.js", "**/*.mjs"] },
       { type: "CompiledWasm", include: ["**/*.wasm"] },
