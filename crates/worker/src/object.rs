@@ -3,10 +3,12 @@
 //! states that are back to fresh with an alarm.
 //!
 //! # Consistency and durability
-//! * **Serialised per object.** [`Limiter::fetch`] reads its body, then decides and writes
+//! * **Serialised per object.** The isolate calls `decide(json)` over Workers RPC (see
+//!   `js/entry.mjs`; `fetch` with the same body also works). It decides and writes
 //!   synchronously (the SQL API is synchronous): no await sits between reading a state and
 //!   writing it back, so two requests for one key can never interleave, even when the
-//!   runtime delivers the next request while this one awaits. Every limit of a stack lives
+//!   runtime delivers the next request while another awaits. A call may carry a batch of
+//!   requests; they are decided in order, each all or nothing, and committed together. Every limit of a stack lives
 //!   in the same object (the config puts stacked policies in one group), so a stack is
 //!   decided all or nothing.
 //! * **Durable before answered.** The writes are not awaited: the runtime's output gate
