@@ -187,3 +187,17 @@ test("many keys and memory growth: decisions stay right after wasm memory grows"
   assert.equal(l.check("key-149999", { now: 0 }).remaining, 1);
   l.free();
 });
+
+test("keys of any length and alphabet: short ASCII, non-ASCII and long keys are distinct", () => {
+  const l = new Limiter("2/min");
+  const keys = ["203.0.113.7", "ключ-😀", "k".repeat(500), "k".repeat(128), "k".repeat(129), ""];
+  for (const k of keys) {
+    assert.equal(l.check(k, { now: 0 }).remaining, 1, JSON.stringify(k).slice(0, 20));
+    assert.equal(l.peek(k, { now: 0 }).remaining, 1);
+  }
+  for (const k of keys) assert.equal(l.check(k, { now: 0 }).remaining, 0);
+  for (const k of keys) assert.equal(l.check(k, { now: 0 }).allowed, false);
+  assert.equal(l.size, keys.length);
+  assert.equal(l.reset("ключ-😀"), true);
+  assert.equal(l.check("ключ-😀", { now: 0 }).remaining, 1);
+});
