@@ -53,6 +53,7 @@ mod error;
 pub mod fair_share;
 #[cfg(feature = "headers")]
 pub mod headers;
+pub mod ip;
 #[cfg(feature = "std")]
 pub mod keyed;
 mod math;
