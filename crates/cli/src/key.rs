@@ -3,11 +3,13 @@
 //! evaded) and IPv4-mapped IPv6 (`::ffff:192.0.2.1`) normalised to its IPv4 address (a
 //! dual-stack socket reports IPv4 clients that way; they must share the IPv4 key).
 //!
-//! The edge worker applies the same rules; this module could move to the core.
+//! The grouping itself is the core's `tollgate::ip::IpGroup`, shared with the edge worker.
 
 use std::fmt;
-use std::net::{IpAddr, Ipv6Addr};
+use std::net::IpAddr;
+
 use std::str::FromStr;
+use tollgate::ip::IpGroup;
 
 /// How each log line becomes a limiter key.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -71,33 +73,14 @@ impl fmt::Display for KeySpec {
     }
 }
 
-/// Normalises an address: IPv4-mapped IPv6 becomes IPv4; everything else is unchanged.
-pub fn normalise(ip: IpAddr) -> IpAddr {
-    match ip {
-        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
-            Some(v4) => IpAddr::V4(v4),
-            None => IpAddr::V6(v6),
-        },
-        v4 => v4,
-    }
-}
-
 /// The key of a client address: IPv4 (including IPv4-mapped IPv6) as the address itself,
 /// IPv6 as its `/v6_prefix` network (`2001:db8:1:2::/64`), or the address when the prefix
-/// is 128. Text that is not an IP address (a Unix socket, a host name) is its own key.
+/// is 128 (the core's [`tollgate::ip::IpGroup`], the rule the edge worker keys by). Text
+/// that is not an IP address (a Unix socket, a host name) is its own key.
 pub fn client_key(addr: &str, v6_prefix: u8) -> String {
-    let Ok(ip) = addr.parse::<IpAddr>() else {
-        return addr.to_owned();
-    };
-    match normalise(ip) {
-        IpAddr::V4(v4) => v4.to_string(),
-        IpAddr::V6(v6) if v6_prefix >= 128 => v6.to_string(),
-        IpAddr::V6(v6) => {
-            let prefix = u32::from(v6_prefix.clamp(1, 127));
-            let mask = u128::MAX << (128 - prefix);
-            let network = Ipv6Addr::from(u128::from(v6) & mask);
-            format!("{network}/{prefix}")
-        }
+    match addr.parse::<IpAddr>() {
+        Ok(ip) => IpGroup::of(ip, 32, v6_prefix).to_string(),
+        Err(_) => addr.to_owned(),
     }
 }
 
