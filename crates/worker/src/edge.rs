@@ -667,6 +667,9 @@ async fn api(mut req: Request, env: &Env, cfg: &Config, op: Op) -> worker::Resul
             json_response(200, "application/json", json!({"found": found}).to_string())
         }
         Ok(ObjectResponse::Error { code, message }) => api_error(422, &code, &message),
+        Ok(ObjectResponse::Count { rows }) => {
+            json_response(200, "application/json", json!({ "rows": rows }).to_string())
+        }
         Err(f) => {
             console_error!("tollgate: check API object {object}: {f}");
             STATS.with(|s| s.borrow_mut().count(&entry.name, |c| c.degraded += 1));
@@ -794,7 +797,25 @@ async fn admin(mut req: Request, env: &Env, cfg: &Config, path: &str) -> worker:
                 cost: 0,
                 now_ms: None,
             };
-            match call_object(env, cfg, &object, &call).await {
+            // A read also reports the object's stored rows (counted before the peek, which
+            // itself drops states it finds fresh).
+            let count = ObjectRequest {
+                op: Op::Count,
+                limits: Vec::new(),
+                cost: 0,
+                now_ms: None,
+            };
+            let batch = if reset { vec![call] } else { vec![count, call] };
+            let mut answers = match send_batch(env, cfg, &object, &batch).await {
+                Ok(a) => a,
+                Err(f) => return api_error(503, "coordinator-unavailable", &f.to_string()),
+            };
+            let stored_rows = match answers.first() {
+                Some(ObjectResponse::Count { rows }) if !reset => Some(*rows),
+                _ => None,
+            };
+            let answer = answers.pop().ok_or_else(|| Failure::Unavailable("empty answer".into()));
+            match answer {
                 Ok(ObjectResponse::Reset { found }) => {
                     DENY.with(|d| {
                         let mut d = d.borrow_mut();
@@ -817,6 +838,7 @@ async fn admin(mut req: Request, env: &Env, cfg: &Config, path: &str) -> worker:
                         "policy": entry.name,
                         "key": key,
                         "object": object,
+                        "storedRows": stored_rows,
                         "decision": MillisDecision::from(decision),
                         "limits": names.iter().zip(&each).zip(&states).map(|((n, d), s)| json!({
                             "name": n.name,
@@ -828,7 +850,7 @@ async fn admin(mut req: Request, env: &Env, cfg: &Config, path: &str) -> worker:
                     .to_string(),
                 ),
                 Ok(ObjectResponse::Error { code, message }) => api_error(422, &code, &message),
-                Ok(ObjectResponse::Released) => api_error(500, "unexpected", "unexpected answer"),
+                Ok(_) => api_error(500, "unexpected", "unexpected answer"),
                 Err(f) => api_error(503, "coordinator-unavailable", &f.to_string()),
             }
         }

@@ -67,7 +67,26 @@ struct SqlStore {
     earliest: Option<u64>,
 }
 
+#[derive(Deserialize)]
+struct CountRow {
+    rows: f64,
+}
+
 impl Store for SqlStore {
+    fn count(&mut self) -> u64 {
+        match self
+            .sql
+            .exec("SELECT COUNT(*) AS rows FROM limits", None)
+            .and_then(|c| c.to_array::<CountRow>())
+        {
+            Ok(rows) => rows.first().map(|r| r.rows as u64).unwrap_or(0),
+            Err(e) => {
+                self.error.get_or_insert(e.to_string());
+                0
+            }
+        }
+    }
+
     fn load(&mut self, slot: &str) -> Option<State> {
         let rows = self
             .sql

@@ -23,6 +23,8 @@ pub enum Op {
     Release,
     /// Forget the slots.
     Reset,
+    /// Count the object's stored rows (admin; sees the alarm's sweeps). Touches no slot.
+    Count,
 }
 
 /// One limit of a request: where its state lives and the policy that decides it.
@@ -68,6 +70,11 @@ pub enum ObjectResponse {
     },
     /// Slots released.
     Released,
+    /// The object's stored rows.
+    Count {
+        /// Rows in storage.
+        rows: u64,
+    },
     /// Slots forgotten; how many were stored.
     Reset {
         /// Slots that held a state.
@@ -100,6 +107,8 @@ pub trait Store {
     /// object's clock) is when it will be back to fresh (None under the test clock: such
     /// states are never swept).
     fn save(&mut self, slot: &str, state: Option<&State>, fresh_at: Option<u64>);
+    /// How many states are stored.
+    fn count(&mut self) -> u64;
 }
 
 /// When a stored state is back to fresh (ms on the object's clock), for the alarm that sweeps
@@ -158,6 +167,11 @@ impl Table {
         clock_ms: u64,
         store: &mut impl Store,
     ) -> ObjectResponse {
+        if req.op == Op::Count {
+            return ObjectResponse::Count {
+                rows: store.count(),
+            };
+        }
         let test_clock = req.now_ms.is_some();
         let now_ms = req.now_ms.unwrap_or(clock_ms);
         let now = millis(now_ms);
@@ -248,6 +262,9 @@ impl Table {
                     })
                 }
             }
+            Op::Count => ObjectResponse::Count {
+                rows: store.count(),
+            },
             Op::Reset => {
                 let mut found = 0;
                 for (i, l) in req.limits.iter().enumerate() {
@@ -278,6 +295,9 @@ mod tests {
         fn load(&mut self, slot: &str) -> Option<State> {
             self.loads += 1;
             self.map.get(slot).map(|(s, _)| s.clone())
+        }
+        fn count(&mut self) -> u64 {
+            self.map.len() as u64
         }
         fn save(&mut self, slot: &str, state: Option<&State>, fresh_at: Option<u64>) {
             self.saves += 1;

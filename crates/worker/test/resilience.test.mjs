@@ -110,3 +110,31 @@ test("the bundled config is valid and limits the demo API", async () => {
     await edge.dispose();
   }
 });
+
+test("an alarm sweeps stored states once they are back to fresh", async () => {
+  const edge = await start({
+    config: {
+      settings: { shards: 1 },
+      policies: { short: { limit: "fixed-window 5/s", key: "ip" } },
+      routes: [{ path: "/api/short", policies: ["short"] }],
+    },
+  });
+  try {
+    assert.equal((await hit(edge, "/api/short", { ip: "198.51.100.71" })).status, 200);
+    assert.equal((await hit(edge, "/api/short", { ip: "198.51.100.72" })).status, 200);
+    // Read through a third, never-seen key of the same object: the peek stores nothing.
+    const rows = async () =>
+      (await edge.admin("/admin/v1/keys/read", { policy: "short", ip: "198.51.100.73" })).body.storedRows;
+    assert.equal(await rows(), 2);
+    // The sweep runs at most every 10 s per object; wait for it (bounded), not for a time.
+    const deadline = Date.now() + 45_000;
+    let left = 2;
+    while (left > 0 && Date.now() < deadline) {
+      await new Promise((r) => setTimeout(r, 1000));
+      left = await rows();
+    }
+    assert.equal(left, 0, "the alarm deleted both fresh states");
+  } finally {
+    await edge.dispose();
+  }
+});
