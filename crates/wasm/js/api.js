@@ -254,6 +254,21 @@ export function headers(decision, policyName, options) {
   return out;
 }
 
+/**
+ * The stateless, low-level decision: `decide(policy, state, now, cost = 1)` returns
+ * `{ decision, state }`, where `state` is the core's state as JSON (externally tagged by
+ * algorithm, nanosecond integers; `null` when the key is fresh) to pass back on the next
+ * call. A cost of 0 is a peek: nothing charged, the state brought up to `now`. For callers
+ * that keep state themselves or want to look at it (the demo page draws it); `Limiter`
+ * keeps it in wasm memory and is faster.
+ */
+export function decide(policy, state, now, cost = 1) {
+  if (state !== null && state !== undefined && typeof state !== "string") {
+    throw optionError(TypeError, "state", state, "not-a-string", "must be the JSON string a previous decide() returned, or null");
+  }
+  return glue.decideState(policy, state ?? undefined, checkNow(now), checkCost(cost));
+}
+
 /** Validates a policy and returns its canonical compact form; throws like `new Limiter`. */
 export function parsePolicy(policy) {
   return glue.parsePolicy(policy);

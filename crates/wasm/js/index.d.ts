@@ -156,6 +156,24 @@ export function headers(
   options: { policy: Policy | Limiter; legacy?: boolean },
 ): RateLimitHeaders;
 
+/** The result of {@link decide}: the decision and the state to pass back next time. */
+export interface StatelessDecision {
+  decision: Decision;
+  /**
+   * The core's state as JSON, externally tagged by algorithm with nanosecond integers, e.g.
+   * `{"token-bucket":{"credit":10000000000,"last":5000000}}`; `null` when the key is fresh.
+   */
+  state: string | null;
+}
+
+/**
+ * Decides one request without a Limiter: `state` is what the previous call returned (`null`
+ * for a fresh key), `now` in ms, `cost` default 1 (0 peeks: charges nothing, brings the state
+ * up to `now`). Throws like `Limiter.check`, and a `TypeError` with `rule: "invalid-state"`
+ * for a state that is not one.
+ */
+export function decide(policy: Policy, state: string | null | undefined, now: number, cost?: number): StatelessDecision;
+
 /** Validates a policy and returns its canonical compact form; throws like `new Limiter`. */
 export function parsePolicy(policy: Policy): string;
 

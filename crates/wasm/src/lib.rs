@@ -16,6 +16,9 @@
 //! addresses, API key hashes) there and calls [`Core::check_buf`], which saves the allocation
 //! and copy of wasm-bindgen's string passing; other keys take [`Core::check`].
 //!
+//! [`decide_state`] is the stateless form: the caller keeps each key's state as the core's
+//! JSON and passes it back (the demo page uses it to draw the state).
+//!
 //! ## Time
 //! JavaScript speaks milliseconds (`Date.now()`), the core nanoseconds. A whole number of
 //! milliseconds converts exactly with [`tollgate::millis`]; a fractional one (e.g. from
@@ -34,6 +37,7 @@ use wasm_bindgen::prelude::*;
 mod errors;
 mod http;
 mod spec;
+mod stateless;
 
 // std's dlmalloc made allocation about half the cost of a keyed check (the keyed limiter
 // allocates small vectors per decision); talc's wasm allocator is markedly faster (measured:
@@ -45,6 +49,7 @@ mod spec;
 static ALLOCATOR: talc::TalckWasm = unsafe { talc::TalckWasm::new_global() };
 
 pub use http::{Backoff, *};
+pub use stateless::decide_state;
 
 /// Status of a decision call: the request was denied.
 pub const DENIED: u32 = 0;

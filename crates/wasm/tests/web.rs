@@ -112,3 +112,20 @@ fn headers_and_backoff_come_from_the_core() {
         10_000.0
     );
 }
+
+#[wasm_bindgen_test]
+fn decide_state_round_trips_the_core_state_as_json() {
+    let policy: JsValue = "2/s".into();
+    let first = tollgate_wasm::decide_state(&policy, None, 0.0, 1.0).unwrap();
+    let state = prop(&first, "state").as_string().unwrap();
+    assert_eq!(state, r#"{"token-bucket":{"credit":1000000000,"last":0}}"#);
+    let second = tollgate_wasm::decide_state(&policy, Some(state.clone()), 0.0, 1.0).unwrap();
+    let third =
+        tollgate_wasm::decide_state(&policy, prop(&second, "state").as_string(), 0.0, 1.0).unwrap();
+    let d = prop(&third, "decision");
+    assert_eq!(prop(&d, "allowed"), false);
+    assert_eq!(prop(&d, "retryAfter"), 500.0);
+    let e = tollgate_wasm::decide_state(&policy, Some("[]".into()), 0.0, 1.0).unwrap_err();
+    assert!(e.is_instance_of::<TypeError>());
+    assert_eq!(prop(&e, "rule"), "invalid-state");
+}
