@@ -1,0 +1,77 @@
+// Shared set-up for the demo page's tests: a static server for www/ on 127.0.0.1 (the page
+// must work from any static server), and Debian's headless Chromium via playwright-core.
+import { createServer } from "node:http";
+import { readFile, mkdtemp, rm, mkdir } from "node:fs/promises";
+import { existsSync, statSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, normalize, extname } from "node:path";
+import { fileURLToPath } from "node:url";
+import { chromium } from "playwright-core";
+
+export const WWW = fileURLToPath(new URL("..", import.meta.url));
+export const ROOT = join(WWW, "..");
+export const ARTIFACTS = join(ROOT, "artifacts", "demo");
+
+const TYPES = {
+  ".html": "text/html; charset=utf-8", ".js": "text/javascript", ".css": "text/css",
+  ".wasm": "application/wasm", ".csv": "text/csv", ".json": "application/json",
+};
+
+/** Serves www/ on a free loopback port; resolves to { base, close }. */
+export async function serveWww() {
+  const server = createServer(async (req, res) => {
+    let path = decodeURIComponent(new URL(req.url, "http://x").pathname);
+    if (path.endsWith("/")) path += "index.html";
+    const file = normalize(join(WWW, path));
+    if (!file.startsWith(WWW) || !existsSync(file) || !statSync(file).isFile()) {
+      res.writeHead(404, { "content-type": "text/plain" });
+      return res.end("not found");
+    }
+    res.writeHead(200, { "content-type": TYPES[extname(file)] ?? "application/octet-stream" });
+    res.end(await readFile(file));
+  });
+  await new Promise((r) => server.listen(0, "127.0.0.1", r));
+  return { base: `http://127.0.0.1:${server.address().port}`, close: () => new Promise((r) => server.close(r)) };
+}
+
+/** Launches headless Chromium with a fresh profile; resolves to { browser, close }. */
+export async function launch() {
+  const userDataDir = await mkdtemp(join(tmpdir(), "tollgate-demo-chromium-"));
+  const context = await chromium.launchPersistentContext(userDataDir, {
+    executablePath: process.env.CHROMIUM ?? "/usr/bin/chromium",
+    headless: true,
+    args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+      "--disable-background-networking", "--disable-component-update", "--disable-sync"],
+    viewport: { width: 1200, height: 900 },
+  });
+  return {
+    context,
+    close: async () => {
+      await context.close();
+      await rm(userDataDir, { recursive: true, force: true });
+    },
+  };
+}
+
+/**
+ * Opens `url` in a new page and records console errors and uncaught exceptions in
+ * `page.problems`. `ignore` filters messages that are expected (e.g. the browser's own
+ * "Failed to load resource ... 429" line in live mode).
+ */
+export async function open(context, url, { ignore = () => false, viewport } = {}) {
+  const page = await context.newPage();
+  if (viewport) await page.setViewportSize(viewport);
+  page.problems = [];
+  page.on("console", (m) => {
+    if (m.type() === "error" && !ignore(m.text())) page.problems.push(`console: ${m.text()}`);
+  });
+  page.on("pageerror", (e) => page.problems.push(`pageerror: ${e.message}`));
+  await page.goto(url);
+  await page.waitForSelector("body[data-ready=true]", { timeout: 20_000 });
+  return page;
+}
+
+export async function artifacts() {
+  await mkdir(ARTIFACTS, { recursive: true });
+  return ARTIFACTS;
+}
