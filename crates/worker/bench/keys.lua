@@ -1,5 +1,6 @@
--- 10k distinct client IPs, round robin (CF-Connecting-IP passes through wrangler dev).
-local n = 0
+-- 10k distinct client IPs, round robin (CF-Connecting-IP passes through wrangler dev),
+-- starting at BENCH_OFFSET so that each round of the per-key case meets fresh keys.
+local n = tonumber(os.getenv("BENCH_OFFSET") or "0")
 request = function()
   n = n + 1
   local i = n % 10000

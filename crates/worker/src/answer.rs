@@ -122,6 +122,8 @@ pub struct Denial {
     pub at_ms: u64,
     /// When the same request would be admitted.
     pub until_ms: u64,
+    /// The combined decision (the core's, over the stack).
+    pub decision: Decision,
     /// Each limit's decision.
     pub each: Vec<Decision>,
 }
@@ -137,28 +139,25 @@ pub struct DenyCache {
 pub const DENY_CACHE_MAX: usize = 50_000;
 
 impl DenyCache {
-    /// The cached denial of `key` at `now_ms`, with its durations brought forward to now.
-    pub fn get(&mut self, key: &str, now_ms: u64) -> Option<Vec<Decision>> {
+    /// The cached denial of `key` at `now_ms` (the combined decision and each limit's),
+    /// with its durations brought forward to now.
+    pub fn get(&mut self, key: &str, now_ms: u64) -> Option<(Decision, Vec<Decision>)> {
         let d = self.map.get(key)?;
         if now_ms >= d.until_ms {
             self.map.remove(key);
             return None;
         }
         let elapsed = tollgate::millis(now_ms.saturating_sub(d.at_ms));
-        Some(
-            d.each
-                .iter()
-                .map(|x| Decision {
-                    reset_after: x.reset_after.saturating_sub(elapsed),
-                    retry_after: if x.allowed {
-                        0
-                    } else {
-                        x.retry_after.saturating_sub(elapsed).max(1)
-                    },
-                    ..*x
-                })
-                .collect(),
-        )
+        let forward = |x: &Decision| Decision {
+            reset_after: x.reset_after.saturating_sub(elapsed),
+            retry_after: if x.allowed {
+                0
+            } else {
+                x.retry_after.saturating_sub(elapsed).max(1)
+            },
+            ..*x
+        };
+        Some((forward(&d.decision), d.each.iter().map(forward).collect()))
     }
 
     /// Remembers a denial (only when it has a wait: a concurrency denial has none).
@@ -178,6 +177,7 @@ impl DenyCache {
             Denial {
                 at_ms,
                 until_ms,
+                decision: *decision,
                 each,
             },
         );
@@ -256,7 +256,8 @@ mod tests {
         let mut c = DenyCache::default();
         let x = d(false, 1500, 2000);
         c.put("k".into(), 1000, &x, vec![x]);
-        let got = c.get("k", 1500).unwrap();
+        let (combined, got) = c.get("k", 1500).unwrap();
+        assert_eq!(combined.retry_after_ms(), 1000);
         assert_eq!(got[0].retry_after_ms(), 1000);
         assert_eq!(got[0].reset_after_ms(), 1500);
         assert!(c.get("k", 2500).is_none());

@@ -377,7 +377,7 @@ async fn limited(req: Request, env: &Env, cfg: &Config) -> worker::Result<Respon
     let cache_key = format!("{}\n{}", route.name, join_slots(&limits));
 
     if enforce && cfg.settings.deny_cache {
-        if let Some(each) = DENY.with(|d| d.borrow_mut().get(&cache_key, now_ms())) {
+        if let Some((_, each)) = DENY.with(|d| d.borrow_mut().get(&cache_key, now_ms())) {
             count_violated(&names, &each, cfg, |c| c.deny_cache += 1);
             return too_many(cfg, &names, &each, true);
         }
@@ -614,16 +614,13 @@ async fn api(mut req: Request, env: &Env, cfg: &Config, op: Op) -> worker::Resul
     let names = policy_names(cfg, k, tenant.is_some());
     let limits = limits_for(cfg, &names, |_| key.clone(), tenant.as_deref());
     let object = object_name(cfg, entry.group, &key);
-    let cache_key = format!("api\n{}", join_slots(&limits));
+    // A denial holds for this cost; a smaller one might pass sooner.
+    let cache_key = format!("api\n{}\n{}", body.cost, join_slots(&limits));
     let use_cache = op == Op::Check && body.now.is_none() && cfg.settings.deny_cache;
     if use_cache {
-        if let Some(each) = DENY.with(|d| d.borrow_mut().get(&cache_key, now_ms())) {
+        if let Some((decision, each)) = DENY.with(|d| d.borrow_mut().get(&cache_key, now_ms())) {
             STATS.with(|s| s.borrow_mut().count(&entry.name, |c| c.deny_cache += 1));
-            let d = tollgate::stack::StackDecision {
-                decision: combine(&each),
-                each: each.clone(),
-            };
-            return decision_response(cfg, &names, &d.decision, &d.each);
+            return decision_response(cfg, &names, &decision, &each);
         }
     }
     let call = ObjectRequest {
@@ -677,21 +674,6 @@ async fn api(mut req: Request, env: &Env, cfg: &Config, op: Op) -> worker::Resul
             resp.headers_mut().set("Retry-After", "1")?;
             Ok(resp)
         }
-    }
-}
-
-fn combine(each: &[Decision]) -> Decision {
-    // The same rule as the core's stacks: the denying limit with the longest wait.
-    let mut a = None::<&Decision>;
-    for d in each.iter().filter(|d| !d.allowed) {
-        if a.is_none_or(|b| d.retry_after > b.retry_after) {
-            a = Some(d);
-        }
-    }
-    let b = a.copied().unwrap_or_default();
-    Decision {
-        reset_after: each.iter().map(|d| d.reset_after).max().unwrap_or(0),
-        ..b
     }
 }
 

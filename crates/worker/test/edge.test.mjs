@@ -263,3 +263,26 @@ test("bad requests get the documented errors, never a crash", async () => {
   assert.equal(ok.body.remaining, 1);
   assert.equal(sfList(ok.headers.get("ratelimit"))["per-ip"].r, 1);
 });
+
+test("check API: a denial is served from the deny cache with the same decision", async () => {
+  const key = "service-deny-cache";
+  const first = await edge.api("/v1/check", { key, policy: "per-ip", cost: 3 });
+  assert.equal(first.body.allowed, true);
+  assert.equal(first.body.remaining, 0);
+  const before = (await edge.stats())["per-ip"];
+  const denied = await edge.api("/v1/check", { key, policy: "per-ip" });
+  assert.equal(denied.status, 200);
+  assert.equal(denied.body.allowed, false);
+  const cached = await edge.api("/v1/check", { key, policy: "per-ip" });
+  assert.equal(cached.body.allowed, false);
+  assert.equal(cached.body.limit, 3);
+  assert.equal(cached.body.remaining, 0);
+  assert.ok(cached.body.retryAfter > 0 && cached.body.retryAfter <= denied.body.retryAfter);
+  assert.deepEqual(cached.body.policies.map((p) => p.name), ["per-ip"]);
+  const after = (await edge.stats())["per-ip"];
+  assert.equal(after.denied, before.denied + 1);
+  assert.equal(after.denyCache, before.denyCache + 1);
+  // Peek is never answered from the cache and charges nothing.
+  const peek = await edge.api("/v1/peek", { key, policy: "per-ip" });
+  assert.equal(peek.body.remaining, 0);
+});
