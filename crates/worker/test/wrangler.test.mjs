@@ -9,11 +9,24 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../../..");
-const PORT = Number(process.env.TOLLGATE_SMOKE_PORT ?? 8797);
-const base = `http://127.0.0.1:${PORT}`;
-let child, state, log = "";
+let PORT, base, child, state, log = "";
+
+/** A free loopback port (asked from the OS, then released for wrangler to take). */
+async function freePort() {
+  const net = await import("node:net");
+  return await new Promise((resolve, reject) => {
+    const srv = net.createServer();
+    srv.once("error", reject);
+    srv.listen(0, "127.0.0.1", () => {
+      const { port } = srv.address();
+      srv.close(() => resolve(port));
+    });
+  });
+}
 
 before(async () => {
+  PORT = Number(process.env.TOLLGATE_SMOKE_PORT ?? (await freePort()));
+  base = `http://127.0.0.1:${PORT}`;
   state = fs.mkdtempSync(path.join(os.tmpdir(), "tollgate-wrangler-"));
   child = spawn("bash", ["scripts/run", "--persist-to", state], {
     cwd: root,
