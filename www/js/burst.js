@@ -31,7 +31,7 @@ const inSecond = (times, end) => times.filter((t) => t <= end && t > end - 1000)
 export async function runExperiment(svg, table) {
   const arrivals = await trace();
   const end = Math.ceil((Math.max(...arrivals) + 1200) / 100) * 100;
-  const X0 = 48, X1 = 620, Y0 = 250, Y1 = 20, YMAX = 22;
+  const X0 = 48, X1 = 620, Y0 = 250, Y1 = 56, YMAX = 22;
   const x = (t) => X0 + (t / end) * (X1 - X0);
   const y = (n) => Y0 - (n / YMAX) * (Y0 - Y1);
   const desc = svg.querySelector("desc");
@@ -76,7 +76,8 @@ export async function runExperiment(svg, table) {
   }
   // Direct labels at each series' maximum, staggered so they do not overlap.
   results.forEach((r, i) => {
-    svg.append(el("text", { x: X1 - 4, y: Y1 + 14 + i * 15, "text-anchor": "end", class: "tiny strong", fill: r.color }, `${r.name}: max ${r.max}`));
+    svg.append(el("rect", { x: X0 + (i % 3) * 195, y: 6 + Math.floor(i / 3) * 18, width: 10, height: 10, fill: r.color }));
+    svg.append(el("text", { x: X0 + 14 + (i % 3) * 195, y: 15 + Math.floor(i / 3) * 18, class: "tiny strong" }, `${r.name}: max ${r.max}`));
   });
   svg.dataset.ready = "true";
   return results;

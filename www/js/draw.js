@@ -164,10 +164,10 @@ function slidingWindow(svg, s, v) {
   svg.append(el("line", { x1: x(st.window * W), x2: x(st.window * W), y1: 186, y2: 212, class: "axis" }));
   svg.append(el("text", { x: 300, y: 224, class: "tiny" }, "previous window"));
   svg.append(el("text", { x: 580, y: 224, "text-anchor": "end", class: "tiny" }, "current window"));
-  lines(svg, 300, 50, [
+  lines(svg, 310, 50, [
     [`estimate = prev × (1 − elapsed/W) + cur`, "note"],
     [`= ${st.prev} × ${weight.toFixed(2)} + ${st.cur} = ${estimate.toFixed(2)}`, "big"],
-    [`${Math.round(elapsed)} ms into the current window of ${msText(W)}`],
+    [`${Math.round(elapsed)} ms into a ${msText(W)} window`],
     [`Room now (remaining): ${v.decision.remaining} of ${v.limit}`, "info strong"],
     [`The shaded part of “previous” still counts.`, "note"],
   ]);

@@ -1,5 +1,5 @@
-// Live mode: real requests to the edge worker serving this page (same origin), showing
-// each answer's status and its RateLimit, RateLimit-Policy and Retry-After headers.
+// Live mode: a burst of real requests to the edge worker serving this page (same origin),
+// showing each answer's status and its RateLimit, RateLimit-Policy and Retry-After headers.
 
 const $ = (id) => document.getElementById(id);
 
@@ -9,8 +9,21 @@ function cell(text) {
   return td;
 }
 
+/** One request; resolves to its status and headers, or { error }. */
+async function one(method, path) {
+  try {
+    const r = await fetch(path, { method, cache: "no-store", headers: { accept: "application/json" } });
+    await r.body?.cancel();
+    const h = (n) => r.headers.get(n);
+    return { status: r.status, ok: r.ok, rateLimit: h("ratelimit"), policy: h("ratelimit-policy"), retryAfter: h("retry-after") };
+  } catch (e) {
+    return { error: e.message };
+  }
+}
+
 async function send() {
   const button = $("live-send");
+  const method = $("live-method").value;
   const path = $("live-path").value.trim() || "/api/demo";
   const count = Math.min(100, Math.max(1, Number($("live-count").value) || 1));
   const body = $("live-table").tBodies[0];
@@ -19,34 +32,31 @@ async function send() {
   button.disabled = true;
   body.replaceChildren();
   strip.replaceChildren();
-  status.textContent = `Sending ${count} requests to ${path}…`;
-  let ok = 0, limited = 0, other = 0, limitedSeen = false;
+  status.textContent = `Sending ${count} × ${method} ${path}…`;
   try {
-    for (let i = 1; i <= count; i++) {
-      let r;
-      try {
-        r = await fetch(path, { cache: "no-store", headers: { accept: "application/json" } });
-      } catch (e) {
-        status.textContent = `No answer from ${location.origin} (${e.message}). Live mode needs the edge worker: run ./scripts/run and open http://127.0.0.1:8787/.`;
-        return;
-      }
-      await r.body?.cancel();
-      const h = (n) => r.headers.get(n);
-      if (r.status === 429) limited++; else if (r.ok) ok++; else other++;
+    // A burst: every request leaves at once (the browser queues beyond its connection limit).
+    const answers = await Promise.all(Array.from({ length: count }, () => one(method, path)));
+    const failed = answers.find((a) => a.error);
+    if (failed) {
+      status.textContent = `No answer from ${location.origin} (${failed.error}). Live mode needs the edge worker: run ./scripts/run and open http://127.0.0.1:8787/.`;
+      return;
+    }
+    if (answers.every((a) => !a.policy)) {
+      status.textContent = `${path} answered ${answers[0].status} without rate-limit headers: this origin is not the edge worker (run ./scripts/run and open http://127.0.0.1:8787/).`;
+      return;
+    }
+    let ok = 0, limited = 0, other = 0;
+    answers.forEach((a, i) => {
+      if (a.status === 429) limited++; else if (a.ok) ok++; else other++;
       const row = document.createElement("tr");
-      row.className = r.status === 429 ? "no" : r.ok ? "ok" : "other";
-      row.append(cell(String(i)), cell(String(r.status)), cell(h("ratelimit")), cell(h("ratelimit-policy")), cell(h("retry-after")));
+      row.className = a.status === 429 ? "no" : a.ok ? "ok" : "other";
+      row.append(cell(String(i + 1)), cell(String(a.status)), cell(a.rateLimit), cell(a.policy), cell(a.retryAfter));
       body.append(row);
       const mark = document.createElement("span");
       mark.className = row.className;
-      mark.title = `#${i}: ${r.status}`;
+      mark.title = `#${i + 1}: ${a.status}`;
       strip.append(mark);
-      if (r.status === 429) limitedSeen = true;
-      if (!h("ratelimit-policy") && !limitedSeen && i === 1 && !r.ok) {
-        status.textContent = `${path} answered ${r.status} without rate-limit headers: this origin is not the edge worker (run ./scripts/run and open http://127.0.0.1:8787/).`;
-        return;
-      }
-    }
+    });
     status.textContent = `${count} sent: ${ok} allowed, ${limited} limited (429)${other ? `, ${other} other` : ""}.`;
   } finally {
     button.disabled = false;
