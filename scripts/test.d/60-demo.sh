@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# The demo page (www/): builds the npm package's web build into www/pkg/ (www/build.sh),
+# then drives Debian's headless Chromium with playwright-core (root node_modules): the page
+# from a plain static server (no console errors, the playground's decisions, the burst chart's
+# maxima, keyboard, phone width), and live mode against `wrangler dev` (scripts/run) showing
+# a 429 with its headers. Screenshots of every view: artifacts/demo/ (git-ignored).
+set -euo pipefail
+source scripts/tools.sh
+worker_tools
+apt_packages chromium
+npm_ci .
+export CI=${CI:-true}
+
+echo "--- build (www/pkg, www/data)"
+bash www/build.sh
+
+echo "--- page tests (static server), then live mode (wrangler dev)"
+node --test --test-concurrency=1 --test-reporter=spec www/test/page.test.mjs www/test/live.test.mjs
+echo "screenshots: $(ls artifacts/demo/*.png | wc -l) in artifacts/demo/"
