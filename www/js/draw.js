@@ -99,8 +99,9 @@ function gcra(svg, s, v) {
   svg.append(el("text", { x: x(0), y: 156, "text-anchor": "middle", class: "label" }, "now"));
   svg.append(el("polygon", { points: `${x(ahead) - 7},80 ${x(ahead) + 7},80 ${x(ahead)},90`, class: "tat" }));
   svg.append(el("text", { x: x(ahead), y: 74, "text-anchor": "middle", class: "label strong" }, "TAT"));
-  lines(svg, 40, 182, [
-    [`TAT is ${msText(ahead)} ahead of now; each request pushes it ${fmt(intervalMs, 2)} ms; tolerance ${msText(toleranceMs)}.`],
+  lines(svg, 40, 170, [
+    [`TAT is ${msText(ahead)} ahead of now (state: tat ÷ limit)`],
+    [`Each request pushes it ${fmt(intervalMs, 2)} ms; tolerance ${msText(toleranceMs)}`],
     [`Requests that fit before the tolerance (remaining): ${v.decision.remaining} of ${v.capacity}`, "info strong"],
   ]);
 }
@@ -205,9 +206,9 @@ function slidingLog(svg, s, v) {
     const at = e.at / NS_PER_MS;
     used += e.cost;
     for (let i = 0; i < Math.min(e.cost, 12); i++) {
-      svg.append(el("circle", { cx: x(at), cy: 138 - i * 9, r: 4, class: "entry" }));
+      svg.append(el("circle", { cx: x(at), cy: 140 - i * 11, r: 5.5, class: "entry" }));
     }
-    if (e.cost > 1) svg.append(el("text", { x: x(at), y: 138 - Math.min(e.cost, 12) * 9 - 2, "text-anchor": "middle", class: "tiny" }, `×${e.cost}`));
+    if (e.cost > 1) svg.append(el("text", { x: x(at), y: 140 - Math.min(e.cost, 12) * 11 - 2, "text-anchor": "middle", class: "tiny" }, `×${e.cost}`));
   }
   const oldest = entries[0];
   lines(svg, 40, 192, [

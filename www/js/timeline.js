@@ -10,11 +10,11 @@ export function drawTimeline(svg, events, now) {
   const from = now - SPAN;
   const maxDeparture = events.reduce((m, e) => Math.max(m, e.departure ?? 0), 0);
   const to = Math.max(now, Math.min(maxDeparture, now + SPAN / 2));
-  const x = (t) => 70 + ((t - from) / (to - from)) * 520;
+  const x = (t) => 70 + ((t - from) / (to - from)) * 505;
   const lanes = { ok: 40, no: 95 };
   svg.append(el("text", { x: 4, y: lanes.ok + 4, class: "tiny" }, "admitted"));
   svg.append(el("text", { x: 4, y: lanes.no + 4, class: "tiny" }, "rejected"));
-  for (const y of Object.values(lanes)) svg.append(el("line", { x1: 70, x2: 590, y1: y, y2: y, class: "lane" }));
+  for (const y of Object.values(lanes)) svg.append(el("line", { x1: 70, x2: 580, y1: y, y2: y, class: "lane" }));
   for (let s = Math.ceil(from / 1000) * 1000; s <= to; s += 1000) {
     svg.append(el("line", { x1: x(s), x2: x(s), y1: 20, y2: 112, class: "grid" }));
   }
