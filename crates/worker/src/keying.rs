@@ -2,7 +2,9 @@
 //! IPv4-mapped IPv6 normalised to IPv4), an API key hashed with SHA-256 before it becomes an
 //! object name, a storage key or a log field, or both.
 
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::net::IpAddr;
+
+use tollgate::ip::IpGroup;
 
 use sha2::{Digest, Sha256};
 
@@ -160,33 +162,14 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
     hex::encode(Sha256::digest(bytes))
 }
 
-/// The IP's group: IPv4-mapped IPv6 becomes IPv4; IPv6 is cut to `v6_prefix` bits, IPv4 to
-/// `v4_prefix` bits (the default /32 keeps the address).
+/// The IP's group, by the core's rule ([`tollgate::ip::IpGroup`]: IPv4-mapped IPv6 becomes
+/// IPv4; IPv6 is cut to `v6_prefix` bits, IPv4 to `v4_prefix` bits, the default /32 keeping
+/// the address), tagged with its family: `ip4:203.0.113.7`, `ip6:2001:db8:1:2::/64`.
 pub fn ip_group(addr: IpAddr, v4_prefix: u8, v6_prefix: u8) -> String {
-    let addr = match addr {
-        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
-            Some(v4) => IpAddr::V4(v4),
-            None => IpAddr::V6(v6),
-        },
-        v4 => v4,
-    };
-    match addr {
-        IpAddr::V4(v4) => {
-            let p = v4_prefix.min(32) as u32;
-            let mask = if p == 0 { 0 } else { u32::MAX << (32 - p) };
-            let net = Ipv4Addr::from(u32::from(v4) & mask);
-            if p == 32 {
-                format!("ip4:{net}")
-            } else {
-                format!("ip4:{net}/{p}")
-            }
-        }
-        IpAddr::V6(v6) => {
-            let p = v6_prefix.min(128) as u32;
-            let mask = if p == 0 { 0 } else { u128::MAX << (128 - p) };
-            let net = Ipv6Addr::from(u128::from(v6) & mask);
-            format!("ip6:{net}/{p}")
-        }
+    let group = IpGroup::of(addr, v4_prefix, v6_prefix);
+    match group.network() {
+        IpAddr::V4(_) => format!("ip4:{group}"),
+        IpAddr::V6(_) => format!("ip6:{group}"),
     }
 }
 
