@@ -6,16 +6,27 @@
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
+import { createServer } from "node:net";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { ROOT, launch, open, artifacts } from "./browser.mjs";
 
-const PORT = Number(process.env.TOLLGATE_DEMO_PORT ?? 8798);
-const base = `http://127.0.0.1:${PORT}`;
-let child, state, chrome, log = "";
+/** A loopback port that is free right now (TOLLGATE_DEMO_PORT overrides). */
+async function freePort() {
+  if (process.env.TOLLGATE_DEMO_PORT) return Number(process.env.TOLLGATE_DEMO_PORT);
+  const s = createServer();
+  await new Promise((r) => s.listen(0, "127.0.0.1", r));
+  const { port } = s.address();
+  await new Promise((r) => s.close(r));
+  return port;
+}
+
+let PORT, base, child, state, chrome, log = "";
 
 before(async () => {
+  PORT = await freePort();
+  base = `http://127.0.0.1:${PORT}`;
   state = mkdtempSync(join(tmpdir(), "tollgate-demo-wrangler-"));
   child = spawn("bash", ["scripts/run", "--persist-to", state], {
     cwd: ROOT,
