@@ -3,7 +3,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::json;
 use tollgate::headers::{response_headers, Named};
 use tollgate::{Decision, Policy};
@@ -199,9 +199,9 @@ impl DenyCache {
     }
 }
 
-/// Counters of one policy, in this isolate.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
+/// Counters of one policy.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
 pub struct Counters {
     /// Requests the coordinator admitted.
     pub admitted: u64,
@@ -215,11 +215,31 @@ pub struct Counters {
     pub shadow_denied: u64,
 }
 
-/// Per-policy stats of this isolate.
+impl Counters {
+    /// Adds `other` to these counters.
+    pub fn add(&mut self, other: &Counters) {
+        self.admitted += other.admitted;
+        self.denied += other.denied;
+        self.degraded += other.degraded;
+        self.deny_cache += other.deny_cache;
+        self.shadow_denied += other.shadow_denied;
+    }
+}
+
+/// Adds every policy's counters of `from` into `into`.
+pub fn merge(into: &mut BTreeMap<String, Counters>, from: &BTreeMap<String, Counters>) {
+    for (k, c) in from {
+        into.entry(k.clone()).or_default().add(c);
+    }
+}
+
+/// Per-policy counts of this isolate not yet reported to the stats object.
 #[derive(Default)]
 pub struct Stats {
     /// Counters by policy name.
     pub by_policy: BTreeMap<String, Counters>,
+    /// When this isolate last reported (ms; 0 before its first request).
+    pub last_flush_ms: u64,
 }
 
 impl Stats {

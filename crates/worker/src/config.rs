@@ -121,6 +121,7 @@ struct RawSettings {
     test_clock: Option<bool>,
     deny_cache: Option<bool>,
     max_header_bytes: Option<usize>,
+    stats_flush_ms: Option<u64>,
 }
 
 #[derive(Deserialize)]
@@ -186,6 +187,8 @@ pub struct Settings {
     /// The longest API key, tenant or IP header accepted (default 256 bytes); longer ones
     /// are answered 400.
     pub max_header_bytes: usize,
+    /// How often an isolate reports its counters to the stats object (default 10 s).
+    pub stats_flush_ms: u64,
 }
 
 /// One named policy entry: one limit or an all-or-nothing stack of limits on the same key,
@@ -353,6 +356,13 @@ impl Config {
                 format!("{max_header_bytes} must be between 16 and 8192"),
             ));
         }
+        let stats_flush_ms = s.stats_flush_ms.unwrap_or(10_000);
+        if !(100..=86_400_000).contains(&stats_flush_ms) {
+            return Err(ConfigError::new(
+                "settings.stats_flush_ms",
+                format!("{stats_flush_ms} must be between 100 and 86400000"),
+            ));
+        }
         let settings = Settings {
             trust_forwarded_for: s.trust_forwarded_for.unwrap_or(false),
             ipv6_prefix: ipv6_prefix as u8,
@@ -365,6 +375,7 @@ impl Config {
             test_clock: s.test_clock.unwrap_or(false),
             deny_cache: s.deny_cache.unwrap_or(true),
             max_header_bytes,
+            stats_flush_ms,
         };
 
         // Policies.

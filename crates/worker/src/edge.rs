@@ -2,6 +2,7 @@
 //! deny cache, and the answers. Every rule lives in the plain modules; this is glue.
 
 use std::cell::RefCell;
+use std::collections::BTreeMap;
 use std::rc::Rc;
 use std::time::Duration;
 
@@ -96,7 +97,7 @@ fn problem(
 }
 
 #[event(fetch)]
-async fn fetch(req: Request, env: Env, _ctx: Context) -> worker::Result<Response> {
+async fn fetch(req: Request, env: Env, ctx: Context) -> worker::Result<Response> {
     let cfg = config(&env);
     let cfg = match cfg.as_ref() {
         Ok(c) => c,
@@ -111,12 +112,69 @@ async fn fetch(req: Request, env: Env, _ctx: Context) -> worker::Result<Response
         }
     };
     let path = req.path();
-    match path.as_str() {
+    let resp = match path.as_str() {
         "/v1/check" => api(req, &env, cfg, Op::Check).await,
         "/v1/peek" => api(req, &env, cfg, Op::Peek).await,
         "/v1/release" => api(req, &env, cfg, Op::Release).await,
         p if p.starts_with("/admin/") => admin(req, &env, cfg, p).await,
         _ => limited(req, &env, cfg).await,
+    };
+    maybe_report(&env, &ctx, cfg);
+    resp
+}
+
+// ------------------------------------------------------------------ stats
+
+/// The object that keeps the per-policy stats of every isolate.
+const STATS_OBJECT: &str = "tollgate#stats";
+
+/// Sends this isolate's counters to the stats object (adding them there) and returns the
+/// totals; on failure the counters are kept for the next report.
+async fn report(env: &Env, timeout_ms: u64) -> Result<BTreeMap<String, answer::Counters>, Failure> {
+    let counters = STATS.with(|s| std::mem::take(&mut s.borrow_mut().by_policy));
+    let req = ObjectRequest {
+        op: Op::Report,
+        limits: Vec::new(),
+        cost: 0,
+        now_ms: None,
+        counters: counters.clone(),
+    };
+    let result = send_batch(env, timeout_ms, STATS_OBJECT, std::slice::from_ref(&req)).await;
+    match result.map(|mut a| a.pop()) {
+        Ok(Some(ObjectResponse::Stats { by_policy })) => Ok(by_policy),
+        other => {
+            STATS.with(|s| answer::merge(&mut s.borrow_mut().by_policy, &counters));
+            match other {
+                Err(f) => Err(f),
+                Ok(a) => Err(Failure::Unavailable(format!("stats object answered {a:?}"))),
+            }
+        }
+    }
+}
+
+/// Reports in the background (after the response) every `stats_flush_ms`.
+fn maybe_report(env: &Env, ctx: &Context, cfg: &Config) {
+    let now = now_ms();
+    let due = STATS.with(|s| {
+        let mut s = s.borrow_mut();
+        if s.last_flush_ms == 0 {
+            s.last_flush_ms = now;
+        }
+        let due = !s.by_policy.is_empty()
+            && now.saturating_sub(s.last_flush_ms) >= cfg.settings.stats_flush_ms;
+        if due {
+            s.last_flush_ms = now;
+        }
+        due
+    });
+    if due {
+        let env = env.clone();
+        let timeout_ms = cfg.settings.timeout_ms;
+        ctx.wait_until(async move {
+            if let Err(f) = report(&env, timeout_ms).await {
+                console_error!("tollgate: stats report: {f}");
+            }
+        });
     }
 }
 
@@ -169,7 +227,7 @@ fn rpc_error(e: &wasm_bindgen::JsValue) -> String {
 /// Sends a batch of requests to one object (one round trip), with the timeout.
 async fn send_batch(
     env: &Env,
-    cfg: &Config,
+    timeout_ms: u64,
     object: &str,
     reqs: &[ObjectRequest],
 ) -> Result<Vec<ObjectResponse>, Failure> {
@@ -203,7 +261,7 @@ async fn send_batch(
         }
         Ok(answers)
     };
-    let timeout = Delay::from(Duration::from_millis(cfg.settings.timeout_ms));
+    let timeout = Delay::from(Duration::from_millis(timeout_ms));
     match select(Box::pin(call), timeout).await {
         Either::Left((r, _)) => r,
         Either::Right(_) => Err(Failure::Timeout),
@@ -220,7 +278,13 @@ async fn call_object(
     object: &str,
     req: &ObjectRequest,
 ) -> Result<ObjectResponse, Failure> {
-    let mut answers = send_batch(env, cfg, object, std::slice::from_ref(req)).await?;
+    let mut answers = send_batch(
+        env,
+        cfg.settings.timeout_ms,
+        object,
+        std::slice::from_ref(req),
+    )
+    .await?;
     answers
         .pop()
         .ok_or_else(|| Failure::Unavailable("empty answer".into()))
@@ -388,6 +452,7 @@ async fn limited(req: Request, env: &Env, cfg: &Config) -> worker::Result<Respon
         limits,
         cost: route.cost,
         now_ms: None,
+        counters: BTreeMap::new(),
     };
     match call_object(env, cfg, &object, &call).await {
         Ok(ObjectResponse::Decided {
@@ -628,6 +693,7 @@ async fn api(mut req: Request, env: &Env, cfg: &Config, op: Op) -> worker::Resul
         limits,
         cost: body.cost,
         now_ms: body.now,
+        counters: BTreeMap::new(),
     };
     match call_object(env, cfg, &object, &call).await {
         Ok(ObjectResponse::Decided {
@@ -664,8 +730,8 @@ async fn api(mut req: Request, env: &Env, cfg: &Config, op: Op) -> worker::Resul
             json_response(200, "application/json", json!({"found": found}).to_string())
         }
         Ok(ObjectResponse::Error { code, message }) => api_error(422, &code, &message),
-        Ok(ObjectResponse::Count { rows }) => {
-            json_response(200, "application/json", json!({ "rows": rows }).to_string())
+        Ok(other @ (ObjectResponse::Count { .. } | ObjectResponse::Stats { .. })) => {
+            api_error(500, "unexpected", &format!("unexpected answer {other:?}"))
         }
         Err(f) => {
             console_error!("tollgate: check API object {object}: {f}");
@@ -743,18 +809,21 @@ async fn admin(mut req: Request, env: &Env, cfg: &Config, path: &str) -> worker:
     }
     match (req.method(), path) {
         (Method::Get, "/admin/v1/stats") => {
-            let policies = STATS.with(|s| serde_json::to_value(&s.borrow().by_policy).unwrap_or_default());
             let deny = DENY.with(|d| d.borrow().len());
-            json_response(
-                200,
-                "application/json",
-                json!({
-                    "scope": "isolate",
-                    "policies": policies,
+            let body = match report(env, cfg.settings.timeout_ms).await {
+                Ok(totals) => json!({
+                    "scope": "global",
+                    "policies": totals,
                     "denyCacheEntries": deny,
-                })
-                .to_string(),
-            )
+                }),
+                Err(f) => json!({
+                    "scope": "isolate",
+                    "error": format!("stats object {f}; these are this isolate's unreported counts"),
+                    "policies": STATS.with(|s| serde_json::to_value(&s.borrow().by_policy).unwrap_or_default()),
+                    "denyCacheEntries": deny,
+                }),
+            };
+            json_response(200, "application/json", body.to_string())
         }
         (Method::Post, "/admin/v1/keys/read") | (Method::Post, "/admin/v1/keys/reset") => {
             let body: KeyBody = match read_json(&mut req).await {
@@ -778,6 +847,7 @@ async fn admin(mut req: Request, env: &Env, cfg: &Config, path: &str) -> worker:
                 limits: limits.clone(),
                 cost: 0,
                 now_ms: None,
+                counters: BTreeMap::new(),
             };
             // A read also reports the object's stored rows (counted before the peek, which
             // itself drops states it finds fresh).
@@ -786,9 +856,10 @@ async fn admin(mut req: Request, env: &Env, cfg: &Config, path: &str) -> worker:
                 limits: Vec::new(),
                 cost: 0,
                 now_ms: None,
+                counters: BTreeMap::new(),
             };
             let batch = if reset { vec![call] } else { vec![count, call] };
-            let mut answers = match send_batch(env, cfg, &object, &batch).await {
+            let mut answers = match send_batch(env, cfg.settings.timeout_ms, &object, &batch).await {
                 Ok(a) => a,
                 Err(f) => return api_error(503, "coordinator-unavailable", &f.to_string()),
             };

@@ -21,6 +21,7 @@
 //!   clock and concurrency counts are never swept (a count is deleted when released to 0).
 
 use std::cell::{Cell, RefCell};
+use std::collections::BTreeMap;
 
 use serde::Deserialize;
 use tollgate::State;
@@ -29,6 +30,7 @@ use worker::{
     SqlStorageValue,
 };
 
+use crate::answer::Counters;
 use crate::table::{ObjectRequest, ObjectResponse, Store, Table};
 
 /// Alarms run at most this often per object (ms): sweeping is housekeeping, not accuracy.
@@ -72,7 +74,66 @@ struct CountRow {
     rows: f64,
 }
 
+#[derive(Deserialize)]
+struct StatsRow {
+    policy: String,
+    admitted: f64,
+    denied: f64,
+    degraded: f64,
+    deny_cache: f64,
+    shadow_denied: f64,
+}
+
 impl Store for SqlStore {
+    fn report(&mut self, counters: &BTreeMap<String, Counters>) -> BTreeMap<String, Counters> {
+        for (policy, c) in counters {
+            let n = |v: u64| SqlStorageValue::Integer(v.min(1 << 52) as i64);
+            let r = self.sql.exec(
+                "INSERT INTO stats (policy, admitted, denied, degraded, deny_cache, shadow_denied) \
+                 VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT(policy) DO UPDATE SET \
+                 admitted = admitted + excluded.admitted, denied = denied + excluded.denied, \
+                 degraded = degraded + excluded.degraded, deny_cache = deny_cache + excluded.deny_cache, \
+                 shadow_denied = shadow_denied + excluded.shadow_denied",
+                vec![
+                    policy.as_str().into(),
+                    n(c.admitted),
+                    n(c.denied),
+                    n(c.degraded),
+                    n(c.deny_cache),
+                    n(c.shadow_denied),
+                ],
+            );
+            if let Err(e) = r {
+                self.error.get_or_insert(e.to_string());
+            }
+        }
+        let rows = self
+            .sql
+            .exec("SELECT * FROM stats", None)
+            .and_then(|c| c.to_array::<StatsRow>());
+        match rows {
+            Ok(rows) => rows
+                .into_iter()
+                .map(|r| {
+                    (
+                        r.policy,
+                        Counters {
+                            admitted: r.admitted as u64,
+                            denied: r.denied as u64,
+                            degraded: r.degraded as u64,
+                            deny_cache: r.deny_cache as u64,
+                            shadow_denied: r.shadow_denied as u64,
+                        },
+                    )
+                })
+                .collect(),
+            Err(e) => {
+                self.error.get_or_insert(e.to_string());
+                BTreeMap::new()
+            }
+        }
+    }
+
     fn count(&mut self) -> u64 {
         match self
             .sql
@@ -150,6 +211,12 @@ impl Limiter {
             )?;
             sql.exec(
                 "CREATE INDEX IF NOT EXISTS limits_fresh_at ON limits (fresh_at)",
+                None,
+            )?;
+            sql.exec(
+                "CREATE TABLE IF NOT EXISTS stats (policy TEXT PRIMARY KEY, admitted INTEGER NOT NULL, \
+                 denied INTEGER NOT NULL, degraded INTEGER NOT NULL, deny_cache INTEGER NOT NULL, \
+                 shadow_denied INTEGER NOT NULL)",
                 None,
             )?;
             self.schema_ready.set(true);

@@ -3,12 +3,13 @@
 //! every changed state to the store in the same call. The Durable Object wraps this with
 //! its SQLite storage and its clock.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 use serde::{Deserialize, Serialize};
 use tollgate::stack::decide_all;
 use tollgate::{millis, release, DecideError, Decision, Policy, State};
 
+use crate::answer::Counters;
 use crate::stored::Stored;
 
 /// What to do with the slots.
@@ -25,6 +26,9 @@ pub enum Op {
     Reset,
     /// Count the object's stored rows (admin; sees the alarm's sweeps). Touches no slot.
     Count,
+    /// Add an isolate's counters to the object's per-policy stats and answer the totals
+    /// (the stats object).
+    Report,
 }
 
 /// One limit of a request: where its state lives and the policy that decides it.
@@ -49,6 +53,9 @@ pub struct ObjectRequest {
     /// own clock decides.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub now_ms: Option<u64>,
+    /// Counters to add ([`Op::Report`]).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub counters: BTreeMap<String, Counters>,
 }
 
 /// A coordinator's answer.
@@ -70,6 +77,11 @@ pub enum ObjectResponse {
     },
     /// Slots released.
     Released,
+    /// Per-policy totals ([`Op::Report`]).
+    Stats {
+        /// Counters by policy name.
+        by_policy: BTreeMap<String, Counters>,
+    },
     /// The object's stored rows.
     Count {
         /// Rows in storage.
@@ -109,6 +121,8 @@ pub trait Store {
     fn save(&mut self, slot: &str, state: Option<&State>, fresh_at: Option<u64>);
     /// How many states are stored.
     fn count(&mut self) -> u64;
+    /// Adds counters to the stored per-policy stats and returns the totals.
+    fn report(&mut self, counters: &BTreeMap<String, Counters>) -> BTreeMap<String, Counters>;
 }
 
 /// When a stored state is back to fresh (ms on the object's clock), for the alarm that sweeps
@@ -170,6 +184,11 @@ impl Table {
         if req.op == Op::Count {
             return ObjectResponse::Count {
                 rows: store.count(),
+            };
+        }
+        if req.op == Op::Report {
+            return ObjectResponse::Stats {
+                by_policy: store.report(&req.counters),
             };
         }
         let test_clock = req.now_ms.is_some();
@@ -262,8 +281,9 @@ impl Table {
                     })
                 }
             }
-            Op::Count => ObjectResponse::Count {
-                rows: store.count(),
+            Op::Count | Op::Report => ObjectResponse::Error {
+                code: "unexpected".into(),
+                message: "handled above".into(),
             },
             Op::Reset => {
                 let mut found = 0;
@@ -289,6 +309,7 @@ mod tests {
         map: HashMap<String, (State, Option<u64>)>,
         loads: usize,
         saves: usize,
+        stats: BTreeMap<String, Counters>,
     }
 
     impl Store for Mem {
@@ -298,6 +319,10 @@ mod tests {
         }
         fn count(&mut self) -> u64 {
             self.map.len() as u64
+        }
+        fn report(&mut self, c: &BTreeMap<String, Counters>) -> BTreeMap<String, Counters> {
+            crate::answer::merge(&mut self.stats, c);
+            self.stats.clone()
         }
         fn save(&mut self, slot: &str, state: Option<&State>, fresh_at: Option<u64>) {
             self.saves += 1;
@@ -326,6 +351,7 @@ mod tests {
                 limits: limits.to_vec(),
                 cost,
                 now_ms: None,
+                counters: BTreeMap::new(),
             },
             now,
             m,
@@ -358,6 +384,7 @@ mod tests {
                 limits: ls[..1].to_vec(),
                 cost: 0,
                 now_ms: None,
+                counters: BTreeMap::new(),
             },
             1000,
             &mut m,
@@ -434,6 +461,7 @@ mod tests {
             limits: ls.to_vec(),
             cost: 1,
             now_ms: None,
+            counters: BTreeMap::new(),
         };
         assert_eq!(t.handle(&rel, 0, &mut m), ObjectResponse::Released);
         assert!(allowed(&check(&mut t, &mut m, &ls, 1, 0)));

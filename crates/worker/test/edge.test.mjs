@@ -5,7 +5,9 @@ import assert from "node:assert/strict";
 import { start, hit } from "./harness.mjs";
 
 const CONFIG = {
-  settings: { shards: 4 },
+  // Isolate counters reach the stats object when stats are read (no background report
+  // during these tests, so before/after comparisons are exact).
+  settings: { shards: 4, stats_flush_ms: 3600000 },
   policies: {
     "per-ip": { limit: "fixed-window 3/min", key: "ip" },
     "per-key": { limit: "fixed-window 2/min", key: "api-key" },

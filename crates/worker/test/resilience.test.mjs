@@ -138,3 +138,33 @@ test("an alarm sweeps stored states once they are back to fresh", async () => {
     await edge.dispose();
   }
 });
+
+test("stats are global: isolates report to the stats object, which keeps them across a restart", async () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "tollgate-stats-"));
+  const config = { ...CONFIG, settings: { stats_flush_ms: 100 } };
+  const ADMIN = { authorization: "Bearer admin-secret-for-tests" };
+  try {
+    let edge = await start({ config, persist: dir });
+    assert.equal((await hit(edge, "/api/closed", { ip: "203.0.113.90" })).status, 200);
+    assert.equal((await hit(edge, "/api/closed", { ip: "203.0.113.90" })).status, 200);
+    await new Promise((r) => setTimeout(r, 150));
+    // This request's handler reports all three in the background (ctx.waitUntil).
+    assert.equal((await hit(edge, "/api/closed", { ip: "203.0.113.90" })).status, 200);
+    await new Promise((r) => setTimeout(r, 1000));
+    await edge.dispose();
+
+    edge = await start({ config, persist: dir });
+    try {
+      const r = await (await edge.fetch("/admin/v1/stats", { headers: ADMIN })).json();
+      assert.equal(r.scope, "global");
+      assert.equal(r.policies["per-ip"].admitted, 3, "reported by the first runtime");
+      assert.equal((await hit(edge, "/api/closed", { ip: "203.0.113.91" })).status, 200);
+      const r2 = await (await edge.fetch("/admin/v1/stats", { headers: ADMIN })).json();
+      assert.equal(r2.policies["per-ip"].admitted, 4);
+    } finally {
+      await edge.dispose();
+    }
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+});
