@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Prepares the demo page's generated files (git-ignored):
-#   www/pkg/   the npm package's web build (crates/wasm/pkg/web), rebuilt by crates/wasm/build.sh
+#   www/pkg/   the npm package's web build with the `state-json` feature (the page draws the
+#              core's state; crates/wasm/pkg-state/web), rebuilt by crates/wasm/build.sh
 #              when missing or older than its sources
 #   www/data/  the burst experiment's trace (tests/data/burst80.csv)
 # Run before serving www/ (scripts/run and wrangler dev serve it as static assets).
@@ -8,7 +9,7 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
-web=crates/wasm/pkg/web
+web=crates/wasm/pkg-state/web
 stale=no
 if [ ! -f "$web/tollgate_wasm_bg.wasm" ] || [ ! -f "$web/index.js" ]; then
   stale=yes
@@ -17,8 +18,8 @@ elif [ -n "$(find src crates/wasm/src crates/wasm/js crates/wasm/Cargo.toml crat
   stale=yes
 fi
 if [ $stale = yes ]; then
-  echo "www/build.sh: building the npm package (crates/wasm/build.sh)" >&2
-  bash crates/wasm/build.sh
+  echo "www/build.sh: building the npm package with state-json (crates/wasm/build.sh)" >&2
+  TOLLGATE_WASM_FEATURES=state-json TOLLGATE_WASM_PKG=crates/wasm/pkg-state bash crates/wasm/build.sh
 fi
 rm -rf www/pkg www/data
 mkdir -p www/pkg www/data

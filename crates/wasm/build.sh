@@ -27,10 +27,13 @@ fi
 wasm_opt="$root/node_modules/.bin/wasm-opt"
 [ -x "$wasm_opt" ] || { echo "missing $wasm_opt (npm ci at the repo root: binaryen 132.0.0)" >&2; exit 1; }
 
-cargo build --quiet --release --target wasm32-unknown-unknown -p tollgate-wasm
+# TOLLGATE_WASM_FEATURES: cargo features (the demo page builds with `state-json`);
+# TOLLGATE_WASM_PKG: where to write the package (default crates/wasm/pkg).
+features=${TOLLGATE_WASM_FEATURES:-}
+cargo build --quiet --release --target wasm32-unknown-unknown -p tollgate-wasm ${features:+--features "$features"}
 raw="$root/target/wasm32-unknown-unknown/release/tollgate_wasm.wasm"
 
-pkg="$here/pkg"
+pkg=$(realpath -m "${TOLLGATE_WASM_PKG:-$here/pkg}")
 rm -rf "$pkg"
 mkdir -p "$pkg"
 opt() {

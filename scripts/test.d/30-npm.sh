@@ -16,6 +16,7 @@ echo "--- lint"
 cargo fmt -p tollgate-wasm --check
 cargo clippy -q -p tollgate-wasm --all-targets --target wasm32-unknown-unknown -- -D warnings
 cargo clippy -q -p tollgate-wasm --all-targets -- -D warnings
+cargo clippy -q -p tollgate-wasm --all-targets --features state-json --target wasm32-unknown-unknown -- -D warnings
 
 echo "--- build"
 crates/wasm/build.sh
@@ -27,6 +28,12 @@ WASM_BINDGEN_USE_BROWSER=1 cargo test -p tollgate-wasm --target wasm32-unknown-u
 
 echo "--- node --test (built package)"
 (cd crates/wasm && node --test --test-reporter=spec test/)
+
+echo "--- the state-json build (decide with the state as JSON, for the demo page)"
+TOLLGATE_WASM_FEATURES=state-json TOLLGATE_WASM_PKG=crates/wasm/pkg-state crates/wasm/build.sh
+cargo test -p tollgate-wasm --target wasm32-unknown-unknown --features state-json --test web
+(cd crates/wasm && node --test --test-reporter=spec test-state/)
+node -e 'import("./crates/wasm/pkg/node/index.js").then((m) => { try { m.decide("1/s", null, 0); process.exit(1) } catch (e) { console.log("default build: decide() says: " + e.message) } })'
 
 echo "--- sizes"
 wasm=crates/wasm/pkg/web/tollgate_wasm_bg.wasm

@@ -260,9 +260,13 @@ export function headers(decision, policyName, options) {
  * algorithm, nanosecond integers; `null` when the key is fresh) to pass back on the next
  * call. A cost of 0 is a peek: nothing charged, the state brought up to `now`. For callers
  * that keep state themselves or want to look at it (the demo page draws it); `Limiter`
- * keeps it in wasm memory and is faster.
+ * keeps it in wasm memory and is faster. Only in builds with the `state-json` feature (the
+ * demo page's); the published package leaves JSON out to stay small, and this throws.
  */
 export function decide(policy, state, now, cost = 1) {
+  if (typeof glue.decideState !== "function") {
+    throw new Error("decide() needs a build of tollgate with the `state-json` feature (TOLLGATE_WASM_FEATURES=state-json crates/wasm/build.sh)");
+  }
   if (state !== null && state !== undefined && typeof state !== "string") {
     throw optionError(TypeError, "state", state, "not-a-string", "must be the JSON string a previous decide() returned, or null");
   }

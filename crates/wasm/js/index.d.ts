@@ -170,7 +170,8 @@ export interface StatelessDecision {
  * Decides one request without a Limiter: `state` is what the previous call returned (`null`
  * for a fresh key), `now` in ms, `cost` default 1 (0 peeks: charges nothing, brings the state
  * up to `now`). Throws like `Limiter.check`, and a `TypeError` with `rule: "invalid-state"`
- * for a state that is not one.
+ * for a state that is not one. Only in builds with the `state-json` feature (the demo page's);
+ * the published package leaves JSON out to stay small, and there it throws an `Error`.
  */
 export function decide(policy: Policy, state: string | null | undefined, now: number, cost?: number): StatelessDecision;
 

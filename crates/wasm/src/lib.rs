@@ -37,6 +37,7 @@ use wasm_bindgen::prelude::*;
 mod errors;
 mod http;
 mod spec;
+#[cfg(feature = "state-json")]
 mod stateless;
 
 // std's dlmalloc made allocation about half the cost of a keyed check (the keyed limiter
@@ -49,6 +50,7 @@ mod stateless;
 static ALLOCATOR: talc::TalckWasm = unsafe { talc::TalckWasm::new_global() };
 
 pub use http::{Backoff, *};
+#[cfg(feature = "state-json")]
 pub use stateless::decide_state;
 
 /// Status of a decision call: the request was denied.

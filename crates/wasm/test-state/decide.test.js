@@ -1,9 +1,11 @@
-// The stateless `decide(policy, state, now, cost)` of the built package: the state round-trips
+// The stateless `decide(policy, state, now, cost)` of the `state-json` build: the state round-trips
 // as the core's JSON, a cost of 0 peeks (and brings the state up to date), errors name the
 // field and rule, and it decides exactly what a Limiter decides.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { decide, Limiter } from "tollgate";
+// Runs against the `state-json` build (crates/wasm/pkg-state, made by scripts/test.d/30-npm.sh);
+// the default package leaves `decide` out.
+const { decide, Limiter } = await import(new URL("../pkg-state/node/index.js", import.meta.url));
 
 test("a token bucket's state is the core's JSON: credit in token-nanoseconds, refilled by a peek", () => {
   let state = null;

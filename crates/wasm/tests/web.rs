@@ -113,6 +113,7 @@ fn headers_and_backoff_come_from_the_core() {
     );
 }
 
+#[cfg(feature = "state-json")]
 #[wasm_bindgen_test]
 fn decide_state_round_trips_the_core_state_as_json() {
     let policy: JsValue = "2/s".into();
