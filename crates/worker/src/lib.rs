@@ -15,7 +15,6 @@ pub mod answer;
 pub mod config;
 pub mod keying;
 pub mod route;
-pub mod stored;
 pub mod table;
 
 #[cfg(target_arch = "wasm32")]

@@ -156,7 +156,7 @@ impl Store for SqlStore {
         match rows {
             Ok(rows) => rows
                 .first()
-                .and_then(|r| match crate::stored::from_text(&r.state) {
+                .and_then(|r| match serde_json::from_str::<State>(&r.state) {
                     Ok(s) => Some(s),
                     Err(e) => {
                         self.error
@@ -178,7 +178,8 @@ impl Store for SqlStore {
                 .exec("DELETE FROM limits WHERE slot = ?", vec![slot.into()])
                 .map(|_| ()),
             Some(s) => {
-                let text = crate::stored::to_text(s);
+                // The core's own serde form (externally tagged: `{"gcra":{"tat":...}}`).
+                let text = serde_json::to_string(s).unwrap_or_default();
                 let at: SqlStorageValue = match fresh_at {
                     Some(t) => SqlStorageValue::Integer(t.min(1 << 52) as i64),
                     None => SqlStorageValue::Null,

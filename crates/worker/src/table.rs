@@ -10,7 +10,6 @@ use tollgate::stack::decide_all;
 use tollgate::{millis, release, DecideError, Decision, Policy, State};
 
 use crate::answer::Counters;
-use crate::stored::Stored;
 
 /// What to do with the slots.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -73,7 +72,7 @@ pub enum ObjectResponse {
         now_ms: u64,
         /// The stored states (peek only).
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
-        states: Vec<Option<Stored>>,
+        states: Vec<Option<State>>,
     },
     /// Slots released.
     Released,
@@ -244,7 +243,7 @@ impl Table {
                     each,
                     now_ms,
                     states: if req.op == Op::Peek {
-                        states.into_iter().map(|s| s.map(Stored::from)).collect()
+                        states
                     } else {
                         Vec::new()
                     },
