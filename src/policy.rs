@@ -7,6 +7,7 @@ use core::num::{NonZeroU32, NonZeroU64};
 use core::str::FromStr;
 use core::time::Duration;
 
+use crate::math::Divisor;
 use crate::{Field, Nanos, PolicyError, Rule, NANOS_PER_MS};
 
 /// The largest limit, burst or cost a policy accepts (2^40, about 1.1e12). Keeping counts
@@ -108,14 +109,27 @@ impl fmt::Display for Algorithm {
 pub struct Quota {
     limit: NonZeroU64,
     window_ms: NonZeroU64,
+    /// Division by `limit`, precomputed (every bucket decision divides by it).
+    by_limit: Divisor,
+    /// Division by the window in nanoseconds, precomputed.
+    by_window: Divisor,
 }
 
 impl Quota {
-    const fn of(limit: NonZeroU32, window_ms: u64) -> Quota {
+    const fn build(limit: NonZeroU64, window_ms: NonZeroU64) -> Quota {
         Quota {
-            limit: NonZeroU64::new(limit.get() as u64).unwrap(),
-            window_ms: NonZeroU64::new(window_ms).unwrap(),
+            limit,
+            window_ms,
+            by_limit: Divisor::new(limit.get()),
+            by_window: Divisor::new(window_ms.get() * NANOS_PER_MS),
         }
+    }
+
+    const fn of(limit: NonZeroU32, window_ms: u64) -> Quota {
+        Quota::build(
+            NonZeroU64::new(limit.get() as u64).unwrap(),
+            NonZeroU64::new(window_ms).unwrap(),
+        )
     }
 
     /// `limit` per second.
@@ -155,10 +169,10 @@ impl Quota {
         if nanos % NANOS_PER_MS as u128 != 0 {
             return Err(window_error(ms as u64, Rule::NotWholeMilliseconds));
         }
-        Ok(Quota {
+        Ok(Quota::build(
             limit,
-            window_ms: NonZeroU64::new(ms as u64).unwrap_or(NonZeroU64::MIN),
-        })
+            NonZeroU64::new(ms as u64).unwrap_or(NonZeroU64::MIN),
+        ))
     }
 
     /// The number of cost units per window.
@@ -174,6 +188,14 @@ impl Quota {
     /// The window, in milliseconds.
     pub const fn window_ms(&self) -> u64 {
         self.window_ms.get()
+    }
+
+    pub(crate) const fn by_limit(&self) -> Divisor {
+        self.by_limit
+    }
+
+    pub(crate) const fn by_window(&self) -> Divisor {
+        self.by_window
     }
 }
 

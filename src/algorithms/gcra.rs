@@ -26,7 +26,6 @@
 //! assert_eq!(c.retry_after, 500_000_000); // one emission interval
 //! ```
 
-use crate::math::{div, scaled_to_nanos};
 use crate::{Bucket, Decision, Nanos};
 
 /// GCRA state: the theoretical arrival time, in nanoseconds times `limit`.
@@ -46,6 +45,7 @@ pub fn decide(
 ) -> (Decision, Option<GcraState>) {
     let limit = bucket.rate().limit();
     let interval = bucket.rate().window() as u128;
+    let (by_limit, by_interval) = (bucket.rate().by_limit(), bucket.rate().by_window());
     let tolerance = bucket.capacity() as u128 * interval;
     let now_s = now as u128 * limit as u128;
     let tat = state.map_or(now_s, |s| s.tat.max(now_s));
@@ -56,12 +56,12 @@ pub fn decide(
     let decision = Decision {
         allowed,
         limit: bucket.capacity(),
-        remaining: div(tolerance.saturating_sub(used), interval) as u64,
-        reset_after: scaled_to_nanos(used, limit),
+        remaining: by_interval.div(tolerance.saturating_sub(used)) as u64,
+        reset_after: by_limit.to_nanos(used),
         retry_after: if allowed {
             0
         } else {
-            scaled_to_nanos((pushed - now_s).saturating_sub(tolerance), limit)
+            by_limit.to_nanos((pushed - now_s).saturating_sub(tolerance))
         },
         delay: 0,
     };

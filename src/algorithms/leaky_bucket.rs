@@ -19,7 +19,6 @@
 //! assert_eq!(b.retry_after, 600_000_000);
 //! ```
 
-use crate::math::{div, scaled_to_nanos};
 use crate::{Bucket, Decision, Nanos};
 
 /// A leaky bucket meter's state. The bucket is empty when there is no state.
@@ -41,6 +40,7 @@ pub fn decide(
 ) -> (Decision, Option<LeakyBucketState>) {
     let limit = bucket.rate().limit();
     let window = bucket.rate().window() as u128;
+    let (by_limit, by_window) = (bucket.rate().by_limit(), bucket.rate().by_window());
     let capacity = bucket.capacity() as u128 * window;
     let (mut level, last) = match state {
         None => (0, now),
@@ -55,13 +55,13 @@ pub fn decide(
         level += add;
         0
     } else {
-        scaled_to_nanos(level.saturating_add(add) - capacity, limit)
+        by_limit.to_nanos(level.saturating_add(add) - capacity)
     };
     let decision = Decision {
         allowed,
         limit: bucket.capacity(),
-        remaining: div(capacity.saturating_sub(level), window) as u64,
-        reset_after: scaled_to_nanos(level, limit),
+        remaining: by_window.div(capacity.saturating_sub(level)) as u64,
+        reset_after: by_limit.to_nanos(level),
         retry_after,
         delay: 0,
     };

@@ -29,7 +29,6 @@
 //! assert_eq!(rejected, 3);
 //! ```
 
-use crate::math::{ceil_div, scaled_to_nanos};
 use crate::{Bucket, Decision, Nanos};
 
 /// A leaky queue's state: when the last queued request leaves. Empty when there is no state.
@@ -49,6 +48,7 @@ pub fn decide(
 ) -> (Decision, Option<LeakyQueueState>) {
     let limit = bucket.rate().limit();
     let interval = bucket.rate().window() as u128;
+    let (by_limit, by_interval) = (bucket.rate().by_limit(), bucket.rate().by_window());
     let slots = bucket.capacity() as u128 * interval;
     let now_s = now as u128 * limit as u128;
     let tail = state.map_or(now_s, |s| s.last_departure.max(now_s));
@@ -58,7 +58,7 @@ pub fn decide(
     let (tail, delay, retry_after) = if allowed && cost > 0 {
         (
             tail.saturating_add(add),
-            scaled_to_nanos(backlog.saturating_add(add), limit),
+            by_limit.to_nanos(backlog.saturating_add(add)),
             0,
         )
     } else if allowed {
@@ -67,15 +67,15 @@ pub fn decide(
         (
             tail,
             0,
-            scaled_to_nanos(backlog.saturating_add(add) - slots, limit),
+            by_limit.to_nanos(backlog.saturating_add(add) - slots),
         )
     };
     let waiting = tail - now_s;
     let decision = Decision {
         allowed,
         limit: bucket.capacity(),
-        remaining: (bucket.capacity() as u128).saturating_sub(ceil_div(waiting, interval)) as u64,
-        reset_after: scaled_to_nanos(waiting, limit),
+        remaining: (bucket.capacity() as u128).saturating_sub(by_interval.ceil_div(waiting)) as u64,
+        reset_after: by_limit.to_nanos(waiting),
         retry_after,
         delay,
     };

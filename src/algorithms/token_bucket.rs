@@ -34,7 +34,6 @@
 //! assert_eq!(admitted, 40 + 6 * 10 - 1); // the last refill lands exactly at t = 10 s
 //! ```
 
-use crate::math::{div, scaled_to_nanos};
 use crate::{Bucket, Decision, Nanos};
 
 /// A token bucket's state. The bucket is full when there is no state.
@@ -56,6 +55,7 @@ pub fn decide(
 ) -> (Decision, Option<TokenBucketState>) {
     let limit = bucket.rate().limit();
     let window = bucket.rate().window() as u128;
+    let (by_limit, by_window) = (bucket.rate().by_limit(), bucket.rate().by_window());
     let full = bucket.capacity() as u128 * window;
     let (mut credit, last) = match state {
         None => (full, now),
@@ -73,13 +73,13 @@ pub fn decide(
         credit -= need;
         0
     } else {
-        scaled_to_nanos(need - credit, limit)
+        by_limit.to_nanos(need - credit)
     };
     let decision = Decision {
         allowed,
         limit: bucket.capacity(),
-        remaining: div(credit, window) as u64,
-        reset_after: scaled_to_nanos(full - credit, limit),
+        remaining: by_window.div(credit) as u64,
+        reset_after: by_limit.to_nanos(full - credit),
         retry_after,
         delay: 0,
     };
