@@ -409,7 +409,50 @@ impl<K: Hash + Eq + Clone> KeyedLimiter<K> {
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        self.run(key, tenant, now, cost)
+        // Lock every layer's shard for this key, in layer order.
+        let mut held: Vec<Held<'_, K>> = self.layers.iter().map(|s| Held::get(s, key)).collect();
+        let tenant_key = match (&self.tenants, tenant) {
+            (Some(_), t) if !skips_tenant_window(t) => {
+                Some((key.to_owned(), Box::<str>::from(t.unwrap_or_default())))
+            }
+            _ => None,
+        };
+        let mut tenant_held = match (&self.tenants, &tenant_key) {
+            (Some(store), Some(tk)) => Some(Held::get(store, tk)),
+            _ => None,
+        };
+        let mut each = Vec::with_capacity(held.len() + 1);
+        let mut next = Vec::with_capacity(held.len() + 1);
+        let inputs = held
+            .iter()
+            .map(|h| (&h.store.policy, &h.state))
+            .chain(tenant_held.iter().map(|h| (&h.store.policy, &h.state)));
+        for (policy, state) in inputs {
+            let (d, s) = decide(policy, state.clone(), now, cost)?;
+            each.push(d);
+            next.push(s);
+        }
+        let allowed = each.iter().all(|d| d.allowed);
+        if allowed {
+            let mut next = next.into_iter();
+            for h in held.iter_mut() {
+                h.state = next.next().flatten();
+            }
+            if let Some(t) = tenant_held.as_mut() {
+                t.state = next.next().flatten();
+            }
+        }
+        // Write back (also drops keys a decision found fresh) and unlock.
+        for h in held {
+            h.put(|| key.to_owned());
+        }
+        if let (Some(t), Some(tk)) = (tenant_held, tenant_key) {
+            t.put(|| tk);
+        }
+        Ok(StackDecision {
+            decision: combine(&each, allowed),
+            each,
+        })
     }
 
     /// Reports the key's standing without charging it: the decision for a cost of 0 (always
@@ -419,7 +462,7 @@ impl<K: Hash + Eq + Clone> KeyedLimiter<K> {
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        self.run(key, None, now, 0).map(|d| d.decision)
+        self.check_detailed(key, None, now, 0).map(|d| d.decision)
     }
 
     /// Releases `cost` slots of every concurrency policy in the limiter for `key`.
@@ -473,62 +516,5 @@ impl<K: Hash + Eq + Clone> KeyedLimiter<K> {
     /// Whether no key is stored.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
-    }
-
-    fn run<Q>(
-        &self,
-        key: &Q,
-        tenant: Option<&str>,
-        now: Nanos,
-        cost: u64,
-    ) -> Result<StackDecision, DecideError>
-    where
-        K: Borrow<Q>,
-        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
-    {
-        // Lock every layer's shard for this key, in layer order.
-        let mut held: Vec<Held<'_, K>> = self.layers.iter().map(|s| Held::get(s, key)).collect();
-        let tenant_key = match (&self.tenants, tenant) {
-            (Some(_), t) if !skips_tenant_window(t) => {
-                Some((key.to_owned(), Box::<str>::from(t.unwrap_or_default())))
-            }
-            _ => None,
-        };
-        let mut tenant_held = match (&self.tenants, &tenant_key) {
-            (Some(store), Some(tk)) => Some(Held::get(store, tk)),
-            _ => None,
-        };
-        let mut each = Vec::with_capacity(held.len() + 1);
-        let mut next = Vec::with_capacity(held.len() + 1);
-        let inputs = held
-            .iter()
-            .map(|h| (&h.store.policy, &h.state))
-            .chain(tenant_held.iter().map(|h| (&h.store.policy, &h.state)));
-        for (policy, state) in inputs {
-            let (d, s) = decide(policy, state.clone(), now, cost)?;
-            each.push(d);
-            next.push(s);
-        }
-        let allowed = each.iter().all(|d| d.allowed);
-        if allowed {
-            let mut next = next.into_iter();
-            for h in held.iter_mut() {
-                h.state = next.next().flatten();
-            }
-            if let Some(t) = tenant_held.as_mut() {
-                t.state = next.next().flatten();
-            }
-        }
-        // Write back (also drops keys a decision found fresh) and unlock.
-        for h in held {
-            h.put(|| key.to_owned());
-        }
-        if let (Some(t), Some(tk)) = (tenant_held, tenant_key) {
-            t.put(|| tk);
-        }
-        Ok(StackDecision {
-            decision: combine(&each, allowed),
-            each,
-        })
     }
 }
