@@ -1,6 +1,7 @@
 //! Decisions: for any policy the grammar accepts and any sequence of (time, cost) steps,
-//! `decide` never panics, never reports more remaining than the limit, and a denial never
-//! changes the state; the header helpers accept every decision.
+//! `decide` never panics, never reports more remaining than the limit, fails only for a cost
+//! above the capacity, and a denial carries no queue delay; the header helpers accept every
+//! decision.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
