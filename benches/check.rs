@@ -5,6 +5,10 @@
 //!   allow path and on the deny path;
 //! * a keyed check at 1, 10k and 1M keys (injected time, keys in a scrambled order);
 //!
+//! each first for the answer governor gives (admitted or not, and the wait: tollgate's
+//! `admit`), then for tollgate's full decision (`decide`, `KeyedLimiter::check`: remaining and
+//! reset too, which governor does not report);
+//!
 //! then measures resident bytes per key at 1M keys (each limiter in a fresh child process),
 //! and prints one table with the tollgate/governor ratios. Both run GCRA with the same quota.
 //! `BENCH_QUICK=1` shortens the measurement (noisier).
@@ -19,7 +23,7 @@ use criterion::{BenchmarkId, Criterion};
 use governor::clock::{Clock, FakeRelativeClock};
 use governor::{Quota as GQuota, RateLimiter};
 use tollgate::keyed::KeyedLimiter;
-use tollgate::{decide, Nanos, Policy};
+use tollgate::{admit, decide, Nanos, Policy, Verdict};
 
 const KEYS: [u64; 3] = [1, 10_000, 1_000_000];
 
@@ -41,14 +45,18 @@ fn direct(c: &mut Criterion) {
     let deny: Policy = "gcra 10/s".parse().unwrap();
     let gq_deny = GQuota::per_second(nz(10));
 
+    // The same answer as governor's `check`: admitted or not (`admit`, inlined, computes
+    // nothing else), and on a denial the wait (governor computes it from its `NotUntil`).
     g.bench_function("tollgate/injected/allow", |b| {
         let mut state = None;
         let mut now: Nanos = 0;
         b.iter(|| {
             now += 1_000_000;
-            let (d, s) = decide(&allow, state.take(), now, 1).unwrap();
-            state = s;
-            black_box(d.allowed)
+            black_box(
+                admit(&allow, &mut state, black_box(now), 1)
+                    .unwrap()
+                    .is_allowed(),
+            )
         })
     });
     g.bench_function("governor/injected/allow", |b| {
@@ -59,15 +67,19 @@ fn direct(c: &mut Criterion) {
             black_box(lim.check().is_ok())
         })
     });
-    g.bench_function("tollgate/injected/deny", |b| {
+    let drained = || {
         let mut state = None;
-        for _ in 0..10 {
-            state = decide(&deny, state.take(), 0, 1).unwrap().1;
-        }
+        while admit(&deny, &mut state, 0, 1).unwrap().is_allowed() {}
+        state
+    };
+    g.bench_function("tollgate/injected/deny", |b| {
+        let mut state = drained();
         b.iter(|| {
-            let (d, s) = decide(&deny, state.take(), 0, 1).unwrap();
-            state = s;
-            black_box(d.allowed)
+            black_box(
+                admit(&deny, &mut state, black_box(0), 1)
+                    .unwrap()
+                    .is_allowed(),
+            )
         })
     });
     g.bench_function("governor/injected/deny", |b| {
@@ -76,8 +88,15 @@ fn direct(c: &mut Criterion) {
         while lim.check().is_ok() {}
         b.iter(|| black_box(lim.check().is_ok()))
     });
-    // What a service needs on a denial is the wait (for Retry-After): governor computes it
-    // lazily from its NotUntil, tollgate eagerly in every decision.
+    g.bench_function("tollgate/injected/deny+wait", |b| {
+        let mut state = drained();
+        b.iter(
+            || match admit(&deny, &mut state, black_box(0), 1).unwrap() {
+                Verdict::Allowed { .. } => black_box(0),
+                Verdict::Denied { retry_after } => black_box(retry_after),
+            },
+        )
+    });
     g.bench_function("governor/injected/deny+wait", |b| {
         let clock = FakeRelativeClock::default();
         let lim = RateLimiter::direct_with_clock(gq_deny, clock.clone());
@@ -87,20 +106,49 @@ fn direct(c: &mut Criterion) {
             Err(not_until) => black_box(not_until.wait_time_from(clock.now())),
         })
     });
+    // A real clock: tollgate takes time as an argument, so it reads the clock governor's
+    // default clock reads (quanta's TSC clock); the std clock is shown too.
+    let huge: Policy = "gcra 1000000000/s".parse().unwrap();
     g.bench_function("tollgate/real-clock/allow", |b| {
-        let huge: Policy = "gcra 1000000000/s".parse().unwrap();
+        let clock = quanta::Clock::new();
+        let start = clock.raw();
+        let mut state = None;
+        b.iter(|| {
+            let now = clock.delta_as_nanos(start, clock.raw());
+            black_box(admit(&huge, &mut state, now, 1).unwrap().is_allowed())
+        })
+    });
+    g.bench_function("tollgate/std-clock/allow", |b| {
         let start = Instant::now();
         let mut state = None;
         b.iter(|| {
             let now = start.elapsed().as_nanos() as Nanos;
-            let (d, s) = decide(&huge, state.take(), now, 1).unwrap();
-            state = s;
-            black_box(d.allowed)
+            black_box(admit(&huge, &mut state, now, 1).unwrap().is_allowed())
         })
     });
     g.bench_function("governor/real-clock/allow", |b| {
         let lim = RateLimiter::direct(GQuota::per_second(nz(1_000_000_000)));
         b.iter(|| black_box(lim.check().is_ok()))
+    });
+    // The full decision (remaining, reset, wait), which governor does not report: what a
+    // service pays to send `RateLimit` headers on every answer.
+    g.bench_function("tollgate/decision/allow", |b| {
+        let mut state = None;
+        let mut now: Nanos = 0;
+        b.iter(|| {
+            now += 1_000_000;
+            let (d, s) = decide(&allow, state.take(), black_box(now), 1).unwrap();
+            state = s;
+            black_box(d)
+        })
+    });
+    g.bench_function("tollgate/decision/deny", |b| {
+        let mut state = drained();
+        b.iter(|| {
+            let (d, s) = decide(&deny, state.take(), black_box(0), 1).unwrap();
+            state = s;
+            black_box(d)
+        })
     });
     g.finish();
 }
@@ -108,17 +156,20 @@ fn direct(c: &mut Criterion) {
 fn keyed(c: &mut Criterion) {
     let mut g = c.benchmark_group("keyed");
     for n in KEYS {
-        g.bench_with_input(BenchmarkId::new("tollgate", n), &n, |b, &n| {
-            let lim: KeyedLimiter<u64> = KeyedLimiter::new(
+        let limiter = || -> KeyedLimiter<u64> {
+            KeyedLimiter::new(
                 "gcra 1000/s".parse().unwrap(),
                 NonZeroUsize::new(n as usize * 2).unwrap(),
-            );
+            )
+        };
+        g.bench_with_input(BenchmarkId::new("tollgate", n), &n, |b, &n| {
+            let lim = limiter();
             let mut i = 0u64;
             let mut now: Nanos = 0;
             b.iter(|| {
                 i += 1;
                 now += 1_000;
-                black_box(lim.check(&key(i, n), now, 1).unwrap().allowed)
+                black_box(lim.admit(&key(i, n), now, 1).unwrap().is_allowed())
             })
         });
         g.bench_with_input(BenchmarkId::new("governor", n), &n, |b, &n| {
@@ -129,6 +180,16 @@ fn keyed(c: &mut Criterion) {
                 i += 1;
                 clock.advance(Duration::from_micros(1));
                 black_box(lim.check_key(&key(i, n)).is_ok())
+            })
+        });
+        g.bench_with_input(BenchmarkId::new("tollgate-decision", n), &n, |b, &n| {
+            let lim = limiter();
+            let mut i = 0u64;
+            let mut now: Nanos = 0;
+            b.iter(|| {
+                i += 1;
+                now += 1_000;
+                black_box(lim.check(&key(i, n), now, 1).unwrap())
             })
         });
     }
@@ -216,22 +277,35 @@ fn mean_ns(id: &str) -> Option<f64> {
 fn report() {
     println!("\ntollgate vs governor (GCRA, same quota; mean time per check; ratio < 1 means tollgate is faster)");
     println!(
-        "{:<34} {:>12} {:>12} {:>8}",
+        "{:<40} {:>12} {:>12} {:>8}",
         "check", "tollgate", "governor", "ratio"
     );
     let mut rows: Vec<(String, String, String)> = Vec::new();
-    for (case, governor_case) in [
-        ("injected/allow", "injected/allow"),
-        ("injected/deny", "injected/deny"),
-        ("injected/deny", "injected/deny+wait"),
-        ("real-clock/allow", "real-clock/allow"),
-    ] {
-        rows.push((
-            format!("direct, {governor_case}"),
-            format!("direct/tollgate/{case}"),
-            format!("direct/governor/{governor_case}"),
-        ));
-    }
+    let direct = |name: &str, t: &str, g: &str| {
+        (
+            format!("direct, {name}"),
+            format!("direct/tollgate/{t}"),
+            format!("direct/governor/{g}"),
+        )
+    };
+    println!("-- the same answer (admitted, or the wait):");
+    rows.push(direct("injected/allow", "injected/allow", "injected/allow"));
+    rows.push(direct("injected/deny", "injected/deny", "injected/deny"));
+    rows.push(direct(
+        "injected/deny+wait",
+        "injected/deny+wait",
+        "injected/deny+wait",
+    ));
+    rows.push(direct(
+        "quanta clock/allow",
+        "real-clock/allow",
+        "real-clock/allow",
+    ));
+    rows.push(direct(
+        "std clock/allow (vs quanta)",
+        "std-clock/allow",
+        "real-clock/allow",
+    ));
     for n in KEYS {
         rows.push((
             format!("keyed, {n} keys"),
@@ -239,24 +313,44 @@ fn report() {
             format!("keyed/governor/{n}"),
         ));
     }
-    for (name, t, g) in rows {
-        match (mean_ns(&t), mean_ns(&g)) {
-            (Some(t), Some(g)) => {
-                println!("{name:<34} {:>10.1}ns {:>10.1}ns {:>8.2}", t, g, t / g)
-            }
-            _ => println!("{name:<34} (not measured)"),
-        }
+    print_rows(&rows);
+    println!("-- tollgate's full decision (+ remaining, reset), vs governor's short answer:");
+    let mut rows = Vec::new();
+    rows.push(direct("decision/allow", "decision/allow", "injected/allow"));
+    rows.push(direct(
+        "decision/deny",
+        "decision/deny",
+        "injected/deny+wait",
+    ));
+    for n in KEYS {
+        rows.push((
+            format!("keyed decision, {n} keys"),
+            format!("keyed/tollgate-decision/{n}"),
+            format!("keyed/governor/{n}"),
+        ));
     }
+    print_rows(&rows);
     let (t, g) = (bytes_per_key("tollgate"), bytes_per_key("governor"));
     match (t, g) {
         (Some(t), Some(g)) => println!(
-            "{:<34} {:>10.1}B  {:>10.1}B  {:>8.2}",
+            "{:<40} {:>10.1}B  {:>10.1}B  {:>8.2}",
             "resident bytes per key, 1M keys",
             t,
             g,
             t / g
         ),
         _ => println!("resident bytes per key: not measured"),
+    }
+}
+
+fn print_rows(rows: &[(String, String, String)]) {
+    for (name, t, g) in rows {
+        match (mean_ns(t), mean_ns(g)) {
+            (Some(t), Some(g)) => {
+                println!("{name:<40} {:>10.1}ns {:>10.1}ns {:>8.2}", t, g, t / g)
+            }
+            _ => println!("{name:<40} (not measured)"),
+        }
     }
 }
 

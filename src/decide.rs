@@ -64,20 +64,27 @@ impl State {
     }
 }
 
-/// Unwraps `state` as variant `$v`, or reports a mismatch.
+/// Unwraps `state` as variant `$v`. Every caller has checked the state's algorithm first
+/// (see [`check_state`]), so another variant cannot occur; it would read as fresh.
 macro_rules! take {
-    ($state:expr, $policy:expr, $v:ident) => {
+    ($state:expr, $v:ident) => {
         match $state {
-            None => None,
             Some(State::$v(s)) => Some(s),
-            Some(other) => {
-                return Err(DecideError::StateMismatch {
-                    policy: $policy.algorithm(),
-                    state: other.algorithm(),
-                })
-            }
+            _ => None,
         }
     };
+}
+
+/// Reports a `state` made by another algorithm than `policy`'s.
+#[inline(always)]
+fn check_state(policy: &Policy, state: &Option<State>) -> Result<(), DecideError> {
+    match state {
+        Some(s) if s.algorithm() != policy.algorithm() => Err(DecideError::StateMismatch {
+            policy: policy.algorithm(),
+            state: s.algorithm(),
+        }),
+        _ => Ok(()),
+    }
 }
 
 /// Decides one request: `(decision, state to store)`. A returned `None` state means
@@ -92,53 +99,159 @@ macro_rules! take {
 /// algorithm. A denial is not an error. This function never panics.
 pub fn decide(
     policy: &Policy,
-    state: Option<State>,
+    mut state: Option<State>,
     now: Nanos,
     cost: u64,
 ) -> Result<(Decision, Option<State>), DecideError> {
+    let decision = decide_at(policy, &mut state, now, cost)?;
+    Ok((decision, state))
+}
+
+/// [`decide`] on a state kept in place: the one out-of-line copy of the dispatch that
+/// [`decide`], the keyed store and the stacks share. On an error `state` is left untouched.
+#[inline(never)]
+pub(crate) fn decide_at(
+    policy: &Policy,
+    state: &mut Option<State>,
+    now: Nanos,
+    cost: u64,
+) -> Result<Decision, DecideError> {
+    decide_in_place(policy, state, now, cost)
+}
+
+/// The short answer of [`admit`]: what a caller needs to act on a request, and nothing it
+/// would have to pay for without reading.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Verdict {
+    /// Admitted, and its cost charged. `delay` is the leaky-bucket queue's wait before the
+    /// request may proceed (zero for every other algorithm).
+    Allowed {
+        /// See [`Decision::delay`].
+        delay: Nanos,
+    },
+    /// Denied, nothing charged; the same request would be admitted after `retry_after`.
+    Denied {
+        /// See [`Decision::retry_after`].
+        retry_after: Nanos,
+    },
+}
+
+impl Verdict {
+    /// Whether the request was admitted.
+    pub const fn is_allowed(self) -> bool {
+        matches!(self, Verdict::Allowed { .. })
+    }
+}
+
+impl From<&Decision> for Verdict {
+    #[inline]
+    fn from(d: &Decision) -> Verdict {
+        if d.allowed {
+            Verdict::Allowed { delay: d.delay }
+        } else {
+            Verdict::Denied {
+                retry_after: d.retry_after,
+            }
+        }
+    }
+}
+
+/// Decides one request in place and answers only admitted-or-not (with the wait): the same
+/// maths as [`decide`], for callers that do not report `remaining` or `reset_after`, which
+/// then are never computed (this function is inlined into its caller, where the unused
+/// parts of the decision are dropped by the compiler).
+///
+/// `state` is updated in place (`None` when the key is fresh). On an error it is left
+/// untouched. Errors as [`decide`].
+///
+/// ```
+/// use tollgate::{admit, Policy, Verdict};
+/// let policy: Policy = "gcra 2/s".parse().unwrap();
+/// let mut state = None;
+/// assert!(admit(&policy, &mut state, 0, 1).unwrap().is_allowed());
+/// assert!(admit(&policy, &mut state, 0, 1).unwrap().is_allowed());
+/// assert_eq!(
+///     admit(&policy, &mut state, 0, 1).unwrap(),
+///     Verdict::Denied { retry_after: 500_000_000 }
+/// );
+/// ```
+#[inline]
+pub fn admit(
+    policy: &Policy,
+    state: &mut Option<State>,
+    now: Nanos,
+    cost: u64,
+) -> Result<Verdict, DecideError> {
+    decide_in_place(policy, state, now, cost).map(|d| Verdict::from(&d))
+}
+
+/// Checks the cost and the state's algorithm, then runs the policy's algorithm on `state`
+/// in place (left untouched on an error). Always inlined: [`decide_at`] holds the shared
+/// copy, [`admit`] one per caller, where the unread fields are dropped.
+#[inline(always)]
+fn decide_in_place(
+    policy: &Policy,
+    state: &mut Option<State>,
+    now: Nanos,
+    cost: u64,
+) -> Result<Decision, DecideError> {
     if cost > policy.limit() {
         return Err(DecideError::CostExceedsCapacity {
             cost,
             capacity: policy.limit(),
         });
     }
-    Ok(match policy {
+    check_state(policy, state)?;
+    #[cfg(not(feature = "alloc"))]
+    if let Policy::SlidingLog(_) = policy {
+        return Err(DecideError::SlidingLogNeedsAlloc);
+    }
+    let (decision, next) = run(policy, state.take(), now, cost);
+    *state = next;
+    Ok(decision)
+}
+
+/// Dispatches on the policy and runs its algorithm; the cost and the state's algorithm are
+/// already checked.
+#[inline(always)]
+fn run(policy: &Policy, state: Option<State>, now: Nanos, cost: u64) -> (Decision, Option<State>) {
+    match policy {
         Policy::TokenBucket(b) => {
-            let (d, s) = token_bucket::decide(b, take!(state, policy, TokenBucket), now, cost);
+            let (d, s) = token_bucket::decide(b, take!(state, TokenBucket), now, cost);
             (d, s.map(State::TokenBucket))
         }
         Policy::Gcra(b) => {
-            let (d, s) = gcra::decide(b, take!(state, policy, Gcra), now, cost);
+            let (d, s) = gcra::decide(b, take!(state, Gcra), now, cost);
             (d, s.map(State::Gcra))
         }
         Policy::LeakyBucket(b) => {
-            let (d, s) = leaky_bucket::decide(b, take!(state, policy, LeakyBucket), now, cost);
+            let (d, s) = leaky_bucket::decide(b, take!(state, LeakyBucket), now, cost);
             (d, s.map(State::LeakyBucket))
         }
         Policy::LeakyQueue(b) => {
-            let (d, s) = leaky_queue::decide(b, take!(state, policy, LeakyQueue), now, cost);
+            let (d, s) = leaky_queue::decide(b, take!(state, LeakyQueue), now, cost);
             (d, s.map(State::LeakyQueue))
         }
         Policy::SlidingWindow(q) => {
-            let (d, s) = sliding_window::decide(q, take!(state, policy, SlidingWindow), now, cost);
+            let (d, s) = sliding_window::decide(q, take!(state, SlidingWindow), now, cost);
             (d, s.map(State::SlidingWindow))
         }
         Policy::FixedWindow(q) => {
-            let (d, s) = fixed_window::decide(q, take!(state, policy, FixedWindow), now, cost);
+            let (d, s) = fixed_window::decide(q, take!(state, FixedWindow), now, cost);
             (d, s.map(State::FixedWindow))
         }
         #[cfg(feature = "alloc")]
         Policy::SlidingLog(q) => {
-            let (d, s) = sliding_log::decide(q, take!(state, policy, SlidingLog), now, cost);
+            let (d, s) = sliding_log::decide(q, take!(state, SlidingLog), now, cost);
             (d, s.map(State::SlidingLog))
         }
         #[cfg(not(feature = "alloc"))]
-        Policy::SlidingLog(_) => return Err(DecideError::SlidingLogNeedsAlloc),
+        Policy::SlidingLog(_) => (Decision::default(), None),
         Policy::Concurrency(n) => {
-            let (d, s) = concurrency::acquire(*n, take!(state, policy, Concurrency), cost);
+            let (d, s) = concurrency::acquire(*n, take!(state, Concurrency), cost);
             (d, s.map(State::Concurrency))
         }
-    })
+    }
 }
 
 /// Releases `cost` slots of a concurrency policy (a request that acquired them finished).
@@ -149,9 +262,10 @@ pub fn release(
     cost: u64,
 ) -> Result<Option<State>, DecideError> {
     match policy {
-        Policy::Concurrency(_) => Ok(
-            concurrency::release(take!(state, policy, Concurrency), cost).map(State::Concurrency),
-        ),
+        Policy::Concurrency(_) => {
+            check_state(policy, &state)?;
+            Ok(concurrency::release(take!(state, Concurrency), cost).map(State::Concurrency))
+        }
         _ => Err(DecideError::NotConcurrency {
             policy: policy.algorithm(),
         }),

@@ -38,10 +38,12 @@ use crate::algorithms::{
     leaky_bucket::LeakyBucketState, leaky_queue::LeakyQueueState, sliding_log::SlidingLogState,
     sliding_window::SlidingWindowState, token_bucket::TokenBucketState,
 };
+use crate::decide::decide_at;
 use crate::fair_share::{skips_tenant_window, FairShare};
 use crate::stack::{combine, StackDecision};
 use crate::{
-    decide, release, DecideError, Decision, Field, Nanos, Policy, PolicyError, Rule, State,
+    admit, decide, release, DecideError, Decision, Field, Nanos, Policy, PolicyError, Rule, State,
+    Verdict,
 };
 
 const NIL: u32 = u32::MAX;
@@ -259,33 +261,34 @@ impl<K: Hash + Eq> Store<K> {
         self.shards[i].lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// One policy, one key: decide in place under the shard's lock, without copying the
-    /// state or allocating (unless the key is new and limited).
-    fn decide<Q>(&self, key: &Q, now: Nanos, cost: u64) -> Result<Decision, DecideError>
+    /// One policy, one key: runs `f` on the key's state in place under the shard's lock,
+    /// without copying the state or allocating (unless the key is new and limited), then
+    /// stores what `f` left (`None`: fresh, the key is dropped).
+    ///
+    /// For a single policy, the state a denial returns is equivalent to the one it was given
+    /// (refilled, pruned or rolled over), so it is stored either way. The store's states are
+    /// all made by its own policy, so no mismatch can occur; `f` leaves the state untouched
+    /// on an error.
+    #[inline(always)]
+    fn apply<Q, R>(
+        &self,
+        key: &Q,
+        f: impl FnOnce(&Policy, &mut Option<State>) -> Result<R, DecideError>,
+    ) -> Result<R, DecideError>
     where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        // Checked before the state is taken out of its slot, so that an error leaves it there.
-        if cost > self.policy.limit() {
-            return Err(DecideError::CostExceedsCapacity {
-                cost,
-                capacity: self.policy.limit(),
-            });
-        }
         let hash = self.hasher.hash_one(key);
         let mut shard = self.lock(hash);
         let at = shard.find(hash, key);
-        // A placeholder that owns nothing; the slot gets its real state back below.
+        // A placeholder that owns nothing; the slot gets its state back below.
         let empty = Packed::Concurrency(ConcurrencyState { in_flight: 0 });
-        let state =
+        let mut state =
             at.map(|i| core::mem::replace(&mut shard.slots[i as usize].state, empty).into());
-        // For a single policy, the state a denial returns is equivalent to the one it was
-        // given (refilled, pruned or rolled over), so it is stored either way. The store's
-        // states are all made by its own policy, so no mismatch can occur.
-        let (decision, next) = decide(&self.policy, state, now, cost)?;
-        shard.put(&self.hasher, hash, at, || key.to_owned(), next);
-        Ok(decision)
+        let result = f(&self.policy, &mut state);
+        shard.put(&self.hasher, hash, at, || key.to_owned(), state);
+        result
     }
 
     fn len(&self) -> usize {
@@ -389,10 +392,26 @@ impl<K: Hash + Eq + Clone> KeyedLimiter<K> {
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
         match (&*self.layers, &self.tenants) {
-            ([store], None) => store.decide(key, now, cost),
+            ([store], None) => store.apply(key, |p, s| decide_at(p, s, now, cost)),
             _ => self
                 .check_detailed(key, None, now, cost)
                 .map(|d| d.decision),
+        }
+    }
+
+    /// Decides one request of `cost` for `key` at `now` and answers only admitted-or-not
+    /// (see [`crate::admit`]): for callers that do not report `remaining` or `reset_after`.
+    #[inline]
+    pub fn admit<Q>(&self, key: &Q, now: Nanos, cost: u64) -> Result<Verdict, DecideError>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        match (&*self.layers, &self.tenants) {
+            ([store], None) => store.apply(key, |p, s| admit(p, s, now, cost)),
+            _ => self
+                .check_detailed(key, None, now, cost)
+                .map(|d| Verdict::from(&d.decision)),
         }
     }
 

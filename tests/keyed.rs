@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use tollgate::fair_share::FairShare;
 use tollgate::keyed::KeyedLimiter;
-use tollgate::{DecideError, Policy, NANOS_PER_SEC};
+use tollgate::{DecideError, Policy, Verdict, NANOS_PER_SEC};
 
 fn nz(n: usize) -> NonZeroUsize {
     NonZeroUsize::new(n).unwrap()
@@ -189,5 +189,36 @@ fn states_round_trip_through_json() {
         let back: tollgate::State =
             serde_json::from_str(&json).unwrap_or_else(|e| panic!("{text}: {json}: {e}"));
         assert_eq!(back, state, "{text}");
+    }
+}
+
+#[test]
+fn admit_gives_the_short_answer_of_check() {
+    // Two limiters fed the same requests, one through `check`, one through `admit`: the
+    // same verdicts, the same keys stored.
+    for p in [
+        "gcra 3/s",
+        "leaky-queue 2/s burst 3",
+        "sliding-window 3/s",
+        "3/s burst 5",
+    ] {
+        let full = KeyedLimiter::new(policy(p), nz(8));
+        let short = KeyedLimiter::new(policy(p), nz(8));
+        for i in 0..200u64 {
+            let key = format!("k{}", i % 11);
+            let now = i * 37_000_000;
+            let cost = 1 + i % 3;
+            let d = full.check(key.as_str(), now, cost).unwrap();
+            let v = short.admit(key.as_str(), now, cost).unwrap();
+            assert_eq!(v, Verdict::from(&d), "{p}, request {i}");
+            assert_eq!(full.len(), short.len(), "{p}, request {i}");
+        }
+        assert_eq!(
+            short.admit("x", 0, 99),
+            Err(DecideError::CostExceedsCapacity {
+                cost: 99,
+                capacity: policy(p).limit()
+            })
+        );
     }
 }

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use proptest::prelude::*;
-use tollgate::{decide, DecideError, Decision, Nanos, Policy, State, NANOS_PER_MS};
+use tollgate::{admit, decide, DecideError, Decision, Nanos, Policy, State, Verdict, NANOS_PER_MS};
 
 /// Runs a trace of `(time, cost)` requests (times non-decreasing) through one key.
 fn run(policy: &Policy, trace: &[(Nanos, u64)]) -> Vec<Decision> {
@@ -204,7 +204,8 @@ proptest! {
         prop_assert_eq!(fresh, None, "{}: not fresh after reset_after {}", p, d.reset_after);
     }
 
-    /// No panic for any input: times in any order up to u64::MAX, any cost, any window.
+    /// No panic for any input: times in any order up to u64::MAX, any cost, any window; and
+    /// `admit` agrees with `decide` on all of it.
     #[test]
     fn never_panics(
         alg in prop::sample::select(vec!["token-bucket", "gcra", "leaky-bucket", "leaky-queue", "sliding-window", "fixed-window", "sliding-log", "concurrency"]),
@@ -219,13 +220,21 @@ proptest! {
         let mut state: Option<State> = None;
         for (now, cost) in steps {
             let cost = if cost % 3 == 0 { cost } else { cost % (p.limit() + 2) };
+            // `admit` is the same maths in place: the same verdict and the same next state,
+            // and on an error the state untouched.
+            let mut in_place = state.clone();
+            let verdict = admit(&p, &mut in_place, now, cost);
             match decide(&p, state.clone(), now, cost) {
                 Ok((d, s)) => {
                     prop_assert!(d.remaining <= d.limit);
+                    prop_assert_eq!(verdict, Ok(Verdict::from(&d)));
+                    prop_assert_eq!(&in_place, &s);
                     state = s;
                 }
-                Err(DecideError::CostExceedsCapacity { cost: c, capacity }) => {
+                Err(e @ DecideError::CostExceedsCapacity { cost: c, capacity }) => {
                     prop_assert!(c > capacity);
+                    prop_assert_eq!(verdict, Err(e));
+                    prop_assert_eq!(&in_place, &state);
                 }
                 Err(e) => prop_assert!(false, "unexpected error {e}"),
             }

@@ -36,6 +36,7 @@ pub struct ConcurrencyState {
 }
 
 /// Acquires `cost` slots if they are free.
+#[inline(always)]
 pub fn acquire(
     max: NonZeroU64,
     state: Option<ConcurrencyState>,
@@ -62,6 +63,7 @@ pub fn acquire(
 
 /// Releases `cost` slots. Releasing more than is held empties the state; the count never
 /// goes below zero.
+#[inline]
 pub fn release(state: Option<ConcurrencyState>, cost: u64) -> Option<ConcurrencyState> {
     let in_flight = state.map_or(0, |s| s.in_flight).saturating_sub(cost);
     (in_flight > 0).then_some(ConcurrencyState { in_flight })

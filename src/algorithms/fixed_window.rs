@@ -43,6 +43,7 @@ pub struct FixedWindowState {
 }
 
 /// Decides one request of `cost` at `now`.
+#[inline(always)]
 pub fn decide(
     quota: &Quota,
     state: Option<FixedWindowState>,

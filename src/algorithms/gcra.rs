@@ -37,6 +37,7 @@ pub struct GcraState {
 }
 
 /// Decides one request of `cost` at `now`.
+#[inline(always)]
 pub fn decide(
     bucket: &Bucket,
     state: Option<GcraState>,

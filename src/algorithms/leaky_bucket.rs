@@ -32,6 +32,7 @@ pub struct LeakyBucketState {
 }
 
 /// Decides one request of `cost` at `now`.
+#[inline(always)]
 pub fn decide(
     bucket: &Bucket,
     state: Option<LeakyBucketState>,

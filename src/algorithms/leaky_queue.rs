@@ -40,6 +40,7 @@ pub struct LeakyQueueState {
 }
 
 /// Decides one request of `cost` at `now`: admitted with a delay, or rejected.
+#[inline(always)]
 pub fn decide(
     bucket: &Bucket,
     state: Option<LeakyQueueState>,

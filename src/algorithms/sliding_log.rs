@@ -49,6 +49,7 @@ pub struct SlidingLogState {
 }
 
 /// Decides one request of `cost` at `now`.
+#[inline(always)]
 pub fn decide(
     quota: &Quota,
     state: Option<SlidingLogState>,

@@ -45,6 +45,7 @@ pub struct SlidingWindowState {
 }
 
 /// Decides one request of `cost` at `now`.
+#[inline(always)]
 pub fn decide(
     quota: &Quota,
     state: Option<SlidingWindowState>,

@@ -47,6 +47,7 @@ pub struct TokenBucketState {
 }
 
 /// Decides one request of `cost` at `now`.
+#[inline(always)]
 pub fn decide(
     bucket: &Bucket,
     state: Option<TokenBucketState>,
