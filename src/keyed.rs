@@ -200,8 +200,10 @@ impl<K: Hash + Eq> Shard<K> {
             (Some(i), None) => self.remove(hash, i),
             (Some(i), Some(s)) => {
                 self.slots[i as usize].state = s.into();
-                self.unlink(i);
-                self.push_front(i);
+                if self.head != i {
+                    self.unlink(i);
+                    self.push_front(i);
+                }
             }
             (None, None) => {}
             (None, Some(s)) => {
@@ -255,7 +257,10 @@ impl<K: Hash + Eq> Store<K> {
     }
 
     fn lock(&self, hash: u64) -> MutexGuard<'_, Shard<K>> {
-        let i = (hash >> 59) as usize % self.shards.len();
+        // 32 middle bits of the hash scaled to the shard count (a multiplication, not a
+        // division). hashbrown uses the top 7 bits and the low bits within a shard; these
+        // stay independent of them.
+        let i = (((hash >> 24) as u32 as u64 * self.shards.len() as u64) >> 32) as usize;
         // A panic while a lock was held cannot leave a shard half-written (every write is a
         // single assignment after the decision), so a poisoned lock is safe to reuse.
         self.shards[i].lock().unwrap_or_else(|e| e.into_inner())
@@ -401,7 +406,7 @@ impl<K: Hash + Eq + Clone> KeyedLimiter<K> {
 
     /// Decides one request of `cost` for `key` at `now` and answers only admitted-or-not
     /// (see [`crate::admit`]): for callers that do not report `remaining` or `reset_after`.
-    #[inline]
+    #[inline(always)]
     pub fn admit<Q>(&self, key: &Q, now: Nanos, cost: u64) -> Result<Verdict, DecideError>
     where
         K: Borrow<Q>,

@@ -106,7 +106,12 @@ impl Divisor {
     /// `ceil(n / d)`.
     #[inline]
     pub(crate) fn ceil_div(self, n: u128) -> u128 {
-        let q = self.div(n);
+        if n >> 64 == 0 {
+            // q * d <= n fits in 64 bits: one 64-bit multiplication checks the remainder.
+            let (n, q) = (n as u64, self.div_u64(n as u64));
+            return (q + (q.wrapping_mul(self.d) != n) as u64) as u128;
+        }
+        let q = n / self.d as u128;
         q + (q * self.d as u128 != n) as u128
     }
 
