@@ -89,6 +89,20 @@ pub const fn ceil_millis(ns: Nanos) -> u64 {
 pub struct ReadmeDoctests;
 
 /// Converts whole milliseconds to nanoseconds, saturating at `u64::MAX`.
+///
+/// ```
+/// use tollgate::{millis, NANOS_PER_MS};
+/// assert_eq!(millis(1_700_000_000_000), 1_700_000_000_000 * NANOS_PER_MS);
+/// let last = u64::MAX / NANOS_PER_MS; // about the year 2554
+/// assert_eq!(millis(last), last * NANOS_PER_MS);
+/// assert_eq!(millis(last + 1), u64::MAX);
+/// ```
 pub const fn millis(ms: u64) -> Nanos {
-    ms.saturating_mul(NANOS_PER_MS)
+    // A comparison with a constant rather than `saturating_mul`, whose overflow check is a
+    // 128-bit multiplication (a libcall on wasm32), paid on every binding's every check.
+    if ms <= u64::MAX / NANOS_PER_MS {
+        ms * NANOS_PER_MS
+    } else {
+        u64::MAX
+    }
 }
