@@ -80,7 +80,12 @@ pub const NANOS_PER_SEC: Nanos = 1_000_000_000;
 /// Converts nanoseconds to whole milliseconds, rounding up, so that a caller told to wait
 /// `n` ms never comes back too early. This is the conversion every binding uses.
 pub const fn ceil_millis(ns: Nanos) -> u64 {
-    ns.div_ceil(NANOS_PER_MS)
+    // Zero is the common case (`retry_after` and `delay` of an admitted request): no division.
+    if ns == 0 {
+        0
+    } else {
+        ns.div_ceil(NANOS_PER_MS)
+    }
 }
 
 /// The README's Rust examples, compiled and run as doctests.
