@@ -9,7 +9,8 @@
 #   pkg/web/      web target; index.js needs `await init()`            exports "./web"
 #                 auto.js initialises itself (top-level await)         exports "browser"
 #   pkg/bundler/  bundler target (ESM-integration wasm import)         exports "default"
-#                 (tested with node --experimental-wasm-modules)
+#                 (tested with node --experimental-wasm-modules); its glue and the
+#                 .wasm it imports live in web/ (bundler_glue.js): one .wasm for all
 #   pkg/workers/  web glue + the .wasm imported as a module, initSync  exports "workerd"
 # Usage: crates/wasm/build.sh   (from anywhere; needs scripts/tools.sh's wasm_tools first)
 set -euo pipefail
@@ -47,6 +48,8 @@ for target in nodejs web bundler; do
   rm -f "$pkg/$dir/.gitignore" "$pkg/$dir/package.json"
   cp "$here/js/api.js" "$pkg/$dir/api.js"
 done
+raw_web="$pkg/web.raw.wasm"
+cp "$pkg/web/tollgate_wasm_bg.wasm" "$raw_web"
 # node reads the .wasm bytes itself and instantiates them with its own imports, so it shares
 # web's copy. The bundler build keeps its own: with ESM integration the .wasm imports
 # "./tollgate_wasm_bg.js" relative to its own location.
@@ -59,7 +62,21 @@ else
   opt "$pkg/node/tollgate_wasm_bg.wasm"
 fi
 opt "$pkg/web/tollgate_wasm_bg.wasm"
-opt "$pkg/bundler/tollgate_wasm_bg.wasm"
+# The bundler build's .wasm is the same file as web's (same imports, "./tollgate_wasm_bg.js"),
+# so it is shipped once: the bundler glue moves next to web's copy (where the .wasm's import
+# of ./tollgate_wasm_bg.js resolves to it under ESM integration; the web target has no file
+# of that name) as web/bundler_glue.js, and bundler/glue.js re-exports it.
+if cmp -s "$pkg/bundler/tollgate_wasm_bg.wasm" "$raw_web"; then
+  mv "$pkg/bundler/tollgate_wasm_bg.js" "$pkg/web/tollgate_wasm_bg.js"
+  sed '/@ts-self-types/d' "$pkg/bundler/tollgate_wasm.js" > "$pkg/web/bundler_glue.js"
+  rm "$pkg/bundler/tollgate_wasm.js"
+  rm "$pkg/bundler/tollgate_wasm_bg.wasm" "$pkg/bundler/tollgate_wasm_bg.wasm.d.ts"
+  bundler_glue="../web/bundler_glue.js"
+else
+  echo "note: the bundler wasm differs from web's; shipping both" >&2
+  opt "$pkg/bundler/tollgate_wasm_bg.wasm"
+  bundler_glue="./tollgate_wasm.js"
+fi
 
 # node: the nodejs target is CommonJS; the package is "type": "module", so name it .cjs and
 # re-export it through an ESM glue module.
@@ -73,7 +90,8 @@ import glue from "./tollgate_wasm.cjs";
 export const { $exports } = glue;
 EOF
 printf 'export * from "./tollgate_wasm.js";\n' > "$pkg/web/glue.js"
-printf 'export * from "./tollgate_wasm.js";\n' > "$pkg/bundler/glue.js"
+printf 'export * from "%s";\n' "$bundler_glue" > "$pkg/bundler/glue.js"
+rm "$raw_web"
 for dir in node bundler; do
   printf '// tollgate for %s: the API over the wasm core (ready on import).\nexport * from "./api.js";\n' "$dir" > "$pkg/$dir/index.js"
 done
