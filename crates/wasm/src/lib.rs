@@ -26,12 +26,12 @@
 //! times count as 0 (the JS wrapper rejects them before they get here). Durations come back
 //! in whole milliseconds rounded up ([`tollgate::MillisDecision`]).
 
-use std::cell::{Cell, RefCell};
+use std::cell::{Cell, RefCell, UnsafeCell};
 use std::num::NonZeroUsize;
 
 use tollgate::fair_share::FairShare;
 use tollgate::keyed::KeyedLimiter;
-use tollgate::{DecideError, Decision, MillisDecision, Nanos, Policy};
+use tollgate::{DecideError, Decision, Nanos, Policy};
 use wasm_bindgen::prelude::*;
 
 mod errors;
@@ -67,13 +67,32 @@ pub const OUT_LEN: usize = 5;
 /// ([`Core::key_ptr`]); longer or non-ASCII keys take wasm-bindgen's string path.
 pub const KEY_MAX: usize = 128;
 
+/// The largest whole number of milliseconds whose nanoseconds fit a `u64` (the year 2554).
+const MAX_EXACT_MS: f64 = (u64::MAX / tollgate::NANOS_PER_MS) as f64;
+
 /// Converts a JavaScript time in milliseconds to the core's nanoseconds (see the crate docs).
+///
+/// Whole milliseconds up to [`MAX_EXACT_MS`] convert exactly with a plain multiplication:
+/// [`tollgate::millis`] would give the same value, but its overflow check
+/// (`saturating_mul`) is a 128-bit multiply, a `__multi3` libcall on wasm32, on every
+/// check. Larger times saturate through the float path, as `millis` would.
 pub fn now_ns(now_ms: f64) -> Nanos {
-    if now_ms.fract() == 0.0 && (0.0..=spec::MAX_SAFE_INTEGER).contains(&now_ms) {
-        tollgate::millis(now_ms as u64)
+    if now_ms.fract() == 0.0 && (0.0..=MAX_EXACT_MS).contains(&now_ms) {
+        now_ms as u64 * tollgate::NANOS_PER_MS
     } else {
         // Saturating; NaN becomes 0.
         (now_ms * 1e6).round() as Nanos
+    }
+}
+
+/// A duration as JS gets it: [`tollgate::ceil_millis`] (whole ms, rounded up, as
+/// [`tollgate::MillisDecision`]), without its 64-bit division for the common zero (`retryAfter` and
+/// `delay` of an admitted request).
+fn ms(ns: Nanos) -> f64 {
+    if ns == 0 {
+        0.0
+    } else {
+        tollgate::ceil_millis(ns) as f64
     }
 }
 
@@ -90,8 +109,9 @@ pub struct Core {
     /// `limit, remaining, resetAfter, retryAfter, delay` of the last decision, in ms.
     out: Box<[Cell<f64>; OUT_LEN]>,
     /// The key of the next [`Core::check_buf`] call, written by JS (ASCII, at most
-    /// [`KEY_MAX`] bytes). Passing keys here costs no allocation per call.
-    key: Box<[Cell<u8>; KEY_MAX]>,
+    /// [`KEY_MAX`] bytes). Passing keys here costs no allocation per call. An `UnsafeCell`:
+    /// JS writes it behind Rust's back, only ever between calls.
+    key: Box<UnsafeCell<[u8; KEY_MAX]>>,
     error: RefCell<Option<DecideError>>,
 }
 
@@ -116,7 +136,7 @@ impl Core {
         Core {
             limiter,
             out: Box::default(),
-            key: Box::new(std::array::from_fn(|_| Cell::new(0))),
+            key: Box::new(UnsafeCell::new([0; KEY_MAX])),
             error: RefCell::new(None),
         }
     }
@@ -158,19 +178,19 @@ impl Core {
     /// The address of the key buffer in wasm memory ([`KEY_MAX`] bytes).
     #[wasm_bindgen(js_name = keyPtr)]
     pub fn key_ptr(&self) -> u32 {
-        self.key.as_ptr() as usize as u32
+        self.key.get() as usize as u32
     }
 
     /// Runs `f` with the first `len` bytes of the key buffer as a string.
     fn with_key<R>(&self, len: usize, f: impl FnOnce(&str) -> R) -> R {
-        let mut bytes = [0u8; KEY_MAX];
-        let len = len.min(KEY_MAX);
-        for (b, c) in bytes.iter_mut().zip(self.key.iter()).take(len) {
-            *b = c.get();
-        }
+        // SAFETY: JS writes the key buffer only between calls into this module (wasm here is
+        // single-threaded, and nothing below calls out to JS), so no write can overlap this
+        // shared borrow, which ends before the call returns.
+        let buffer: &[u8; KEY_MAX] = unsafe { &*self.key.get() };
+        let bytes = &buffer[..len.min(KEY_MAX)];
         // JS writes only ASCII here; anything else would be a wrapper bug, and is refused
         // as an empty key rather than trusted.
-        f(std::str::from_utf8(&bytes[..len]).unwrap_or(""))
+        f(std::str::from_utf8(bytes).unwrap_or(""))
     }
 
     /// [`Core::check`] for the key in the key buffer (`len` bytes).
@@ -192,14 +212,14 @@ impl Core {
     fn emit(&self, result: Result<Decision, DecideError>) -> u32 {
         match result {
             Ok(d) => {
-                let m = MillisDecision::from(d);
+                // MillisDecision's conversion (whole ms, rounded up), field by field.
                 let out = &self.out;
-                out[0].set(m.limit as f64);
-                out[1].set(m.remaining as f64);
-                out[2].set(m.reset_after as f64);
-                out[3].set(m.retry_after as f64);
-                out[4].set(m.delay as f64);
-                if m.allowed {
+                out[0].set(d.limit as f64);
+                out[1].set(d.remaining as f64);
+                out[2].set(ms(d.reset_after));
+                out[3].set(ms(d.retry_after));
+                out[4].set(ms(d.delay));
+                if d.allowed {
                     ALLOWED
                 } else {
                     DENIED

@@ -37,6 +37,30 @@ fn check_writes_the_decision_in_ms() {
 }
 
 #[wasm_bindgen_test]
+fn js_milliseconds_convert_like_the_core() {
+    use tollgate_wasm::now_ns;
+    for ms in [
+        0u64,
+        1,
+        1_764_633_600_000,
+        9_007_199_254_740_991 / 1_000_000,
+    ] {
+        assert_eq!(now_ns(ms as f64), tollgate::millis(ms));
+    }
+    // The largest whole ms that fits in u64 nanoseconds, and the first that saturates.
+    assert_eq!(
+        now_ns(18_446_744_073_709.0),
+        tollgate::millis(18_446_744_073_709)
+    );
+    assert_eq!(now_ns(18_446_744_073_710.0), u64::MAX);
+    assert_eq!(now_ns(9_007_199_254_740_991.0), u64::MAX);
+    assert_eq!(now_ns(1.5), 1_500_000);
+    assert_eq!(now_ns(-1.0), 0);
+    assert_eq!(now_ns(f64::NAN), 0);
+    assert_eq!(now_ns(f64::INFINITY), u64::MAX);
+}
+
+#[wasm_bindgen_test]
 fn policy_objects_and_errors_name_field_and_rule() {
     let obj = js_sys::Object::new();
     Reflect::set(&obj, &"algorithm".into(), &"sliding-window".into()).unwrap();
