@@ -96,7 +96,8 @@ pub fn is_retryable(method: &str, has_idempotency_key: bool, status: u16) -> boo
 }
 
 /// Parses a `Retry-After` value in delay-seconds (`"120"`, surrounding whitespace allowed)
-/// into a wait; `None` for anything else (an HTTP-date included: see [`parse_retry_after`]).
+/// into a wait; `None` for anything else (an HTTP-date included: that is `parse_retry_after`,
+/// with the `http-date` feature).
 /// Always available, so that a binding without the `http-date` feature can leave only the
 /// date form to its host (JavaScript's `fetchWithBackoff` does).
 ///
