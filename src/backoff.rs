@@ -95,10 +95,34 @@ pub fn is_retryable(method: &str, has_idempotency_key: bool, status: u16) -> boo
     matches!(status, 429 | 503) && (idempotent || has_idempotency_key)
 }
 
+/// Parses a `Retry-After` value in delay-seconds (`"120"`, surrounding whitespace allowed)
+/// into a wait; `None` for anything else (an HTTP-date included: that is `parse_retry_after`,
+/// with the `http-date` feature).
+/// Always available, so that a binding without the `http-date` feature can leave only the
+/// date form to its host (JavaScript's `fetchWithBackoff` does).
+///
+/// ```
+/// use tollgate::backoff::parse_delay_seconds;
+/// assert_eq!(parse_delay_seconds(" 120 "), Some(120_000_000_000));
+/// assert_eq!(parse_delay_seconds("99999999999999999999999"), Some(u64::MAX));
+/// assert_eq!(parse_delay_seconds("Sun, 06 Nov 1994 08:49:47 GMT"), None);
+/// ```
+pub fn parse_delay_seconds(value: &str) -> Option<Nanos> {
+    let v = value.trim();
+    if v.is_empty() || !v.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let secs: u64 = v.parse().unwrap_or(u64::MAX);
+    Some(secs.saturating_mul(NANOS_PER_SEC))
+}
+
 /// Parses a `Retry-After` value into a wait: delay-seconds (`"120"`), or an HTTP-date in any
 /// of the three RFC 9110 forms (`Sun, 06 Nov 1994 08:49:37 GMT`, the obsolete RFC 850
 /// `Sunday, 06-Nov-94 08:49:37 GMT` and asctime `Sun Nov  6 08:49:37 1994`), measured from
 /// `now_unix_secs`. A date in the past means no wait. `None` for anything else.
+///
+/// Needs the `http-date` feature (on by default; the npm package leaves it off to stay
+/// small and parses dates in JavaScript).
 ///
 /// ```
 /// use tollgate::backoff::parse_retry_after;
@@ -109,27 +133,29 @@ pub fn is_retryable(method: &str, has_idempotency_key: bool, status: u16) -> boo
 /// assert_eq!(parse_retry_after("Sun Nov  6 08:49:47 1994", now), Some(10_000_000_000));
 /// assert_eq!(parse_retry_after("soon", now), None);
 /// ```
+#[cfg(feature = "http-date")]
 pub fn parse_retry_after(value: &str, now_unix_secs: u64) -> Option<Nanos> {
-    let v = value.trim();
-    if !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()) {
-        let secs: u64 = v.parse().unwrap_or(u64::MAX);
-        return Some(secs.saturating_mul(NANOS_PER_SEC));
+    if let Some(wait) = parse_delay_seconds(value) {
+        return Some(wait);
     }
-    let at = parse_http_date(v)?;
+    let at = parse_http_date(value.trim())?;
     Some(
         at.saturating_sub(now_unix_secs)
             .saturating_mul(NANOS_PER_SEC),
     )
 }
 
+#[cfg(feature = "http-date")]
 const MONTHS: [&str; 12] = [
     "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
 ];
 
+#[cfg(feature = "http-date")]
 fn month(m: &str) -> Option<u32> {
     MONTHS.iter().position(|n| *n == m).map(|i| i as u32 + 1)
 }
 
+#[cfg(feature = "http-date")]
 fn num(s: &str) -> Option<u32> {
     if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
         return None;
@@ -137,12 +163,14 @@ fn num(s: &str) -> Option<u32> {
     s.parse().ok()
 }
 
+#[cfg(feature = "http-date")]
 fn clock(s: &str) -> Option<(u32, u32, u32)> {
     let mut it = s.split(':');
     let (h, m, sec) = (num(it.next()?)?, num(it.next()?)?, num(it.next()?)?);
     (it.next().is_none() && h < 24 && m < 60 && sec <= 60).then_some((h, m, sec))
 }
 
+#[cfg(feature = "http-date")]
 /// Unix seconds of an HTTP-date (RFC 9110 section 5.6.7), in GMT.
 fn parse_http_date(s: &str) -> Option<u64> {
     let mut w = s.split_ascii_whitespace();
@@ -195,6 +223,7 @@ fn parse_http_date(s: &str) -> Option<u64> {
     u64::try_from(secs).ok()
 }
 
+#[cfg(feature = "http-date")]
 /// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's algorithm).
 fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
     let y = if m <= 2 { y - 1 } else { y };

@@ -3,13 +3,14 @@
 #   cargo (wasm32-unknown-unknown, release) -> wasm-bindgen CLI (pinned, = the crate's
 #   wasm-bindgen version) for nodejs, web and bundler -> wasm-opt -O3 (npm binaryen, from the
 #   root node_modules; Debian's wasm-opt 108 miscompiles wasm-bindgen output) -> the JS API
-#   (js/) copied next to each output.
+#   (js/api.js, one copy in web/) bound by each build's index.js to its own output.
 # Layout:
 #   pkg/node/     nodejs target (CommonJS glue as .cjs) + ESM API      exports "node"
 #   pkg/web/      web target; index.js needs `await init()`            exports "./web"
 #                 auto.js initialises itself (top-level await)         exports "browser"
 #   pkg/bundler/  bundler target (ESM-integration wasm import)         exports "default"
-#                 (tested with node --experimental-wasm-modules)
+#                 (tested with node --experimental-wasm-modules); its glue and the
+#                 .wasm it imports live in web/ (bundler_glue.js): one .wasm for all
 #   pkg/workers/  web glue + the .wasm imported as a module, initSync  exports "workerd"
 # Usage: crates/wasm/build.sh   (from anywhere; needs scripts/tools.sh's wasm_tools first)
 set -euo pipefail
@@ -45,8 +46,17 @@ for target in nodejs web bundler; do
   [ "$target" = nodejs ] && dir=node
   wasm-bindgen --target "$target" --out-dir "$pkg/$dir" "$raw"
   rm -f "$pkg/$dir/.gitignore" "$pkg/$dir/package.json"
-  cp "$here/js/api.js" "$pkg/$dir/api.js"
 done
+# One copy of the JS API (web/ stays self-contained: www/build.sh copies it whole); each
+# build binds it to its own wasm-bindgen output.
+cp "$here/js/api.js" "$pkg/web/api.js"
+api=$(node --input-type=module -e '
+  const { pathToFileURL } = await import("node:url");
+  const { bind } = await import(pathToFileURL(process.argv[1]));
+  console.log(Object.keys(bind({})).join(", "));
+' "$here/js/api.js")
+raw_web="$pkg/web.raw.wasm"
+cp "$pkg/web/tollgate_wasm_bg.wasm" "$raw_web"
 # node reads the .wasm bytes itself and instantiates them with its own imports, so it shares
 # web's copy. The bundler build keeps its own: with ESM integration the .wasm imports
 # "./tollgate_wasm_bg.js" relative to its own location.
@@ -59,7 +69,21 @@ else
   opt "$pkg/node/tollgate_wasm_bg.wasm"
 fi
 opt "$pkg/web/tollgate_wasm_bg.wasm"
-opt "$pkg/bundler/tollgate_wasm_bg.wasm"
+# The bundler build's .wasm is the same file as web's (same imports, "./tollgate_wasm_bg.js"),
+# so it is shipped once: the bundler glue moves next to web's copy (where the .wasm's import
+# of ./tollgate_wasm_bg.js resolves to it under ESM integration; the web target has no file
+# of that name) as web/bundler_glue.js, and bundler/glue.js re-exports it.
+if cmp -s "$pkg/bundler/tollgate_wasm_bg.wasm" "$raw_web"; then
+  mv "$pkg/bundler/tollgate_wasm_bg.js" "$pkg/web/tollgate_wasm_bg.js"
+  sed '/@ts-self-types/d' "$pkg/bundler/tollgate_wasm.js" > "$pkg/web/bundler_glue.js"
+  rm "$pkg/bundler/tollgate_wasm.js"
+  rm "$pkg/bundler/tollgate_wasm_bg.wasm" "$pkg/bundler/tollgate_wasm_bg.wasm.d.ts"
+  bundler_glue="../web/bundler_glue.js"
+else
+  echo "note: the bundler wasm differs from web's; shipping both" >&2
+  opt "$pkg/bundler/tollgate_wasm_bg.wasm"
+  bundler_glue="./tollgate_wasm.js"
+fi
 
 # node: the nodejs target is CommonJS; the package is "type": "module", so name it .cjs and
 # re-export it through an ESM glue module.
@@ -72,33 +96,40 @@ cat > "$pkg/node/glue.js" <<EOF
 import glue from "./tollgate_wasm.cjs";
 export const { $exports } = glue;
 EOF
-printf 'export * from "./tollgate_wasm.js";\n' > "$pkg/web/glue.js"
-printf 'export * from "./tollgate_wasm.js";\n' > "$pkg/bundler/glue.js"
+printf 'export * from "%s";\n' "$bundler_glue" > "$pkg/bundler/glue.js"
+rm "$raw_web"
 for dir in node bundler; do
-  printf '// tollgate for %s: the API over the wasm core (ready on import).\nexport * from "./api.js";\n' "$dir" > "$pkg/$dir/index.js"
-done
-cat > "$pkg/web/index.js" <<'EOF'
-// tollgate for web pages: call `await init()` (or `initSync({ module })`) once before using
-// the API. `init()` fetches tollgate_wasm_bg.wasm next to this file unless given
-// `{ module_or_path }`.
-export { default, initSync } from "./tollgate_wasm.js";
-export * from "./api.js";
+  cat > "$pkg/$dir/index.js" <<EOF
+// tollgate for $dir: the API over the wasm core (ready on import).
+import * as glue from "./glue.js";
+import { bind } from "../web/api.js";
+export const { $api } = bind(glue);
 EOF
-cat > "$pkg/web/auto.js" <<'EOF'
+done
+cat > "$pkg/web/index.js" <<EOF
+// tollgate for web pages: call \`await init()\` (or \`initSync({ module })\`) once before using
+// the API. \`init()\` fetches tollgate_wasm_bg.wasm next to this file unless given
+// \`{ module_or_path }\`.
+import * as glue from "./tollgate_wasm.js";
+import { bind } from "./api.js";
+export { default, initSync } from "./tollgate_wasm.js";
+export const { $api } = bind(glue);
+EOF
+cat > "$pkg/web/auto.js" <<EOF
 // tollgate for browsers, initialised on import (top-level await fetches the .wasm next to
-// this file): `import { Limiter } from "tollgate"` then works without an init call.
+// this file): \`import { Limiter } from "tollgate"\` then works without an init call.
 import init from "./tollgate_wasm.js";
 await init();
-export * from "./api.js";
+export { $api } from "./index.js";
 EOF
 mkdir -p "$pkg/workers"
-cat > "$pkg/workers/index.js" <<'EOF'
+cat > "$pkg/workers/index.js" <<EOF
 // tollgate for Workers/edge runtimes (workerd, wrangler): the .wasm is imported as a
 // compiled module by the bundler and instantiated synchronously on import.
 import wasmModule from "../web/tollgate_wasm_bg.wasm";
 import { initSync } from "../web/tollgate_wasm.js";
 initSync({ module: wasmModule });
-export * from "../web/api.js";
+export { $api } from "../web/index.js";
 EOF
 
 cp "$here/js/index.d.ts" "$here/js/web.d.ts" "$here/js/express.js" "$here/js/express.d.ts" \

@@ -6,6 +6,8 @@
 //   rlf             npm `rate-limiter-flexible` RateLimiterMemory.consume(key), a Promise,
 //                   awaited one by one (a caller awaiting its limiter per request)
 //   rlf-batch       the same, 1000 calls in flight at a time (Promise.all): its best case
+//   clock-only      not a limiter: Date.now() and the same decision object, no state. The
+//                   floor for anything that reads the clock per check (a reference row)
 // for 1 key, 10k keys and 1M keys (keys visited round-robin), plus memory per key after every
 // key was checked once. Every case runs in its own child process (node --expose-gc) so heaps
 // do not mix. Every check calls Date.now() (each implementation reads the clock itself).
@@ -18,7 +20,7 @@ import { fileURLToPath } from "node:url";
 
 const RATE = 1e9; // per second
 const KEYS = [1, 10_000, 1_000_000];
-const IMPLS = ["tollgate", "js-map", "limiter", "rlf", "rlf-batch"];
+const IMPLS = ["tollgate", "js-map", "limiter", "rlf", "rlf-batch", "clock-only"];
 
 function arg(name, fallback) {
   const i = process.argv.indexOf(name);
@@ -66,6 +68,16 @@ async function makeCheck(impl, nKeys) {
     case "js-map": {
       const b = new MapBucket(RATE, RATE);
       return { check: (k) => b.check(k).allowed, size: () => b.map.size };
+    }
+    case "clock-only": {
+      let last = 0;
+      const check = () => {
+        const now = Date.now();
+        const d = { allowed: now >= last, limit: RATE, remaining: RATE - 1, resetAfter: 1, retryAfter: 0, delay: 0 };
+        last = now;
+        return d;
+      };
+      return { check: (k) => check(k).allowed, size: () => NaN };
     }
     case "limiter": {
       const { TokenBucket } = await import("limiter");
@@ -165,6 +177,10 @@ function fmtOps(n) {
   return n >= 1e6 ? `${(n / 1e6).toFixed(2)} M` : `${(n / 1e3).toFixed(0)} k`;
 }
 
+function ns(row) {
+  return (1e9 / row.opsPerSec).toFixed(0);
+}
+
 function fmtBytes(n, nKeys) {
   // With one key, "per key" is the whole limiter's fixed cost: not meaningful.
   return Number.isFinite(n) && nKeys > 1 ? `${Math.round(n)} B` : "-";
@@ -202,10 +218,13 @@ async function main() {
     const js = group.find((r) => r.impl === "js-map");
     const rlf = group.find((r) => r.impl === "rlf");
     const rlfb = group.find((r) => r.impl === "rlf-batch");
+    const clock = group.find((r) => r.impl === "clock-only");
     goals.push(
       `${nKeys} keys: tollgate/js-map = ${(tg.opsPerSec / js.opsPerSec).toFixed(2)}x (goal >= 1), ` +
         `tollgate/rate-limiter-flexible = ${(tg.opsPerSec / rlf.opsPerSec).toFixed(1)}x awaited, ` +
-        `${(tg.opsPerSec / rlfb.opsPerSec).toFixed(1)}x batched${nKeys === 10_000 ? " (goal >= 10)" : ""}`,
+        `${(tg.opsPerSec / rlfb.opsPerSec).toFixed(1)}x batched${nKeys === 10_000 ? " (goal >= 10)" : ""}; ` +
+        `per check: tollgate ${ns(tg)} ns, js-map ${ns(js)} ns, of which the clock and the object alone ${ns(clock)} ns ` +
+        `(clock-only is ${(clock.opsPerSec / rlf.opsPerSec).toFixed(1)}x rlf awaited)`,
     );
   }
   console.log("");

@@ -1,45 +1,16 @@
-// tollgate's JavaScript API over the wasm core. The build copies this file next to each
-// wasm-bindgen output (node/, web/, bundler/), where ./glue.js re-exports that output.
+// tollgate's JavaScript API over the wasm core. One copy ships (web/api.js); every build
+// (node/, web/, bundler/, workers/) calls `bind` with its own wasm-bindgen output.
 // Every algorithm decision, policy check and header value comes from the Rust core; this
 // file only adapts arguments and builds the result objects.
-import * as glue from "./glue.js";
 
 const ALLOWED = 1;
 const FAILED = 2;
 const DEFAULT_MAX_KEYS = 100_000;
 
-/** Views of wasm memory, renewed when memory grows (the old buffer detaches: length 0). */
-let f64 = new Float64Array(0);
-let u8 = new Uint8Array(0);
-function view() {
-  if (f64.length === 0) f64 = new Float64Array(glue.wasmMemory().buffer);
-  return f64;
-}
-function bytes() {
-  if (u8.length === 0) u8 = new Uint8Array(glue.wasmMemory().buffer);
-  return u8;
-}
-
-/** Keys up to this many ASCII characters go through the limiter's key buffer. */
+/** The key buffer's first size in bytes (the core's KEY_MAX); longer keys grow it. */
 const KEY_MAX = 128;
 
-/**
- * Writes an ASCII key of at most KEY_MAX characters into wasm memory at `at`; returns false
- * (nothing usable written) for a longer or non-ASCII key, which then takes wasm-bindgen's
- * string path. This saves an allocation and a free per check.
- */
-function putKey(key, at) {
-  const n = key.length;
-  if (n > KEY_MAX) return false;
-  let m = u8;
-  if (m.length === 0) m = bytes();
-  for (let i = 0; i < n; i++) {
-    const c = key.charCodeAt(i);
-    if (c > 0x7f) return false;
-    m[at + i] = c;
-  }
-  return true;
-}
+const utf8 = new TextEncoder();
 
 /** Builds an option error that names the field and the rule broken. */
 function optionError(Kind, field, value, rule, explanation) {
@@ -88,196 +59,6 @@ function maxKeysOf(options) {
   return m; // range checked by the core
 }
 
-/**
- * A keyed rate limiter whose per-key state lives inside wasm memory. See index.d.ts.
- */
-export class Limiter {
-  #core;
-  #out;
-  #key;
-
-  /**
-   * @param {string | object} policy `"10/s burst 20"` or `{ algorithm, limit, window, burst }`
-   * @param {{ maxKeys?: number }} [options]
-   */
-  constructor(policy, options) {
-    // Limiter.all / Limiter.fairShare hand over a ready core.
-    const core = policy instanceof CoreHandle ? policy.core : glue.Core.single(policy, maxKeysOf(options));
-    this.#core = core;
-    this.#out = core.outPtr() >>> 3;
-    this.#key = core.keyPtr();
-  }
-
-  /** An all-or-nothing stack: each request must pass every policy, or none is charged. */
-  static all(policies, options) {
-    if (!Array.isArray(policies)) {
-      throw optionError(TypeError, "policies", policies, "not-an-array", "must be an array of policies");
-    }
-    return new Limiter(new CoreHandle(glue.Core.stack(policies, maxKeysOf(options))));
-  }
-
-  /**
-   * A per-tenant fair share: `shared` per key, and `tenant` per key and tenant on top
-   * (requests without a tenant, or with tenant `"default"`, skip the tenant policy).
-   */
-  static fairShare(shared, tenant, options) {
-    return new Limiter(new CoreHandle(glue.Core.fairShare(shared, tenant, maxKeysOf(options))));
-  }
-
-  #decision(status) {
-    if (status === FAILED) throw this.#core.takeError();
-    let f = f64;
-    if (f.length === 0) f = view();
-    const i = this.#out;
-    return {
-      allowed: status === ALLOWED,
-      limit: f[i],
-      remaining: f[i + 1],
-      resetAfter: f[i + 2],
-      retryAfter: f[i + 3],
-      delay: f[i + 4],
-    };
-  }
-
-  /**
-   * Decides one request for `key`, charging `cost` (default 1) when allowed. Synchronous;
-   * a denial is a decision with `allowed: false`, never an exception.
-   */
-  check(key, opts) {
-    if (typeof key !== "string") checkKey(key);
-    let now, cost, tenant;
-    if (opts === undefined) {
-      now = Date.now();
-      cost = 1;
-    } else {
-      now = opts.now === undefined ? Date.now() : checkNow(opts.now);
-      cost = opts.cost === undefined ? 1 : checkCost(opts.cost);
-      tenant = opts.tenant;
-    }
-    if (tenant === undefined || tenant === null) {
-      const core = this.#core;
-      return this.#decision(
-        putKey(key, this.#key) ? core.checkBuf(key.length, now, cost) : core.check(key, now, cost),
-      );
-    }
-    if (typeof tenant !== "string") {
-      throw optionError(TypeError, "tenant", tenant, "not-a-string", "must be a string");
-    }
-    return this.#decision(this.#core.checkTenant(key, tenant, now, cost));
-  }
-
-  /** The key's standing without charging it (a check of cost 0). */
-  peek(key, opts) {
-    checkKey(key);
-    const now = opts?.now === undefined ? Date.now() : checkNow(opts.now);
-    const core = this.#core;
-    return this.#decision(putKey(key, this.#key) ? core.peekBuf(key.length, now) : core.peek(key, now));
-  }
-
-  /** Gives back `cost` (default 1) slots of the limiter's concurrency policies for `key`. */
-  release(key, opts) {
-    checkKey(key);
-    const cost = opts?.cost === undefined ? 1 : checkCost(opts.cost);
-    if (this.#core.release(key, cost) === FAILED) throw this.#core.takeError();
-  }
-
-  /** Forgets `key`; returns whether it was stored. */
-  reset(key) {
-    checkKey(key);
-    return this.#core.reset(key);
-  }
-
-  /** The number of limited keys held (fresh keys are not stored). */
-  get size() {
-    return this.#core.size();
-  }
-
-  /** The policies in canonical form, in stack order (a fair share's tenant policy last). */
-  get policies() {
-    return this.#core.policies();
-  }
-
-  /**
-   * The response headers for a decision of this limiter: `RateLimit-Policy`, `RateLimit`,
-   * `Retry-After` when denied (and `X-RateLimit-*` with `legacy`). For a stack, the policy
-   * whose limit the decision reports (the binding one) is named.
-   */
-  headers(decision, name = "default", options) {
-    const policies = this.policies;
-    const limits = this.#core.limits();
-    const policy = policies[Math.max(0, limits.indexOf(decision?.limit))];
-    return headers(decision, name, { ...options, policy });
-  }
-
-  /** Frees the limiter's wasm memory now (otherwise it is freed when garbage collected). */
-  free() {
-    this.#core.free();
-  }
-}
-
-/** Hands a prepared core to the Limiter constructor. */
-class CoreHandle {
-  constructor(core) {
-    this.core = core;
-  }
-}
-
-/**
- * The response headers for `decision` under the policy named `policyName`, as an object.
- * `options.policy` (a policy string or object, or a Limiter) is the policy the decision was
- * made under; it gives `RateLimit-Policy` its quota and window.
- */
-export function headers(decision, policyName, options) {
-  if (decision === null || typeof decision !== "object" || typeof decision.allowed !== "boolean") {
-    throw optionError(TypeError, "decision", decision, "not-a-decision", "must be a Decision from check()");
-  }
-  if (typeof policyName !== "string") {
-    throw optionError(TypeError, "policyName", policyName, "not-a-string", "must be a string");
-  }
-  let policy = options?.policy;
-  if (policy instanceof Limiter) return policy.headers(decision, policyName, { legacy: options?.legacy });
-  if (policy === undefined) {
-    throw optionError(TypeError, "policy", policy, "missing", "pass { policy } (a policy string, object or Limiter)");
-  }
-  const flat = glue.responseHeaders(
-    policyName,
-    policy,
-    decision.allowed,
-    decision.limit,
-    decision.remaining,
-    decision.resetAfter,
-    decision.retryAfter,
-    options?.legacy === true,
-  );
-  const out = {};
-  for (let i = 0; i < flat.length; i += 2) out[flat[i]] = flat[i + 1];
-  return out;
-}
-
-/**
- * The stateless, low-level decision: `decide(policy, state, now, cost = 1)` returns
- * `{ decision, state }`, where `state` is the core's state as JSON (externally tagged by
- * algorithm, nanosecond integers; `null` when the key is fresh) to pass back on the next
- * call. A cost of 0 is a peek: nothing charged, the state brought up to `now`. For callers
- * that keep state themselves or want to look at it (the demo page draws it); `Limiter`
- * keeps it in wasm memory and is faster. Only in builds with the `state-json` feature (the
- * demo page's); the published package leaves JSON out to stay small, and this throws.
- */
-export function decide(policy, state, now, cost = 1) {
-  if (typeof glue.decideState !== "function") {
-    throw new Error("decide() needs a build of tollgate with the `state-json` feature (TOLLGATE_WASM_FEATURES=state-json crates/wasm/build.sh)");
-  }
-  if (state !== null && state !== undefined && typeof state !== "string") {
-    throw optionError(TypeError, "state", state, "not-a-string", "must be the JSON string a previous decide() returned, or null");
-  }
-  return glue.decideState(policy, state ?? undefined, checkNow(now), checkCost(cost));
-}
-
-/** Validates a policy and returns its canonical compact form; throws like `new Limiter`. */
-export function parsePolicy(policy) {
-  return glue.parsePolicy(policy);
-}
-
 function sleep(ms, signal) {
   return new Promise((resolve, reject) => {
     if (signal?.aborted) return reject(signal.reason);
@@ -294,57 +75,409 @@ function sleep(ms, signal) {
 }
 
 /**
- * `fetch` that retries 429 and 503 responses of idempotent requests (GET, HEAD, OPTIONS,
- * TRACE, PUT, DELETE, or any request with an `Idempotency-Key` header) with full-jitter
- * exponential backoff, honouring `Retry-After`, for at most `maxAttempts` attempts in all.
- * Resolves with the last response (a 429/503 when it gave up).
+ * The API over one wasm-bindgen output (`glue`: its exports, `Core`, `Backoff`,
+ * `wasmMemory`, ...): `Limiter`, `headers`, `decide`, `parsePolicy`, `fetchWithBackoff`,
+ * `Backoff`, `isRetryable`, `parseRetryAfter`. Nothing here touches the wasm until called,
+ * so a build may bind before its module is initialised (web: `await init()` first).
  */
-export async function fetchWithBackoff(input, init, options) {
-  const maxAttempts = options?.maxAttempts ?? 4;
-  const baseMs = options?.baseMs ?? 100;
-  const capMs = options?.capMs ?? 10_000;
-  const fetchImpl = options?.fetch ?? globalThis.fetch;
-  const plan = new glue.Backoff(baseMs, capMs, maxAttempts);
-  try {
-    const isRequest = typeof Request === "function" && input instanceof Request;
-    const method = String(init?.method ?? (isRequest ? input.method : "GET")).toUpperCase();
-    const hasKey = new Headers(init?.headers ?? (isRequest ? input.headers : undefined)).has("idempotency-key");
-    for (let attempt = 1; ; attempt++) {
-      const response = await fetchImpl(isRequest ? input.clone() : input, init);
-      if (!glue.isRetryable(method, hasKey, response.status)) return response;
-      const wait = plan.delay(attempt, response.headers.get("retry-after") ?? undefined, Date.now());
-      if (wait < 0) return response;
-      await response.body?.cancel();
-      await sleep(wait, init?.signal ?? (isRequest ? input.signal : undefined));
+export function bind(glue) {
+  /** Views of wasm memory, renewed when memory grows (the old buffer detaches: length 0). */
+  let f64 = new Float64Array(0);
+  let u8 = new Uint8Array(0);
+  function view() {
+    if (f64.length === 0) f64 = new Float64Array(glue.wasmMemory().buffer);
+    return f64;
+  }
+  function bytes() {
+    if (u8.length === 0) u8 = new Uint8Array(glue.wasmMemory().buffer);
+    return u8;
+  }
+
+  /**
+   * Writes `text` into wasm memory at `at` if it is ASCII and fits in `room` bytes, and
+   * returns its length; returns -1 (nothing usable written) otherwise. A plain loop: for the
+   * short keys limiters see (IP addresses, API key hashes) it is several times faster than
+   * TextEncoder.encodeInto.
+   */
+  function putAscii(text, at, room) {
+    const n = text.length;
+    if (n > room) return -1;
+    let m = u8;
+    if (m.length === 0) m = bytes();
+    for (let i = 0; i < n; i++) {
+      const c = text.charCodeAt(i);
+      if (c > 0x7f) return -1;
+      m[at + i] = c;
     }
-  } finally {
-    plan.free();
+    return n;
   }
+
+  /**
+   * A keyed rate limiter whose per-key state lives inside wasm memory. See index.d.ts.
+   */
+  class Limiter {
+    #core;
+    #out;
+    /** The key buffer's address and size in wasm memory. */
+    #key;
+    #room = KEY_MAX;
+
+    /**
+     * @param {string | object} policy `"10/s burst 20"` or `{ algorithm, limit, window, burst }`
+     * @param {{ maxKeys?: number }} [options]
+     */
+    constructor(policy, options) {
+      // Limiter.all / Limiter.fairShare hand over a ready core.
+      const core = policy instanceof CoreHandle ? policy.core : glue.Core.single(policy, maxKeysOf(options));
+      this.#core = core;
+      this.#out = core.outPtr() >>> 3;
+      this.#key = core.keyPtr();
+    }
+
+    /**
+     * Writes `text` into the key buffer at byte offset `at` (bytes before it are kept) and
+     * returns its length in bytes: ASCII by the loop, anything else as UTF-8 (lone
+     * surrogates become U+FFFD, as with any string passed to wasm), growing the buffer first
+     * when it could be too small.
+     */
+    #put(text, at) {
+      const n = putAscii(text, this.#key + at, this.#room - at);
+      if (n >= 0) return n;
+      const need = at + 3 * text.length; // UTF-8 needs at most 3 bytes per UTF-16 unit
+      if (need > this.#room) {
+        this.#key = this.#core.keyBuffer(need);
+        this.#room = need;
+      }
+      const m = bytes();
+      return utf8.encodeInto(text, m.subarray(this.#key + at, this.#key + need)).written;
+    }
+
+    /** An all-or-nothing stack: each request must pass every policy, or none is charged. */
+    static all(policies, options) {
+      if (!Array.isArray(policies)) {
+        throw optionError(TypeError, "policies", policies, "not-an-array", "must be an array of policies");
+      }
+      return new Limiter(new CoreHandle(glue.Core.stack(policies, maxKeysOf(options))));
+    }
+
+    /**
+     * A per-tenant fair share: `shared` per key, and `tenant` per key and tenant on top
+     * (requests without a tenant, or with tenant `"default"`, skip the tenant policy).
+     */
+    static fairShare(shared, tenant, options) {
+      return new Limiter(new CoreHandle(glue.Core.fairShare(shared, tenant, maxKeysOf(options))));
+    }
+
+    #decision(status) {
+      if (status === FAILED) throw this.#core.takeError();
+      let f = f64;
+      if (f.length === 0) f = view();
+      const i = this.#out;
+      return {
+        allowed: status === ALLOWED,
+        limit: f[i],
+        remaining: f[i + 1],
+        resetAfter: f[i + 2],
+        retryAfter: f[i + 3],
+        delay: f[i + 4],
+      };
+    }
+
+    /**
+     * Decides one request for `key`, charging `cost` (default 1) when allowed. Synchronous;
+     * a denial is a decision with `allowed: false`, never an exception.
+     */
+    check(key, opts) {
+      if (typeof key !== "string") checkKey(key);
+      let now, cost, tenant;
+      if (opts === undefined) {
+        now = Date.now();
+        cost = 1;
+      } else {
+        now = opts.now === undefined ? Date.now() : checkNow(opts.now);
+        cost = opts.cost === undefined ? 1 : checkCost(opts.cost);
+        tenant = opts.tenant;
+      }
+      if (tenant === undefined || tenant === null) {
+        return this.#decision(this.#core.checkBuf(this.#put(key, 0), now, cost));
+      }
+      if (typeof tenant !== "string") {
+        throw optionError(TypeError, "tenant", tenant, "not-a-string", "must be a string");
+      }
+      const k = this.#put(key, 0);
+      return this.#decision(this.#core.checkTenant(k, this.#put(tenant, k), now, cost));
+    }
+
+    /** The key's standing without charging it (a check of cost 0). */
+    peek(key, opts) {
+      checkKey(key);
+      const now = opts?.now === undefined ? Date.now() : checkNow(opts.now);
+      return this.#decision(this.#core.peekBuf(this.#put(key, 0), now));
+    }
+
+    /** Gives back `cost` (default 1) slots of the limiter's concurrency policies for `key`. */
+    release(key, opts) {
+      checkKey(key);
+      const cost = opts?.cost === undefined ? 1 : checkCost(opts.cost);
+      if (this.#core.release(this.#put(key, 0), cost) === FAILED) throw this.#core.takeError();
+    }
+
+    /** Forgets `key`; returns whether it was stored. */
+    reset(key) {
+      checkKey(key);
+      return this.#core.reset(this.#put(key, 0));
+    }
+
+    /** The number of limited keys held (fresh keys are not stored). */
+    get size() {
+      return this.#core.size();
+    }
+
+    /** The policies in canonical form, in stack order (a fair share's tenant policy last). */
+    get policies() {
+      return this.#core.policies();
+    }
+
+    /**
+     * The response headers for a decision of this limiter: `RateLimit-Policy`, `RateLimit`,
+     * `Retry-After` when denied (and `X-RateLimit-*` with `legacy`). For a stack, the policy
+     * whose limit the decision reports (the binding one) is named.
+     */
+    headers(decision, name = "default", options) {
+      const policies = this.policies;
+      const limits = this.#core.limits();
+      const policy = policies[Math.max(0, limits.indexOf(decision?.limit))];
+      return headers(decision, name, { ...options, policy });
+    }
+
+    /** Frees the limiter's wasm memory now (otherwise it is freed when garbage collected). */
+    free() {
+      this.#core.free();
+    }
+  }
+
+  /** Hands a prepared core to the Limiter constructor. */
+  class CoreHandle {
+    constructor(core) {
+      this.core = core;
+    }
+  }
+
+  /**
+   * The response headers for `decision` under the policy named `policyName`, as an object.
+   * `options.policy` (a policy string or object, or a Limiter) is the policy the decision was
+   * made under; it gives `RateLimit-Policy` its quota and window.
+   */
+  function headers(decision, policyName, options) {
+    if (decision === null || typeof decision !== "object" || typeof decision.allowed !== "boolean") {
+      throw optionError(TypeError, "decision", decision, "not-a-decision", "must be a Decision from check()");
+    }
+    if (typeof policyName !== "string") {
+      throw optionError(TypeError, "policyName", policyName, "not-a-string", "must be a string");
+    }
+    let policy = options?.policy;
+    if (policy instanceof Limiter) return policy.headers(decision, policyName, { legacy: options?.legacy });
+    if (policy === undefined) {
+      throw optionError(TypeError, "policy", policy, "missing", "pass { policy } (a policy string, object or Limiter)");
+    }
+    const flat = glue.responseHeaders(
+      policyName,
+      policy,
+      decision.allowed,
+      decision.limit,
+      decision.remaining,
+      decision.resetAfter,
+      decision.retryAfter,
+      options?.legacy === true,
+    );
+    const out = {};
+    for (let i = 0; i < flat.length; i += 2) out[flat[i]] = flat[i + 1];
+    return out;
+  }
+
+  /**
+   * The stateless, low-level decision: `decide(policy, state, now, cost = 1)` returns
+   * `{ decision, state }`, where `state` is the core's state as JSON (externally tagged by
+   * algorithm, nanosecond integers; `null` when the key is fresh) to pass back on the next
+   * call. A cost of 0 is a peek: nothing charged, the state brought up to `now`. For callers
+   * that keep state themselves or want to look at it (the demo page draws it); `Limiter`
+   * keeps it in wasm memory and is faster. Only in builds with the `state-json` feature (the
+   * demo page's); the published package leaves JSON out to stay small, and this throws.
+   */
+  function decide(policy, state, now, cost = 1) {
+    if (typeof glue.decideState !== "function") {
+      throw new Error("decide() needs a build of tollgate with the `state-json` feature (TOLLGATE_WASM_FEATURES=state-json crates/wasm/build.sh)");
+    }
+    if (state !== null && state !== undefined && typeof state !== "string") {
+      throw optionError(TypeError, "state", state, "not-a-string", "must be the JSON string a previous decide() returned, or null");
+    }
+    return glue.decideState(policy, state ?? undefined, checkNow(now), checkCost(cost));
+  }
+
+  /** Validates a policy and returns its canonical compact form; throws like `new Limiter`. */
+  function parsePolicy(policy) {
+    return glue.parsePolicy(policy);
+  }
+
+  /**
+   * `fetch` that retries 429 and 503 responses of idempotent requests (GET, HEAD, OPTIONS,
+   * TRACE, PUT, DELETE, or any request with an `Idempotency-Key` header) with full-jitter
+   * exponential backoff, honouring `Retry-After`, for at most `maxAttempts` attempts in all.
+   * Resolves with the last response (a 429/503 when it gave up).
+   */
+  async function fetchWithBackoff(input, init, options) {
+    const maxAttempts = options?.maxAttempts ?? 4;
+    const baseMs = options?.baseMs ?? 100;
+    const capMs = options?.capMs ?? 10_000;
+    const fetchImpl = options?.fetch ?? globalThis.fetch;
+    const plan = new glue.Backoff(baseMs, capMs, maxAttempts);
+    try {
+      const isRequest = typeof Request === "function" && input instanceof Request;
+      const method = String(init?.method ?? (isRequest ? input.method : "GET")).toUpperCase();
+      const hasKey = new Headers(init?.headers ?? (isRequest ? input.headers : undefined)).has("idempotency-key");
+      for (let attempt = 1; ; attempt++) {
+        const response = await fetchImpl(isRequest ? input.clone() : input, init);
+        if (!glue.isRetryable(method, hasKey, response.status)) return response;
+        const retryAfter = response.headers.get("retry-after");
+        const wait = plan.delay(attempt, retryAfter === null ? -1 : parseRetryAfter(retryAfter, Date.now()));
+        if (wait < 0) return response;
+        await response.body?.cancel();
+        await sleep(wait, init?.signal ?? (isRequest ? input.signal : undefined));
+      }
+    } finally {
+      plan.free();
+    }
+  }
+
+  /**
+   * The backoff schedule `fetchWithBackoff` uses, for callers with their own transport:
+   * `delay(attempt, retryAfterHeader?, nowMs?)` gives the wait in ms or -1 to give up.
+   */
+  class Backoff {
+    #plan;
+    constructor({ baseMs = 100, capMs = 10_000, maxAttempts = 4 } = {}) {
+      this.#plan = new glue.Backoff(baseMs, capMs, maxAttempts);
+    }
+    delay(attempt, retryAfter, now = Date.now()) {
+      return this.#plan.delay(attempt, retryAfter == null ? -1 : parseRetryAfter(retryAfter, now));
+    }
+    ceiling(attempt) {
+      return this.#plan.ceiling(attempt);
+    }
+  }
+
+  /** Whether a response may be retried (429/503, idempotent method or idempotency key). */
+  function isRetryable(method, hasIdempotencyKey, status) {
+    return glue.isRetryable(String(method), Boolean(hasIdempotencyKey), status);
+  }
+
+  /**
+   * `Retry-After` (seconds or HTTP-date) as ms from `now`, or -1 when invalid. Delay-seconds
+   * are the core's (`parse_delay_seconds`); the HTTP-date form is parsed here, because the
+   * package is built without the core's `http-date` feature (7 KB of wasm for what
+   * JavaScript does in a few lines). The rules are the core's `parse_retry_after`, line for
+   * line: the same three forms, the same checks, the same saturation (test/backoff.test.js
+   * holds the cases).
+   */
+  function parseRetryAfter(value, now = Date.now()) {
+    const text = String(value);
+    const seconds = glue.parseDelaySeconds(text);
+    if (seconds >= 0) return seconds;
+    const at = httpDate(rustTrim(text));
+    if (at < 0) return -1;
+    const n = +now;
+    const nowSecs = n > 0 && Number.isFinite(n) ? Math.floor(n / 1000) : 0;
+    const wait = Math.max(0, at - nowSecs);
+    // The core saturates the wait at u64::MAX ns, which is this many ms rounded up.
+    return wait > 18_446_744_073 ? 18_446_744_073_710 : wait * 1000;
+  }
+
+  return { Limiter, headers, decide, parsePolicy, fetchWithBackoff, Backoff, isRetryable, parseRetryAfter };
 }
 
-/**
- * The backoff schedule `fetchWithBackoff` uses, for callers with their own transport:
- * `delay(attempt, retryAfterHeader?, nowMs?)` gives the wait in ms or -1 to give up.
- */
-export class Backoff {
-  #plan;
-  constructor({ baseMs = 100, capMs = 10_000, maxAttempts = 4 } = {}) {
-    this.#plan = new glue.Backoff(baseMs, capMs, maxAttempts);
-  }
-  delay(attempt, retryAfter, now = Date.now()) {
-    return this.#plan.delay(attempt, retryAfter ?? undefined, now);
-  }
-  ceiling(attempt) {
-    return this.#plan.ceiling(attempt);
-  }
+// Rust's str::trim (Unicode White_Space: U+0085 yes, U+FEFF no, unlike String#trim).
+const RUST_WS = "[\\t\\n\\v\\f\\r \\u0085\\u00a0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000]";
+const RUST_TRIM = new RegExp(`^${RUST_WS}+|${RUST_WS}+$`, "g");
+function rustTrim(s) {
+  return s.replace(RUST_TRIM, "");
 }
 
-/** Whether a response may be retried (429/503, idempotent method or idempotency key). */
-export function isRetryable(method, hasIdempotencyKey, status) {
-  return glue.isRetryable(String(method), Boolean(hasIdempotencyKey), status);
+const MONTHS = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
+
+/** A u32 in decimal digits only, or -1 (Rust's `str::parse::<u32>` after a digit check). */
+function num(s) {
+  if (s === undefined || !/^[0-9]+$/.test(s)) return -1;
+  const n = Number(s);
+  return n > 0xffff_ffff ? -1 : n;
 }
 
-/** `Retry-After` (seconds or HTTP-date) as ms from `now`, or -1 when invalid. */
-export function parseRetryAfter(value, now = Date.now()) {
-  return glue.parseRetryAfter(String(value), now);
+/** `h:m:s` as seconds of the day, or -1. */
+function clock(s) {
+  if (s === undefined) return -1;
+  const p = s.split(":");
+  if (p.length !== 3) return -1;
+  const [h, m, sec] = p.map(num);
+  if (h < 0 || m < 0 || sec < 0 || h >= 24 || m >= 60 || sec > 60) return -1;
+  return h * 3600 + m * 60 + sec;
+}
+
+/** Unix seconds of an HTTP-date (RFC 9110 section 5.6.7, the three forms) in GMT, or -1. */
+function httpDate(s) {
+  // Rust's split_ascii_whitespace: space, \t, \n, \f, \r (not \v).
+  const w = s.split(/[ \t\n\f\r]+/).filter((t) => t !== "");
+  let y, mo, d, time, used;
+  const first = w[0];
+  if (first === undefined) return -1;
+  if (first.endsWith(",")) {
+    const second = w[1];
+    if (second === undefined) return -1;
+    if (second.includes("-")) {
+      // RFC 850: Sunday, 06-Nov-94 08:49:37 GMT
+      const p = second.split("-");
+      d = num(p[0]);
+      mo = MONTHS.indexOf(p[1]) + 1;
+      const yy = num(p[2]);
+      if (d < 0 || mo === 0 || yy < 0) return -1;
+      time = clock(w[2]);
+      if (time < 0 || w[3] !== "GMT") return -1;
+      // Two-digit years: RFC 9110 says a year more than 50 years ahead is in the past.
+      y = yy < 100 ? (yy < 70 ? 2000 + yy : 1900 + yy) : yy;
+      used = 4;
+    } else {
+      // IMF-fixdate: Sun, 06 Nov 1994 08:49:37 GMT
+      d = num(second);
+      if (d < 0) return -1;
+      mo = MONTHS.indexOf(w[2]) + 1;
+      if (mo === 0) return -1;
+      y = num(w[3]);
+      if (y < 0) return -1;
+      time = clock(w[4]);
+      if (time < 0 || w[5] !== "GMT") return -1;
+      used = 6;
+    }
+  } else {
+    // asctime: Sun Nov  6 08:49:37 1994
+    mo = MONTHS.indexOf(w[1]) + 1;
+    if (mo === 0) return -1;
+    d = num(w[2]);
+    if (d < 0) return -1;
+    time = clock(w[3]);
+    if (time < 0) return -1;
+    y = num(w[4]);
+    if (y < 0) return -1;
+    used = 5;
+  }
+  if (w.length > used || d < 1 || d > 31 || y < 1970) return -1;
+  return daysFromCivil(y, mo, d) * 86_400 + time;
+}
+
+/** Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's algorithm). */
+function daysFromCivil(y, m, d) {
+  if (m <= 2) y -= 1;
+  const era = Math.floor(y / 400);
+  const yoe = y - era * 400;
+  const mp = (m + 9) % 12;
+  const doy = Math.floor((153 * mp + 2) / 5) + d - 1;
+  const doe = yoe * 365 + Math.floor(yoe / 4) - Math.floor(yoe / 100) + doy;
+  return era * 146_097 + doe - 719_468;
 }

@@ -117,17 +117,12 @@ impl Backoff {
     }
 
     /// How long to wait (ms) after attempt `attempt` (counted from 1) failed, given the
-    /// response's `Retry-After` value (if any) and the time `now_ms` (Unix ms); `-1` means
-    /// give up.
-    pub fn delay(&self, attempt: u32, retry_after: Option<String>, now_ms: f64) -> f64 {
-        let now_secs = if now_ms.is_finite() && now_ms > 0.0 {
-            (now_ms / 1000.0).floor() as u64
-        } else {
-            0
-        };
-        let hint: Option<Nanos> = retry_after
-            .as_deref()
-            .and_then(|v| backoff::parse_retry_after(v, now_secs));
+    /// response's `Retry-After` as a wait in ms (`hint_ms`; negative or NaN when there was
+    /// none or it was not valid: the JS wrapper parses it with `parseRetryAfter`); `-1`
+    /// means give up.
+    pub fn delay(&self, attempt: u32, hint_ms: f64) -> f64 {
+        // Whole ms from `parseRetryAfter`; saturating (NaN is not >= 0).
+        let hint: Option<Nanos> = (hint_ms >= 0.0).then(|| millis(hint_ms as u64));
         let mut rng = || getrandom::u64().unwrap_or(0);
         match self.inner.delay(attempt, hint, &mut rng) {
             Some(ns) => ns.div_ceil(NANOS_PER_MS) as f64,
@@ -148,16 +143,13 @@ pub fn is_retryable(method: &str, has_idempotency_key: bool, status: u16) -> boo
     backoff::is_retryable(method, has_idempotency_key, status)
 }
 
-/// `Retry-After` (delta-seconds or an HTTP-date) as milliseconds from `now_ms`, or `-1` when
-/// the value is not valid.
-#[wasm_bindgen(js_name = parseRetryAfter)]
-pub fn parse_retry_after(value: &str, now_ms: f64) -> f64 {
-    let now_secs = if now_ms.is_finite() && now_ms > 0.0 {
-        (now_ms / 1000.0).floor() as u64
-    } else {
-        0
-    };
-    match backoff::parse_retry_after(value, now_secs) {
+/// `Retry-After` in delay-seconds as milliseconds, or `-1` when the value is not
+/// delay-seconds (`tollgate::backoff::parse_delay_seconds`). The npm package is built without
+/// the core's `http-date` feature (7 KB of wasm): `parseRetryAfter` in `js/api.js` parses the
+/// HTTP-date form itself, by the same rules as `tollgate::backoff::parse_retry_after`.
+#[wasm_bindgen(js_name = parseDelaySeconds)]
+pub fn parse_delay_seconds(value: &str) -> f64 {
+    match backoff::parse_delay_seconds(value) {
         Some(ns) => ns.div_ceil(NANOS_PER_MS) as f64,
         None => -1.0,
     }

@@ -11,10 +11,11 @@
 //! decision itself, so [`Core::check`] returns only whether the request was allowed (or an
 //! error status) and writes `limit, remaining, resetAfter, retryAfter, delay` into a small
 //! buffer owned by the limiter ([`Core::out_ptr`]); the JS wrapper reads it through a reused
-//! `Float64Array` over wasm memory and builds the `Decision` object. Keys go the other way
-//! through a key buffer ([`Core::key_ptr`]): the wrapper writes short ASCII keys (IP
-//! addresses, API key hashes) there and calls [`Core::check_buf`], which saves the allocation
-//! and copy of wasm-bindgen's string passing; other keys take [`Core::check`].
+//! `Float64Array` over wasm memory and builds the `Decision` object. Keys (and tenants) go
+//! the other way through a key buffer ([`Core::key_ptr`]): the wrapper writes them there,
+//! ASCII ones (IP addresses, API key hashes) with a plain loop and others as UTF-8 with
+//! `TextEncoder`, and passes only their lengths ([`Core::check_buf`]), which saves the
+//! allocation, copy and free of wasm-bindgen's string passing on every call.
 //!
 //! [`decide_state`] is the stateless form: the caller keeps each key's state as the core's
 //! JSON and passes it back (the demo page uses it to draw the state).
@@ -26,12 +27,12 @@
 //! times count as 0 (the JS wrapper rejects them before they get here). Durations come back
 //! in whole milliseconds rounded up ([`tollgate::MillisDecision`]).
 
-use std::cell::{Cell, RefCell};
+use std::cell::{Cell, RefCell, UnsafeCell};
 use std::num::NonZeroUsize;
 
 use tollgate::fair_share::FairShare;
 use tollgate::keyed::KeyedLimiter;
-use tollgate::{DecideError, Decision, MillisDecision, Nanos, Policy};
+use tollgate::{DecideError, Decision, Nanos, Policy};
 use wasm_bindgen::prelude::*;
 
 mod errors;
@@ -63,17 +64,36 @@ pub const FAILED: u32 = 2;
 /// Number of `f64` slots in a limiter's output buffer.
 pub const OUT_LEN: usize = 5;
 
-/// The longest key (in bytes) the JS wrapper passes through a limiter's key buffer
-/// ([`Core::key_ptr`]); longer or non-ASCII keys take wasm-bindgen's string path.
+/// The key buffer's first size in bytes ([`Core::key_ptr`]); longer keys (or a key and a
+/// tenant) grow it ([`Core::key_buffer`]).
 pub const KEY_MAX: usize = 128;
 
+/// The largest whole number of milliseconds whose nanoseconds fit a `u64` (the year 2554).
+const MAX_EXACT_MS: f64 = (u64::MAX / tollgate::NANOS_PER_MS) as f64;
+
 /// Converts a JavaScript time in milliseconds to the core's nanoseconds (see the crate docs).
+///
+/// Whole milliseconds up to [`MAX_EXACT_MS`] convert exactly with a plain multiplication:
+/// [`tollgate::millis`] would give the same value, but its overflow check
+/// (`saturating_mul`) is a 128-bit multiply, a `__multi3` libcall on wasm32, on every
+/// check. Larger times saturate through the float path, as `millis` would.
 pub fn now_ns(now_ms: f64) -> Nanos {
-    if now_ms.fract() == 0.0 && (0.0..=spec::MAX_SAFE_INTEGER).contains(&now_ms) {
-        tollgate::millis(now_ms as u64)
+    if now_ms.fract() == 0.0 && (0.0..=MAX_EXACT_MS).contains(&now_ms) {
+        now_ms as u64 * tollgate::NANOS_PER_MS
     } else {
         // Saturating; NaN becomes 0.
         (now_ms * 1e6).round() as Nanos
+    }
+}
+
+/// A duration as JS gets it: [`tollgate::ceil_millis`] (whole ms, rounded up, as
+/// [`tollgate::MillisDecision`]), without its 64-bit division for the common zero (`retryAfter` and
+/// `delay` of an admitted request).
+fn ms(ns: Nanos) -> f64 {
+    if ns == 0 {
+        0.0
+    } else {
+        tollgate::ceil_millis(ns) as f64
     }
 }
 
@@ -89,9 +109,11 @@ pub struct Core {
     limiter: KeyedLimiter<String>,
     /// `limit, remaining, resetAfter, retryAfter, delay` of the last decision, in ms.
     out: Box<[Cell<f64>; OUT_LEN]>,
-    /// The key of the next [`Core::check_buf`] call, written by JS (ASCII, at most
-    /// [`KEY_MAX`] bytes). Passing keys here costs no allocation per call.
-    key: Box<[Cell<u8>; KEY_MAX]>,
+    /// The key (and tenant) of the next call, UTF-8, written by JS at [`Core::key_ptr`];
+    /// [`KEY_MAX`] bytes to start with, grown by [`Core::key_buffer`]. Passing keys here
+    /// costs no allocation and no wasm-bindgen string glue per call. An `UnsafeCell`: JS
+    /// writes it behind Rust's back, only ever between calls.
+    key: UnsafeCell<Box<[u8]>>,
     error: RefCell<Option<DecideError>>,
 }
 
@@ -116,7 +138,7 @@ impl Core {
         Core {
             limiter,
             out: Box::default(),
-            key: Box::new(std::array::from_fn(|_| Cell::new(0))),
+            key: UnsafeCell::new(vec![0; KEY_MAX].into_boxed_slice()),
             error: RefCell::new(None),
         }
     }
@@ -155,25 +177,54 @@ impl Core {
         self.out.as_ptr() as usize as u32
     }
 
-    /// The address of the key buffer in wasm memory ([`KEY_MAX`] bytes).
+    /// The address of the key buffer in wasm memory ([`KEY_MAX`] bytes, or as many as the
+    /// last [`Core::key_buffer`] asked for).
     #[wasm_bindgen(js_name = keyPtr)]
     pub fn key_ptr(&self) -> u32 {
-        self.key.as_ptr() as usize as u32
+        // SAFETY: see `keys`.
+        let buffer: &[u8] = unsafe { &*self.key.get() };
+        buffer.as_ptr() as usize as u32
     }
 
-    /// Runs `f` with the first `len` bytes of the key buffer as a string.
-    fn with_key<R>(&self, len: usize, f: impl FnOnce(&str) -> R) -> R {
-        let mut bytes = [0u8; KEY_MAX];
-        let len = len.min(KEY_MAX);
-        for (b, c) in bytes.iter_mut().zip(self.key.iter()).take(len) {
-            *b = c.get();
+    /// Makes the key buffer at least `bytes` long (its contents kept) and returns its
+    /// address, which may have moved.
+    #[wasm_bindgen(js_name = keyBuffer)]
+    pub fn key_buffer(&self, bytes: usize) -> u32 {
+        // SAFETY: no borrow of the buffer is alive between calls (`keys` borrows it only
+        // for the length of one call), and this call makes none while it replaces it.
+        let buffer: &mut Box<[u8]> = unsafe { &mut *self.key.get() };
+        if buffer.len() < bytes {
+            let mut grown = vec![0; bytes.max(2 * buffer.len())].into_boxed_slice();
+            grown[..buffer.len()].copy_from_slice(buffer);
+            *buffer = grown;
         }
-        // JS writes only ASCII here; anything else would be a wrapper bug, and is refused
-        // as an empty key rather than trusted.
-        f(std::str::from_utf8(&bytes[..len]).unwrap_or(""))
+        self.key_ptr()
     }
 
-    /// [`Core::check`] for the key in the key buffer (`len` bytes).
+    /// Runs `f` with the key buffer's first `key` bytes and the `tenant` bytes after them,
+    /// as strings.
+    fn keys<R>(&self, key: usize, tenant: usize, f: impl FnOnce(&str, &str) -> R) -> R {
+        // SAFETY: JS writes the key buffer only between calls into this module (wasm here is
+        // single-threaded, and nothing below calls out to JS or grows the buffer), so no
+        // write can overlap this shared borrow, which ends before the call returns.
+        let buffer: &[u8] = unsafe { &*self.key.get() };
+        let (key, rest) = buffer.split_at(key.min(buffer.len()));
+        let tenant = &rest[..tenant.min(rest.len())];
+        // JS writes UTF-8 here (TextEncoder's, or ASCII); anything else would be a wrapper
+        // bug, and is refused as an empty string rather than trusted.
+        f(
+            std::str::from_utf8(key).unwrap_or(""),
+            std::str::from_utf8(tenant).unwrap_or(""),
+        )
+    }
+
+    /// Runs `f` with the key buffer's first `len` bytes as a string.
+    fn with_key<R>(&self, len: usize, f: impl FnOnce(&str) -> R) -> R {
+        self.keys(len, 0, |key, _| f(key))
+    }
+
+    /// Decides a request of `cost` for the key in the key buffer (`len` bytes) at `now`
+    /// (ms); see [`ALLOWED`], [`DENIED`], [`FAILED`].
     #[wasm_bindgen(js_name = checkBuf)]
     pub fn check_buf(&self, len: usize, now: f64, cost: f64) -> u32 {
         let result = self.with_key(len, |key| {
@@ -182,7 +233,7 @@ impl Core {
         self.emit(result)
     }
 
-    /// [`Core::peek`] for the key in the key buffer (`len` bytes).
+    /// The standing of the key in the key buffer (`len` bytes) at `now`, without charging it.
     #[wasm_bindgen(js_name = peekBuf)]
     pub fn peek_buf(&self, len: usize, now: f64) -> u32 {
         let result = self.with_key(len, |key| self.limiter.peek(key, now_ns(now)));
@@ -192,14 +243,14 @@ impl Core {
     fn emit(&self, result: Result<Decision, DecideError>) -> u32 {
         match result {
             Ok(d) => {
-                let m = MillisDecision::from(d);
+                // MillisDecision's conversion (whole ms, rounded up), field by field.
                 let out = &self.out;
-                out[0].set(m.limit as f64);
-                out[1].set(m.remaining as f64);
-                out[2].set(m.reset_after as f64);
-                out[3].set(m.retry_after as f64);
-                out[4].set(m.delay as f64);
-                if m.allowed {
+                out[0].set(d.limit as f64);
+                out[1].set(d.remaining as f64);
+                out[2].set(ms(d.reset_after));
+                out[3].set(ms(d.retry_after));
+                out[4].set(ms(d.delay));
+                if d.allowed {
                     ALLOWED
                 } else {
                     DENIED
@@ -212,30 +263,23 @@ impl Core {
         }
     }
 
-    /// Decides a request of `cost` for `key` at `now` (ms); see [`ALLOWED`], [`DENIED`],
-    /// [`FAILED`].
-    pub fn check(&self, key: &str, now: f64, cost: f64) -> u32 {
-        self.emit(self.limiter.check(key, now_ns(now), cost_units(cost)))
-    }
-
-    /// Like [`Core::check`], on behalf of `tenant` (fair-share limiters).
+    /// [`Core::check_buf`] on behalf of a tenant (fair-share limiters): the key is the key
+    /// buffer's first `key_len` bytes, the tenant the `tenant_len` bytes after them.
     #[wasm_bindgen(js_name = checkTenant)]
-    pub fn check_tenant(&self, key: &str, tenant: &str, now: f64, cost: f64) -> u32 {
-        let result = self
-            .limiter
-            .check_detailed(key, Some(tenant), now_ns(now), cost_units(cost))
-            .map(|d| d.decision);
+    pub fn check_tenant_buf(&self, key_len: usize, tenant_len: usize, now: f64, cost: f64) -> u32 {
+        let result = self.keys(key_len, tenant_len, |key, tenant| {
+            self.limiter
+                .check_detailed(key, Some(tenant), now_ns(now), cost_units(cost))
+                .map(|d| d.decision)
+        });
         self.emit(result)
     }
 
-    /// The key's standing at `now`, without charging it.
-    pub fn peek(&self, key: &str, now: f64) -> u32 {
-        self.emit(self.limiter.peek(key, now_ns(now)))
-    }
-
-    /// Releases `cost` slots of the concurrency policies for `key`: [`ALLOWED`] or [`FAILED`].
-    pub fn release(&self, key: &str, cost: f64) -> u32 {
-        match self.limiter.release(key, cost_units(cost)) {
+    /// Releases `cost` slots of the concurrency policies for the key in the key buffer
+    /// (`len` bytes): [`ALLOWED`] or [`FAILED`].
+    #[wasm_bindgen(js_name = release)]
+    pub fn release_buf(&self, len: usize, cost: f64) -> u32 {
+        match self.with_key(len, |key| self.limiter.release(key, cost_units(cost))) {
             Ok(()) => ALLOWED,
             Err(e) => {
                 *self.error.borrow_mut() = Some(e);
@@ -244,9 +288,10 @@ impl Core {
         }
     }
 
-    /// Forgets `key`; whether it was stored.
-    pub fn reset(&self, key: &str) -> bool {
-        self.limiter.reset(key)
+    /// Forgets the key in the key buffer (`len` bytes); whether it was stored.
+    #[wasm_bindgen(js_name = reset)]
+    pub fn reset_buf(&self, len: usize) -> bool {
+        self.with_key(len, |key| self.limiter.reset(key))
     }
 
     /// The number of limited keys stored.
@@ -279,6 +324,51 @@ impl Core {
             Some(e) => errors::decide_error(&e),
             None => JsValue::UNDEFINED,
         }
+    }
+}
+
+/// The same calls with Rust strings, through the key buffer as JS does (for Rust callers and
+/// the wasm-bindgen tests; not exported).
+impl Core {
+    /// Writes `key` then `tenant` into the key buffer; their lengths in bytes.
+    fn put(&self, key: &str, tenant: &str) -> (usize, usize) {
+        let (k, t) = (key.len(), tenant.len());
+        self.key_buffer(k + t);
+        // SAFETY: as in `key_buffer`: no borrow of the buffer is alive here.
+        let buffer: &mut Box<[u8]> = unsafe { &mut *self.key.get() };
+        buffer[..k].copy_from_slice(key.as_bytes());
+        buffer[k..k + t].copy_from_slice(tenant.as_bytes());
+        (k, t)
+    }
+
+    /// Decides a request of `cost` for `key` at `now` (ms): [`Core::check_buf`].
+    pub fn check(&self, key: &str, now: f64, cost: f64) -> u32 {
+        let (k, _) = self.put(key, "");
+        self.check_buf(k, now, cost)
+    }
+
+    /// [`Core::check_tenant_buf`] for `key` and `tenant`.
+    pub fn check_tenant(&self, key: &str, tenant: &str, now: f64, cost: f64) -> u32 {
+        let (k, t) = self.put(key, tenant);
+        self.check_tenant_buf(k, t, now, cost)
+    }
+
+    /// [`Core::peek_buf`] for `key`.
+    pub fn peek(&self, key: &str, now: f64) -> u32 {
+        let (k, _) = self.put(key, "");
+        self.peek_buf(k, now)
+    }
+
+    /// [`Core::release_buf`] for `key`.
+    pub fn release(&self, key: &str, cost: f64) -> u32 {
+        let (k, _) = self.put(key, "");
+        self.release_buf(k, cost)
+    }
+
+    /// [`Core::reset_buf`] for `key`.
+    pub fn reset(&self, key: &str) -> bool {
+        let (k, _) = self.put(key, "");
+        self.reset_buf(k)
     }
 }
 

@@ -101,6 +101,58 @@ test("Retry-After takes precedence over the jitter draw", () => {
   assert.throws(() => new Backoff({ maxAttempts: 0 }), (e) => e instanceof RangeError && e.field === "maxAttempts");
 });
 
+test("parseRetryAfter: delay-seconds (the core's) and the three HTTP-date forms (the core's rules, in JS)", () => {
+  const now = Date.UTC(1994, 10, 6, 8, 49, 37); // 784111777 s
+  assert.equal(parseRetryAfter(" 0 ", 5), 0);
+  assert.equal(parseRetryAfter("120", now), 120_000);
+  assert.equal(parseRetryAfter("99999999999999999999999", 0), 18_446_744_073_710); // u64::MAX ns
+  for (const form of ["Sun, 06 Nov 1994 08:49:47 GMT", "Sunday, 06-Nov-94 08:49:47 GMT", "Sun Nov  6 08:49:47 1994"]) {
+    assert.equal(parseRetryAfter(form, now), 10_000, form);
+    assert.equal(parseRetryAfter(` \t${form}\u0085`, now + 999), 10_000, "trimmed like Rust's str::trim; now in whole seconds");
+  }
+  assert.equal(parseRetryAfter("Sun, 06 Nov 1994 08:49:37 GMT", 2_000_000_000_000), 0); // in the past: no wait
+  assert.equal(parseRetryAfter("Wed, 02 Dec 2026 00:00:00 GMT", (1_796_169_600 - 60) * 1000), 60_000);
+  assert.equal(parseRetryAfter("Thu, 01-Jan-70 00:00:10 GMT", 0), 10_000); // two-digit year 70 is 1970
+  assert.equal(parseRetryAfter("Sat, 01-Jan-00 00:00:00 GMT", 0), 946_684_800_000); // 00 is 2000
+  assert.equal(parseRetryAfter("Sun, 31 Feb 2030 00:00:00 GMT", 0), Date.UTC(2030, 1, 31)); // days run on, as in the core
+  assert.equal(parseRetryAfter("Mon, 01 Jan 9999999 00:00:00 GMT", 0), 18_446_744_073_710); // saturates
+  for (const bad of [
+    "",
+    "soon",
+    "-1",
+    "1.5",
+    "Sun, 06 Nov 1994 08:49:37 PST",
+    "Sun, 32 Nov 1994 08:49:37 GMT",
+    "Sun, 00 Nov 1994 08:49:37 GMT",
+    "Sun, 06 Nov 1994 25:49:37 GMT",
+    "Sun, 06 Nov 1994 08:60:37 GMT",
+    "Sun, 06 Nov 1994 08:49:61 GMT",
+    "Sun, 06 Nov 1994 08:49 GMT",
+    "Sun, 06 Nov 1994 08:49:37:00 GMT",
+    "Sun, 06 nov 1994 08:49:37 GMT",
+    "Sun, 06 Nov 1969 08:49:37 GMT",
+    "Sun, 06 Nov 1994 08:49:37 GMT extra",
+    "Sun, 06 Nov 1994 08:49:37",
+    "Sun, 06 Nov 4294967296 08:49:37 GMT",
+    "Sunday, 06-Nov 08:49:37 GMT",
+    "Sun Nov  6 08:49:37",
+    "Sun Nov 6 08:49:37 1994 GMT",
+    "1994-11-06T08:49:37Z",
+  ]) {
+    assert.equal(parseRetryAfter(bad, 0), -1, bad);
+  }
+  const b = new Backoff({ baseMs: 1, capMs: 4, maxAttempts: 5 });
+  assert.equal(b.delay(1, "Sunday, 06-Nov-94 08:49:47 GMT", now), 10_000);
+  const d = b.delay(1, "soon", now); // not valid: the jitter draw
+  assert.ok(d >= 0 && d <= 1, `${d}`);
+});
+
+test("fetchWithBackoff honours an HTTP-date Retry-After", { timeout: 20_000 }, async () => {
+  plans.set("/i", [[503, new Date(Date.now() - 5000).toUTCString()], [200]]);
+  assert.equal((await fetchWithBackoff(`${base}/i`, undefined, { ...quick, baseMs: 60_000, capMs: 60_000 })).status, 200);
+  assert.equal(seen.get("/i").length, 2);
+});
+
 test("fetchWithBackoff waits for Retry-After (0 s here), not the 60 s jitter ceiling", { timeout: 20_000 }, async () => {
   plans.set("/h", [[429, "0"], [200]]);
   assert.equal((await fetchWithBackoff(`${base}/h`, undefined, { ...quick, baseMs: 60_000, capMs: 60_000 })).status, 200);

@@ -188,6 +188,27 @@ test("many keys and memory growth: decisions stay right after wasm memory grows"
   l.free();
 });
 
+test("keys and tenants share the key buffer: long and non-ASCII ones grow it, keeping the key", () => {
+  const l = Limiter.fairShare("10/min", "2/min");
+  const key = "k".repeat(100); // fits the first 128 bytes; the tenant after it does not
+  const tenant = "テナント-".repeat(20);
+  assert.deepEqual([0, 1, 2].map(() => l.check(key, { now: 0, tenant }).allowed), [true, true, false]);
+  assert.equal(l.check(key, { now: 0, tenant: "other" }).allowed, true);
+  assert.equal(l.check("k".repeat(99), { now: 0, tenant }).allowed, true, "another key, the same tenant");
+  assert.equal(l.check(key.slice(1), { now: 0, tenant }).allowed, true);
+  const c = new Limiter("concurrency 1");
+  const long = "ключ".repeat(300);
+  assert.equal(c.check(long, { now: 0 }).allowed, true);
+  assert.equal(c.check(long, { now: 0 }).allowed, false);
+  c.release(long);
+  assert.equal(c.check(long, { now: 0 }).allowed, true);
+  assert.equal(c.check("ascii-after-growth", { now: 0 }).allowed, true);
+  // Lone surrogates are keyed as U+FFFD, as with any string passed to wasm.
+  const one = new Limiter("1/min");
+  assert.equal(one.check("a\ud800", { now: 0 }).allowed, true);
+  assert.equal(one.check("a\ufffd", { now: 0 }).allowed, false);
+});
+
 test("keys of any length and alphabet: short ASCII, non-ASCII and long keys are distinct", () => {
   const l = new Limiter("2/min");
   const keys = ["203.0.113.7", "ключ-😀", "k".repeat(500), "k".repeat(128), "k".repeat(129), ""];

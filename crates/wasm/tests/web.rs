@@ -6,7 +6,7 @@
 
 use js_sys::{Float64Array, RangeError, Reflect, TypeError, WebAssembly};
 use tollgate_wasm::{
-    parse_policy, parse_retry_after, response_headers, Backoff, Core, ALLOWED, DENIED, FAILED,
+    parse_delay_seconds, parse_policy, response_headers, Backoff, Core, ALLOWED, DENIED, FAILED,
 };
 use wasm_bindgen::{JsCast, JsValue};
 use wasm_bindgen_test::*;
@@ -34,6 +34,30 @@ fn check_writes_the_decision_in_ms() {
     assert_eq!(core.size(), 1);
     assert!(core.reset("a"));
     assert_eq!(core.size(), 0);
+}
+
+#[wasm_bindgen_test]
+fn js_milliseconds_convert_like_the_core() {
+    use tollgate_wasm::now_ns;
+    for ms in [
+        0u64,
+        1,
+        1_764_633_600_000,
+        9_007_199_254_740_991 / 1_000_000,
+    ] {
+        assert_eq!(now_ns(ms as f64), tollgate::millis(ms));
+    }
+    // The largest whole ms that fits in u64 nanoseconds, and the first that saturates.
+    assert_eq!(
+        now_ns(18_446_744_073_709.0),
+        tollgate::millis(18_446_744_073_709)
+    );
+    assert_eq!(now_ns(18_446_744_073_710.0), u64::MAX);
+    assert_eq!(now_ns(9_007_199_254_740_991.0), u64::MAX);
+    assert_eq!(now_ns(1.5), 1_500_000);
+    assert_eq!(now_ns(-1.0), 0);
+    assert_eq!(now_ns(f64::NAN), 0);
+    assert_eq!(now_ns(f64::INFINITY), u64::MAX);
 }
 
 #[wasm_bindgen_test]
@@ -103,14 +127,19 @@ fn headers_and_backoff_come_from_the_core() {
         ]
     );
     let b = Backoff::new(100.0, 1000.0, 3.0).unwrap();
-    assert_eq!(b.delay(1, Some("2".into()), 0.0), 2000.0);
-    assert_eq!(b.delay(3, None, 0.0), -1.0);
-    let d = b.delay(2, None, 0.0); // random, from crypto.getRandomValues
+    assert_eq!(b.delay(1, 2000.0), 2000.0); // Retry-After first
+    assert_eq!(b.delay(3, -1.0), -1.0);
+    let d = b.delay(2, -1.0); // random, from crypto.getRandomValues
     assert!((0.0..=200.0).contains(&d));
+    let d = b.delay(2, f64::NAN); // no hint
+    assert!((0.0..=200.0).contains(&d));
+    assert_eq!(parse_delay_seconds(" 2 "), 2000.0);
     assert_eq!(
-        parse_retry_after("Sun, 06 Nov 1994 08:49:47 GMT", 784_111_777_000.0),
-        10_000.0
+        parse_delay_seconds("99999999999999999999999"),
+        18_446_744_073_710.0
     );
+    // HTTP-dates are parsed in JS (the npm build leaves out the core's `http-date`).
+    assert_eq!(parse_delay_seconds("Sun, 06 Nov 1994 08:49:47 GMT"), -1.0);
 }
 
 #[cfg(feature = "state-json")]
