@@ -371,113 +371,11 @@ export function bind(glue) {
     return glue.isRetryable(String(method), Boolean(hasIdempotencyKey), status);
   }
 
-  /**
-   * `Retry-After` (seconds or HTTP-date) as ms from `now`, or -1 when invalid. Delay-seconds
-   * are the core's (`parse_delay_seconds`); the HTTP-date form is parsed here, because the
-   * package is built without the core's `http-date` feature (7 KB of wasm for what
-   * JavaScript does in a few lines). The rules are the core's `parse_retry_after`, line for
-   * line: the same three forms, the same checks, the same saturation (test/backoff.test.js
-   * holds the cases).
-   */
+  /** `Retry-After` (seconds or HTTP-date) as ms from `now`, or -1 when invalid (the core's parser). */
   function parseRetryAfter(value, now = Date.now()) {
-    const text = String(value);
-    const seconds = glue.parseDelaySeconds(text);
-    if (seconds >= 0) return seconds;
-    const at = httpDate(rustTrim(text));
-    if (at < 0) return -1;
-    const n = +now;
-    const nowSecs = n > 0 && Number.isFinite(n) ? Math.floor(n / 1000) : 0;
-    const wait = Math.max(0, at - nowSecs);
-    // The core saturates the wait at u64::MAX ns, which is this many ms rounded up.
-    return wait > 18_446_744_073 ? 18_446_744_073_710 : wait * 1000;
+    return glue.parseRetryAfter(String(value), +now);
   }
 
   return { Limiter, headers, decide, parsePolicy, fetchWithBackoff, Backoff, isRetryable, parseRetryAfter };
 }
 
-// Rust's str::trim (Unicode White_Space: U+0085 yes, U+FEFF no, unlike String#trim).
-const RUST_WS = "[\\t\\n\\v\\f\\r \\u0085\\u00a0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000]";
-const RUST_TRIM = new RegExp(`^${RUST_WS}+|${RUST_WS}+$`, "g");
-function rustTrim(s) {
-  return s.replace(RUST_TRIM, "");
-}
-
-const MONTHS = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
-
-/** A u32 in decimal digits only, or -1 (Rust's `str::parse::<u32>` after a digit check). */
-function num(s) {
-  if (s === undefined || !/^[0-9]+$/.test(s)) return -1;
-  const n = Number(s);
-  return n > 0xffff_ffff ? -1 : n;
-}
-
-/** `h:m:s` as seconds of the day, or -1. */
-function clock(s) {
-  if (s === undefined) return -1;
-  const p = s.split(":");
-  if (p.length !== 3) return -1;
-  const [h, m, sec] = p.map(num);
-  if (h < 0 || m < 0 || sec < 0 || h >= 24 || m >= 60 || sec > 60) return -1;
-  return h * 3600 + m * 60 + sec;
-}
-
-/** Unix seconds of an HTTP-date (RFC 9110 section 5.6.7, the three forms) in GMT, or -1. */
-function httpDate(s) {
-  // Rust's split_ascii_whitespace: space, \t, \n, \f, \r (not \v).
-  const w = s.split(/[ \t\n\f\r]+/).filter((t) => t !== "");
-  let y, mo, d, time, used;
-  const first = w[0];
-  if (first === undefined) return -1;
-  if (first.endsWith(",")) {
-    const second = w[1];
-    if (second === undefined) return -1;
-    if (second.includes("-")) {
-      // RFC 850: Sunday, 06-Nov-94 08:49:37 GMT
-      const p = second.split("-");
-      d = num(p[0]);
-      mo = MONTHS.indexOf(p[1]) + 1;
-      const yy = num(p[2]);
-      if (d < 0 || mo === 0 || yy < 0) return -1;
-      time = clock(w[2]);
-      if (time < 0 || w[3] !== "GMT") return -1;
-      // Two-digit years: RFC 9110 says a year more than 50 years ahead is in the past.
-      y = yy < 100 ? (yy < 70 ? 2000 + yy : 1900 + yy) : yy;
-      used = 4;
-    } else {
-      // IMF-fixdate: Sun, 06 Nov 1994 08:49:37 GMT
-      d = num(second);
-      if (d < 0) return -1;
-      mo = MONTHS.indexOf(w[2]) + 1;
-      if (mo === 0) return -1;
-      y = num(w[3]);
-      if (y < 0) return -1;
-      time = clock(w[4]);
-      if (time < 0 || w[5] !== "GMT") return -1;
-      used = 6;
-    }
-  } else {
-    // asctime: Sun Nov  6 08:49:37 1994
-    mo = MONTHS.indexOf(w[1]) + 1;
-    if (mo === 0) return -1;
-    d = num(w[2]);
-    if (d < 0) return -1;
-    time = clock(w[3]);
-    if (time < 0) return -1;
-    y = num(w[4]);
-    if (y < 0) return -1;
-    used = 5;
-  }
-  if (w.length > used || d < 1 || d > 31 || y < 1970) return -1;
-  return daysFromCivil(y, mo, d) * 86_400 + time;
-}
-
-/** Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's algorithm). */
-function daysFromCivil(y, m, d) {
-  if (m <= 2) y -= 1;
-  const era = Math.floor(y / 400);
-  const yoe = y - era * 400;
-  const mp = (m + 9) % 12;
-  const doy = Math.floor((153 * mp + 2) / 5) + d - 1;
-  const doe = yoe * 365 + Math.floor(yoe / 4) - Math.floor(yoe / 100) + doy;
-  return era * 146_097 + doe - 719_468;
-}

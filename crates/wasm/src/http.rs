@@ -118,7 +118,7 @@ impl Backoff {
 
     /// How long to wait (ms) after attempt `attempt` (counted from 1) failed, given the
     /// response's `Retry-After` as a wait in ms (`hint_ms`; negative or NaN when there was
-    /// none or it was not valid: the JS wrapper parses it with `parseRetryAfter`); `-1`
+    /// none or it was not valid; the JS wrapper gets it from [`parse_retry_after`]); `-1`
     /// means give up.
     pub fn delay(&self, attempt: u32, hint_ms: f64) -> f64 {
         // Whole ms from `parseRetryAfter`; saturating (NaN is not >= 0).
@@ -143,13 +143,16 @@ pub fn is_retryable(method: &str, has_idempotency_key: bool, status: u16) -> boo
     backoff::is_retryable(method, has_idempotency_key, status)
 }
 
-/// `Retry-After` in delay-seconds as milliseconds, or `-1` when the value is not
-/// delay-seconds (`tollgate::backoff::parse_delay_seconds`). The npm package is built without
-/// the core's `http-date` feature (7 KB of wasm): `parseRetryAfter` in `js/api.js` parses the
-/// HTTP-date form itself, by the same rules as `tollgate::backoff::parse_retry_after`.
-#[wasm_bindgen(js_name = parseDelaySeconds)]
-pub fn parse_delay_seconds(value: &str) -> f64 {
-    match backoff::parse_delay_seconds(value) {
+/// `Retry-After` (delay-seconds or an HTTP-date) as milliseconds from `now_ms`, rounded up,
+/// or `-1` when the value is not valid (`tollgate::backoff::parse_retry_after`).
+#[wasm_bindgen(js_name = parseRetryAfter)]
+pub fn parse_retry_after(value: &str, now_ms: f64) -> f64 {
+    let now_secs = if now_ms.is_finite() && now_ms > 0.0 {
+        (now_ms / 1000.0).floor() as u64
+    } else {
+        0
+    };
+    match backoff::parse_retry_after(value, now_secs) {
         Some(ns) => ns.div_ceil(NANOS_PER_MS) as f64,
         None => -1.0,
     }

@@ -68,33 +68,20 @@ pub const OUT_LEN: usize = 5;
 /// tenant) grow it ([`Core::key_buffer`]).
 pub const KEY_MAX: usize = 128;
 
-/// The largest whole number of milliseconds whose nanoseconds fit a `u64` (the year 2554).
-const MAX_EXACT_MS: f64 = (u64::MAX / tollgate::NANOS_PER_MS) as f64;
-
 /// Converts a JavaScript time in milliseconds to the core's nanoseconds (see the crate docs).
-///
-/// Whole milliseconds up to [`MAX_EXACT_MS`] convert exactly with a plain multiplication:
-/// [`tollgate::millis`] would give the same value, but its overflow check
-/// (`saturating_mul`) is a 128-bit multiply, a `__multi3` libcall on wasm32, on every
-/// check. Larger times saturate through the float path, as `millis` would.
+/// Whole milliseconds go through [`tollgate::millis`] (exact, saturating by a comparison);
+/// fractional ones round to the nearest nanosecond, saturating (NaN becomes 0).
 pub fn now_ns(now_ms: f64) -> Nanos {
-    if now_ms.fract() == 0.0 && (0.0..=MAX_EXACT_MS).contains(&now_ms) {
-        now_ms as u64 * tollgate::NANOS_PER_MS
+    if now_ms.fract() == 0.0 && (0.0..=spec::MAX_SAFE_INTEGER).contains(&now_ms) {
+        tollgate::millis(now_ms as u64)
     } else {
-        // Saturating; NaN becomes 0.
         (now_ms * 1e6).round() as Nanos
     }
 }
 
-/// A duration as JS gets it: [`tollgate::ceil_millis`] (whole ms, rounded up, as
-/// [`tollgate::MillisDecision`]), without its 64-bit division for the common zero (`retryAfter` and
-/// `delay` of an admitted request).
+/// A duration as JS gets it: whole ms, rounded up ([`tollgate::ceil_millis`]).
 fn ms(ns: Nanos) -> f64 {
-    if ns == 0 {
-        0.0
-    } else {
-        tollgate::ceil_millis(ns) as f64
-    }
+    tollgate::ceil_millis(ns) as f64
 }
 
 /// The cost of a request as the core wants it (the JS wrapper validates it first).

@@ -101,7 +101,7 @@ test("Retry-After takes precedence over the jitter draw", () => {
   assert.throws(() => new Backoff({ maxAttempts: 0 }), (e) => e instanceof RangeError && e.field === "maxAttempts");
 });
 
-test("parseRetryAfter: delay-seconds (the core's) and the three HTTP-date forms (the core's rules, in JS)", () => {
+test("parseRetryAfter: delay-seconds and the three HTTP-date forms, by the core", () => {
   const now = Date.UTC(1994, 10, 6, 8, 49, 37); // 784111777 s
   assert.equal(parseRetryAfter(" 0 ", 5), 0);
   assert.equal(parseRetryAfter("120", now), 120_000);

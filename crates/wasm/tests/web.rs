@@ -6,7 +6,7 @@
 
 use js_sys::{Float64Array, RangeError, Reflect, TypeError, WebAssembly};
 use tollgate_wasm::{
-    parse_delay_seconds, parse_policy, response_headers, Backoff, Core, ALLOWED, DENIED, FAILED,
+    parse_policy, parse_retry_after, response_headers, Backoff, Core, ALLOWED, DENIED, FAILED,
 };
 use wasm_bindgen::{JsCast, JsValue};
 use wasm_bindgen_test::*;
@@ -133,13 +133,16 @@ fn headers_and_backoff_come_from_the_core() {
     assert!((0.0..=200.0).contains(&d));
     let d = b.delay(2, f64::NAN); // no hint
     assert!((0.0..=200.0).contains(&d));
-    assert_eq!(parse_delay_seconds(" 2 "), 2000.0);
+    assert_eq!(parse_retry_after(" 2 ", 0.0), 2000.0);
     assert_eq!(
-        parse_delay_seconds("99999999999999999999999"),
+        parse_retry_after("99999999999999999999999", 0.0),
         18_446_744_073_710.0
     );
-    // HTTP-dates are parsed in JS (the npm build leaves out the core's `http-date`).
-    assert_eq!(parse_delay_seconds("Sun, 06 Nov 1994 08:49:47 GMT"), -1.0);
+    assert_eq!(
+        parse_retry_after("Sun, 06 Nov 1994 08:49:47 GMT", 784_111_777_000.0),
+        10_000.0
+    );
+    assert_eq!(parse_retry_after("soon", 0.0), -1.0);
 }
 
 #[cfg(feature = "state-json")]
