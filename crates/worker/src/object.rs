@@ -20,7 +20,7 @@
 //!   such rows (deleting a fresh state changes no decision). States made under the test
 //!   clock and concurrency counts are never swept (a count is deleted when released to 0).
 
-use std::cell::{Cell, RefCell};
+use std::cell::{Cell, OnceCell, RefCell};
 use std::collections::BTreeMap;
 
 use serde::Deserialize;
@@ -41,7 +41,8 @@ const SWEEP_EVERY_MS: u64 = 10_000;
 pub struct Limiter {
     state: worker::State,
     table: RefCell<Table>,
-    schema_ready: Cell<bool>,
+    /// The SQL handle, once its schema exists (kept: one lookup per object, not per call).
+    sql: OnceCell<SqlStorage>,
     /// When the pending alarm fires (ms), if one is pending.
     alarm_at: Cell<Option<u64>>,
 }
@@ -63,8 +64,8 @@ struct MinRow {
 
 /// The object's SQLite storage as a [`Store`], remembering the first error and the
 /// earliest sweep time written.
-struct SqlStore {
-    sql: SqlStorage,
+struct SqlStore<'a> {
+    sql: &'a SqlStorage,
     error: Option<String>,
     earliest: Option<u64>,
 }
@@ -84,7 +85,7 @@ struct StatsRow {
     shadow_denied: f64,
 }
 
-impl Store for SqlStore {
+impl Store for SqlStore<'_> {
     fn report(&mut self, counters: &BTreeMap<String, Counters>) -> BTreeMap<String, Counters> {
         for (policy, c) in counters {
             let n = |v: u64| SqlStorageValue::Integer(v.min(1 << 52) as i64);
@@ -203,26 +204,26 @@ impl Store for SqlStore {
 }
 
 impl Limiter {
-    fn sql(&self) -> worker::Result<SqlStorage> {
-        let sql = self.state.storage().sql();
-        if !self.schema_ready.get() {
-            sql.exec(
-                "CREATE TABLE IF NOT EXISTS limits (slot TEXT PRIMARY KEY, state TEXT NOT NULL, fresh_at INTEGER)",
-                None,
-            )?;
-            sql.exec(
-                "CREATE INDEX IF NOT EXISTS limits_fresh_at ON limits (fresh_at)",
-                None,
-            )?;
-            sql.exec(
-                "CREATE TABLE IF NOT EXISTS stats (policy TEXT PRIMARY KEY, admitted INTEGER NOT NULL, \
-                 denied INTEGER NOT NULL, degraded INTEGER NOT NULL, deny_cache INTEGER NOT NULL, \
-                 shadow_denied INTEGER NOT NULL)",
-                None,
-            )?;
-            self.schema_ready.set(true);
+    fn sql(&self) -> worker::Result<&SqlStorage> {
+        if let Some(sql) = self.sql.get() {
+            return Ok(sql);
         }
-        Ok(sql)
+        let sql = self.state.storage().sql();
+        sql.exec(
+            "CREATE TABLE IF NOT EXISTS limits (slot TEXT PRIMARY KEY, state TEXT NOT NULL, fresh_at INTEGER)",
+            None,
+        )?;
+        sql.exec(
+            "CREATE INDEX IF NOT EXISTS limits_fresh_at ON limits (fresh_at)",
+            None,
+        )?;
+        sql.exec(
+            "CREATE TABLE IF NOT EXISTS stats (policy TEXT PRIMARY KEY, admitted INTEGER NOT NULL, \
+             denied INTEGER NOT NULL, degraded INTEGER NOT NULL, deny_cache INTEGER NOT NULL, \
+             shadow_denied INTEGER NOT NULL)",
+            None,
+        )?;
+        Ok(self.sql.get_or_init(|| sql))
     }
 
     /// Schedules the sweep, without awaiting: the output gate holds this event's answer
@@ -305,7 +306,7 @@ impl DurableObject for Limiter {
         Limiter {
             state,
             table: RefCell::new(Table::new()),
-            schema_ready: Cell::new(false),
+            sql: OnceCell::new(),
             alarm_at: Cell::new(None),
         }
     }
