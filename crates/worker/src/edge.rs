@@ -75,9 +75,10 @@ fn now_ms() -> u64 {
 fn json_response(status: u16, content_type: &str, body: String) -> worker::Result<Response> {
     let headers = Headers::new();
     headers.set("Content-Type", content_type)?;
-    Ok(Response::ok(body)?
+    Ok(worker::ResponseBuilder::new()
         .with_status(status)
-        .with_headers(headers))
+        .with_headers(headers)
+        .fixed(body.into_bytes()))
 }
 
 /// A problem document (RFC 9457) for errors of the limiter itself.
@@ -338,6 +339,14 @@ fn set_all(headers: &Headers, fields: &[(&'static str, String)]) -> worker::Resu
     Ok(())
 }
 
+/// `Retry-After` of a denial: the longest wait of the limits that denied (at least 1 s).
+fn retry_after(each: &[Decision]) -> u64 {
+    each.iter()
+        .filter_map(tollgate::headers::retry_after)
+        .max()
+        .unwrap_or(1)
+}
+
 /// The 429: rate-limit fields, `Retry-After`, `Cache-Control: no-store`, problem body.
 fn too_many(
     cfg: &Config,
@@ -346,35 +355,95 @@ fn too_many(
     from_cache: bool,
 ) -> worker::Result<Response> {
     let fields = answer::headers(names, each, cfg.settings.legacy_headers);
-    let retry = each
-        .iter()
-        .filter_map(tollgate::headers::retry_after)
-        .max()
-        .unwrap_or(1);
+    let (body, headers) = render_429(&fields, names, each, from_cache)?;
+    Ok(worker::ResponseBuilder::new()
+        .with_status(429)
+        .with_headers(headers)
+        .fixed(body))
+}
+
+/// The body and every header of a 429 with these rate-limit `fields`.
+fn render_429(
+    fields: &[(&'static str, String)],
+    names: &[LimitName],
+    each: &[Decision],
+    from_cache: bool,
+) -> worker::Result<(Vec<u8>, Headers)> {
+    let retry = retry_after(each);
     let violated = answer::violated(names, each);
-    let mut resp = json_response(
-        429,
-        "application/problem+json",
-        answer::quota_exceeded(&violated, retry),
-    )?;
-    let h = resp.headers_mut();
-    set_all(h, &fields)?;
+    let body = answer::quota_exceeded(&violated, retry).into_bytes();
+    let h = Headers::new();
+    h.set("Content-Type", "application/problem+json")?;
+    set_all(&h, fields)?;
     h.set("Retry-After", &retry.to_string())?;
     h.set("Cache-Control", "no-store")?;
     if from_cache {
         h.set("Tollgate-Deny-Cache", "hit")?;
     }
-    Ok(resp)
+    Ok((body, h))
 }
 
-/// Adds fields to a response (copying its headers: a fetched response's are immutable).
-fn with_fields(resp: Response, fields: &[(&'static str, String)]) -> worker::Result<Response> {
-    let headers = Headers::new();
-    for (k, v) in resp.headers().entries() {
-        headers.append(&k, &v)?;
-    }
-    set_all(&headers, fields)?;
-    Ok(resp.with_headers(headers))
+/// A cached denial's 429 as last rendered, reused while it would render the same (its
+/// fields change about once a second, as the wait counts down): a deny-cache hit then
+/// formats no body and sets no header one by one.
+struct Rendered {
+    fields: Vec<(&'static str, String)>,
+    retry: u64,
+    body: Vec<u8>,
+    /// Every header of the answer. The runtime copies them into each response.
+    headers: Headers,
+}
+
+/// Rendered 429s kept before all are dropped (they are rebuilt on the next hit).
+const RENDERED_MAX: usize = 4096;
+
+thread_local! {
+    static RENDERED: RefCell<std::collections::HashMap<String, Rendered>> = RefCell::new(Default::default());
+}
+
+/// The 429 of a deny-cache hit: the same answer as [`too_many`] (with
+/// `Tollgate-Deny-Cache: hit`), built from the last rendering of this cache entry when its
+/// fields are unchanged.
+fn cached_too_many(
+    cfg: &Config,
+    names: &[LimitName],
+    each: &[Decision],
+    cache_key: String,
+) -> worker::Result<Response> {
+    let fields = answer::headers(names, each, cfg.settings.legacy_headers);
+    let retry = retry_after(each);
+    let reuse = RENDERED.with(|r| {
+        r.borrow()
+            .get(&cache_key)
+            .filter(|x| x.retry == retry && x.fields == fields)
+            .map(|x| (x.body.clone(), x.headers.clone()))
+    });
+    let (body, headers) = match reuse {
+        Some(hit) => hit,
+        None => {
+            let (body, headers) = render_429(&fields, names, each, true)?;
+            RENDERED.with(|r| {
+                let mut r = r.borrow_mut();
+                if r.len() >= RENDERED_MAX {
+                    r.clear();
+                }
+                r.insert(
+                    cache_key,
+                    Rendered {
+                        fields,
+                        retry,
+                        body: body.clone(),
+                        headers: headers.clone(),
+                    },
+                );
+            });
+            (body, headers)
+        }
+    };
+    Ok(worker::ResponseBuilder::new()
+        .with_status(429)
+        .with_headers(headers)
+        .fixed(body))
 }
 
 fn count_policies(route: &Route, cfg: &Config, f: impl Fn(&mut answer::Counters)) {
@@ -408,10 +477,10 @@ async fn limited(req: Request, env: &Env, cfg: &Config) -> worker::Result<Respon
     let method = req.method().to_string();
     let path = req.path();
     let Some(route) = crate::route::find(cfg, &method, &path) else {
-        return origin::forward(req, env).await;
+        return origin::forward(req, env, &[]).await;
     };
     if route.exempt {
-        return origin::forward(req, env).await;
+        return origin::forward(req, env, &[]).await;
     }
     let id = match keying::identify(&cfg.settings, |n| req.headers().get(n).ok().flatten()) {
         Ok(id) => id,
@@ -433,19 +502,19 @@ async fn limited(req: Request, env: &Env, cfg: &Config) -> worker::Result<Respon
         id.tenant.as_deref(),
     );
     let Some(group) = route.group else {
-        return origin::forward(req, env).await;
+        return origin::forward(req, env, &[]).await;
     };
-    let first = &cfg.policies[route.policies[0]];
-    let object = object_name(cfg, group, &keying::key_for(first.key, &id));
     let enforce = route.mode == Mode::Enforce;
     let cache_key = format!("{}\n{}", route.name, join_slots(&limits));
 
     if enforce && cfg.settings.deny_cache {
         if let Some((_, each)) = DENY.with(|d| d.borrow_mut().get(&cache_key, now_ms())) {
             count_violated(&names, &each, cfg, |c| c.deny_cache += 1);
-            return too_many(cfg, &names, &each, true);
+            return cached_too_many(cfg, &names, &each, cache_key);
         }
     }
+    let first = &cfg.policies[route.policies[0]];
+    let object = object_name(cfg, group, &keying::key_for(first.key, &id));
 
     let call = ObjectRequest {
         op: Op::Check,
@@ -463,24 +532,20 @@ async fn limited(req: Request, env: &Env, cfg: &Config) -> worker::Result<Respon
         }) => {
             if decision.allowed {
                 count_policies(route, cfg, |c| c.admitted += 1);
-                let fields = answer::headers(&names, &each, cfg.settings.legacy_headers);
-                let resp = origin::forward(req, env).await?;
-                if enforce {
-                    with_fields(resp, &fields)
+                let fields = if enforce {
+                    answer::headers(&names, &each, cfg.settings.legacy_headers)
                 } else {
-                    with_fields(resp, &[("Tollgate-Shadow", "allowed".to_string())])
-                }
+                    vec![("Tollgate-Shadow", "allowed".to_string())]
+                };
+                origin::forward(req, env, &fields).await
             } else if !enforce {
                 count_violated(&names, &each, cfg, |c| c.shadow_denied += 1);
-                let resp = origin::forward(req, env).await?;
                 let violated = answer::violated(&names, &each).join(",");
-                with_fields(
-                    resp,
-                    &[(
-                        "Tollgate-Shadow",
-                        format!("denied; policies=\"{violated}\""),
-                    )],
-                )
+                let fields = [(
+                    "Tollgate-Shadow",
+                    format!("denied; policies=\"{violated}\""),
+                )];
+                origin::forward(req, env, &fields).await
             } else {
                 count_violated(&names, &each, cfg, |c| c.denied += 1);
                 if cfg.settings.deny_cache {
@@ -526,11 +591,8 @@ async fn degrade(
     count_policies(route, cfg, |c| c.degraded += 1);
     match route.on_error {
         OnError::Open => {
-            let resp = origin::forward(req, env).await?;
-            with_fields(
-                resp,
-                &[("Tollgate-Degraded", format!("fail-open; reason={why}"))],
-            )
+            let fields = [("Tollgate-Degraded", format!("fail-open; reason={why}"))];
+            origin::forward(req, env, &fields).await
         }
         OnError::Closed => {
             let mut resp = problem(

@@ -13,15 +13,20 @@
 //!   decided all or nothing.
 //! * **Durable before answered.** The writes are not awaited: the runtime's output gate
 //!   holds the response until the implicit transaction of this event is committed, so a
-//!   client never sees an admission whose charge could still be lost. An evicted or
+//!   client never sees an admission whose charge could still be lost. **Group commit:** a
+//!   check arriving while the object is busy (another call within [`GROUP_WINDOW_MS`]) is
+//!   decided at once but its write waits for the next flush, which writes every pending
+//!   state in one turn (one commit for all of them); the call answers only after that
+//!   flush, and so does every call decided while anything is pending. A lone call writes at
+//!   once, as before. An evicted or
 //!   restarted object re-reads its states lazily (one read per slot, then memory is
 //!   authoritative, the object being the only writer of its storage).
 //! * **Swept when fresh.** Each row records when it will be back to fresh; an alarm deletes
 //!   such rows (deleting a fresh state changes no decision). States made under the test
 //!   clock and concurrency counts are never swept (a count is deleted when released to 0).
 
-use std::cell::{Cell, RefCell};
-use std::collections::BTreeMap;
+use std::cell::{Cell, OnceCell, RefCell};
+use std::collections::{BTreeMap, HashMap};
 
 use serde::Deserialize;
 use tollgate::State;
@@ -31,19 +36,28 @@ use worker::{
 };
 
 use crate::answer::Counters;
-use crate::table::{ObjectRequest, ObjectResponse, Store, Table};
+use crate::table::{ObjectRequest, ObjectResponse, Op, Store, Table};
 
 /// Alarms run at most this often per object (ms): sweeping is housekeeping, not accuracy.
 const SWEEP_EVERY_MS: u64 = 10_000;
+
+/// A check arriving within this long (ms) of the previous call joins a group commit; an
+/// object called less often writes at once (a one-call object never waits for a flush).
+const GROUP_WINDOW_MS: u64 = 10;
 
 /// The rate-limit coordinator object.
 #[durable_object]
 pub struct Limiter {
     state: worker::State,
     table: RefCell<Table>,
-    schema_ready: Cell<bool>,
+    /// The SQL handle, once its schema exists (kept: one lookup per object, not per call).
+    sql: OnceCell<SqlStorage>,
     /// When the pending alarm fires (ms), if one is pending.
     alarm_at: Cell<Option<u64>>,
+    /// States decided and not yet written to SQLite (see [`Limiter::flush`]).
+    pending: RefCell<HashMap<String, Write>>,
+    /// When the last call arrived (ms, the object's clock).
+    last_call_ms: Cell<u64>,
 }
 
 #[derive(Deserialize)]
@@ -61,12 +75,17 @@ struct MinRow {
     next: Option<f64>,
 }
 
-/// The object's SQLite storage as a [`Store`], remembering the first error and the
-/// earliest sweep time written.
-struct SqlStore {
-    sql: SqlStorage,
+/// A state written in memory and not yet in SQLite: the state (`None`: delete the row) and
+/// when it is back to fresh.
+type Write = (Option<State>, Option<u64>);
+
+/// The object's SQLite storage as a [`Store`], remembering the first error. Saves go to
+/// `pending` (written to SQLite by [`Limiter::flush`], one transaction for many requests);
+/// loads see `pending` first.
+struct SqlStore<'a> {
+    sql: &'a SqlStorage,
     error: Option<String>,
-    earliest: Option<u64>,
+    pending: &'a mut HashMap<String, Write>,
 }
 
 #[derive(Deserialize)]
@@ -84,7 +103,7 @@ struct StatsRow {
     shadow_denied: f64,
 }
 
-impl Store for SqlStore {
+impl Store for SqlStore<'_> {
     fn report(&mut self, counters: &BTreeMap<String, Counters>) -> BTreeMap<String, Counters> {
         for (policy, c) in counters {
             let n = |v: u64| SqlStorageValue::Integer(v.min(1 << 52) as i64);
@@ -149,6 +168,9 @@ impl Store for SqlStore {
     }
 
     fn load(&mut self, slot: &str) -> Option<State> {
+        if let Some((state, _)) = self.pending.get(slot) {
+            return state.clone();
+        }
         let rows = self
             .sql
             .exec("SELECT state FROM limits WHERE slot = ?", vec![slot.into()])
@@ -172,57 +194,32 @@ impl Store for SqlStore {
     }
 
     fn save(&mut self, slot: &str, state: Option<&State>, fresh_at: Option<u64>) {
-        let result = match state {
-            None => self
-                .sql
-                .exec("DELETE FROM limits WHERE slot = ?", vec![slot.into()])
-                .map(|_| ()),
-            Some(s) => {
-                // The core's own serde form (externally tagged: `{"gcra":{"tat":...}}`).
-                let text = serde_json::to_string(s).unwrap_or_default();
-                let at: SqlStorageValue = match fresh_at {
-                    Some(t) => SqlStorageValue::Integer(t.min(1 << 52) as i64),
-                    None => SqlStorageValue::Null,
-                };
-                if let Some(t) = fresh_at {
-                    self.earliest = Some(self.earliest.map_or(t, |e| e.min(t)));
-                }
-                self.sql
-                    .exec(
-                        "INSERT INTO limits (slot, state, fresh_at) VALUES (?, ?, ?) \
-                         ON CONFLICT(slot) DO UPDATE SET state = excluded.state, fresh_at = excluded.fresh_at",
-                        vec![slot.into(), text.into(), at],
-                    )
-                    .map(|_| ())
-            }
-        };
-        if let Err(e) = result {
-            self.error.get_or_insert(e.to_string());
-        }
+        self.pending
+            .insert(slot.to_string(), (state.cloned(), fresh_at));
     }
 }
 
 impl Limiter {
-    fn sql(&self) -> worker::Result<SqlStorage> {
-        let sql = self.state.storage().sql();
-        if !self.schema_ready.get() {
-            sql.exec(
-                "CREATE TABLE IF NOT EXISTS limits (slot TEXT PRIMARY KEY, state TEXT NOT NULL, fresh_at INTEGER)",
-                None,
-            )?;
-            sql.exec(
-                "CREATE INDEX IF NOT EXISTS limits_fresh_at ON limits (fresh_at)",
-                None,
-            )?;
-            sql.exec(
-                "CREATE TABLE IF NOT EXISTS stats (policy TEXT PRIMARY KEY, admitted INTEGER NOT NULL, \
-                 denied INTEGER NOT NULL, degraded INTEGER NOT NULL, deny_cache INTEGER NOT NULL, \
-                 shadow_denied INTEGER NOT NULL)",
-                None,
-            )?;
-            self.schema_ready.set(true);
+    fn sql(&self) -> worker::Result<&SqlStorage> {
+        if let Some(sql) = self.sql.get() {
+            return Ok(sql);
         }
-        Ok(sql)
+        let sql = self.state.storage().sql();
+        sql.exec(
+            "CREATE TABLE IF NOT EXISTS limits (slot TEXT PRIMARY KEY, state TEXT NOT NULL, fresh_at INTEGER)",
+            None,
+        )?;
+        sql.exec(
+            "CREATE INDEX IF NOT EXISTS limits_fresh_at ON limits (fresh_at)",
+            None,
+        )?;
+        sql.exec(
+            "CREATE TABLE IF NOT EXISTS stats (policy TEXT PRIMARY KEY, admitted INTEGER NOT NULL, \
+             denied INTEGER NOT NULL, degraded INTEGER NOT NULL, deny_cache INTEGER NOT NULL, \
+             shadow_denied INTEGER NOT NULL)",
+            None,
+        )?;
+        Ok(self.sql.get_or_init(|| sql))
     }
 
     /// Schedules the sweep, without awaiting: the output gate holds this event's answer
@@ -255,47 +252,130 @@ impl Limiter {
         }
     }
 
-    /// Decides a batch (JSON array of [`ObjectRequest`]) and answers a JSON array of
-    /// [`ObjectResponse`], or an error text. Synchronous from the first read to the last
-    /// write.
-    fn decide_text(&self, body: &[u8]) -> Result<String, String> {
-        let requests: Vec<ObjectRequest> =
-            serde_json::from_slice(body).map_err(|e| format!("bad object request: {e}"))?;
-        let mut store = SqlStore {
-            sql: self.sql().map_err(|e| e.to_string())?,
-            error: None,
-            earliest: None,
-        };
-        let now = Date::now().as_millis();
-        let answers: Vec<ObjectResponse> = {
-            let mut table = self.table.borrow_mut();
-            requests
-                .iter()
-                .map(|r| table.handle(r, now, &mut store))
-                .collect()
-        };
-        if let Some(e) = store.error {
+    /// Writes every pending state to SQLite (synchronously: the writes join this event's
+    /// implicit transaction, and the output gate holds every answer until it is committed).
+    /// On an error, memory is dropped (storage is the truth) and the error returned.
+    fn flush(&self) -> Result<(), String> {
+        let pending = std::mem::take(&mut *self.pending.borrow_mut());
+        if pending.is_empty() {
+            return Ok(());
+        }
+        let sql = self.sql().map_err(|e| e.to_string())?;
+        let mut error = None;
+        let mut earliest: Option<u64> = None;
+        for (slot, (state, fresh_at)) in pending {
+            let result = match state {
+                None => sql
+                    .exec("DELETE FROM limits WHERE slot = ?", vec![slot.into()])
+                    .map(|_| ()),
+                Some(s) => {
+                    // The core's own serde form (externally tagged: `{"gcra":{"tat":...}}`).
+                    let text = serde_json::to_string(&s).unwrap_or_default();
+                    let at: SqlStorageValue = match fresh_at {
+                        Some(t) => SqlStorageValue::Integer(t.min(1 << 52) as i64),
+                        None => SqlStorageValue::Null,
+                    };
+                    if let Some(t) = fresh_at {
+                        earliest = Some(earliest.map_or(t, |e| e.min(t)));
+                    }
+                    sql.exec(
+                        "INSERT INTO limits (slot, state, fresh_at) VALUES (?, ?, ?) \
+                         ON CONFLICT(slot) DO UPDATE SET state = excluded.state, fresh_at = excluded.fresh_at",
+                        vec![slot.into(), text.into(), at],
+                    )
+                    .map(|_| ())
+                }
+            };
+            if let Err(e) = result {
+                error.get_or_insert(e.to_string());
+            }
+        }
+        if let Some(e) = error {
             console_error!("tollgate object: storage error: {e}");
-            // Memory may be ahead of storage now: drop it, storage is the truth.
             *self.table.borrow_mut() = Table::new();
             return Err(format!("storage error: {e}"));
         }
-        if let Some(at) = store.earliest {
+        if let Some(at) = earliest {
             self.schedule_sweep(at);
+        }
+        Ok(())
+    }
+
+    /// Decides a batch (JSON array of [`ObjectRequest`]) and answers a JSON array of
+    /// [`ObjectResponse`], or an error text. Synchronous from the first read to the last
+    /// decision. A batch of checks only (`defer`) arriving while the object is busy (another
+    /// call within [`GROUP_WINDOW_MS`], or writes already pending) leaves its writes pending
+    /// for the next [`Limiter::flush`], which the caller must then await before answering
+    /// (see `js/entry.mjs`); any other batch is written before this returns, as is
+    /// everything pending.
+    fn decide_text(&self, body: &[u8], defer: bool) -> Result<String, String> {
+        let requests: Vec<ObjectRequest> =
+            serde_json::from_slice(body).map_err(|e| format!("bad object request: {e}"))?;
+        let now = Date::now().as_millis();
+        let busy = now.saturating_sub(self.last_call_ms.replace(now)) <= GROUP_WINDOW_MS
+            || !self.pending.borrow().is_empty();
+        let defer = defer && busy && requests.iter().all(|r| r.op == Op::Check);
+        if !defer {
+            // Counts and reports read SQLite: bring it up to date first.
+            self.flush()?;
+        }
+        let (answers, error) = {
+            let mut pending = self.pending.borrow_mut();
+            let mut store = SqlStore {
+                sql: self.sql().map_err(|e| e.to_string())?,
+                error: None,
+                pending: &mut pending,
+            };
+            let mut table = self.table.borrow_mut();
+            let answers: Vec<ObjectResponse> = requests
+                .iter()
+                .map(|r| table.handle(r, now, &mut store))
+                .collect();
+            (answers, store.error)
+        };
+        if let Some(e) = error {
+            console_error!("tollgate object: storage error: {e}");
+            // Memory may be ahead of storage now: drop it, storage is the truth. Writes
+            // already pending were decided before this batch and stay pending.
+            *self.table.borrow_mut() = Table::new();
+            return Err(format!("storage error: {e}"));
+        }
+        if !defer {
+            self.flush()?;
         }
         serde_json::to_string(&answers).map_err(|e| format!("answer: {e}"))
     }
 }
 
-/// The RPC entry point, called by the JavaScript class in `js/entry.mjs` (which extends
+/// The RPC entry points, called by the JavaScript class in `js/entry.mjs` (which extends
 /// `DurableObject`, as Workers RPC requires): `stub.decide(json)` costs less than a
 /// `fetch` round trip (no HTTP request and response objects).
+///
+/// **Group commit.** `decide` leaves the writes of a batch of checks pending; the class
+/// answers only after the next `flush` (run once for every call that arrived meanwhile, so
+/// concurrent calls share one SQLite commit instead of paying one each). Every answer waits
+/// for the flush after its decision when anything is pending, so no answer (admission or
+/// denial) leaves before every state it saw is written; the output gate then holds it
+/// until that write is committed.
 #[wasm_bindgen::prelude::wasm_bindgen]
 impl Limiter {
-    /// Decides a batch; throws the error text.
+    /// Decides a batch; throws the error text. Writes of checks stay pending.
     #[wasm_bindgen::prelude::wasm_bindgen(js_name = decide)]
     pub fn decide_rpc(&self, body: String) -> Result<String, wasm_bindgen::JsValue> {
-        self.decide_text(body.as_bytes())
+        self.decide_text(body.as_bytes(), true)
+            .map_err(|e| wasm_bindgen::JsValue::from(js_sys::Error::new(&e)))
+    }
+
+    /// Whether decided states wait for [`Limiter::flush`].
+    #[wasm_bindgen::prelude::wasm_bindgen(js_name = pending)]
+    pub fn pending_rpc(&self) -> bool {
+        !self.pending.borrow().is_empty()
+    }
+
+    /// Writes the pending states (one transaction); throws the error text.
+    #[wasm_bindgen::prelude::wasm_bindgen(js_name = flush)]
+    pub fn flush_rpc(&self) -> Result<(), wasm_bindgen::JsValue> {
+        self.flush()
             .map_err(|e| wasm_bindgen::JsValue::from(js_sys::Error::new(&e)))
     }
 }
@@ -305,14 +385,16 @@ impl DurableObject for Limiter {
         Limiter {
             state,
             table: RefCell::new(Table::new()),
-            schema_ready: Cell::new(false),
+            sql: OnceCell::new(),
             alarm_at: Cell::new(None),
+            pending: RefCell::new(HashMap::new()),
+            last_call_ms: Cell::new(0),
         }
     }
 
     async fn fetch(&self, mut req: Request) -> worker::Result<Response> {
         let body = req.bytes().await?;
-        match self.decide_text(&body) {
+        match self.decide_text(&body, false) {
             Ok(text) => Response::ok(text),
             Err(e) => Response::error(e, 500),
         }
@@ -320,6 +402,8 @@ impl DurableObject for Limiter {
 
     async fn alarm(&self) -> worker::Result<Response> {
         self.alarm_at.set(None);
+        // Rows are swept by what SQLite holds: write what memory decided first.
+        self.flush().map_err(worker::Error::RustError)?;
         let now = Date::now().as_millis();
         let sql = self.sql()?;
         let swept: Vec<SlotRow> = sql

@@ -6,8 +6,13 @@ use worker::{Date, Env, Fetch, Headers, Method, Request, RequestInit, Response};
 
 use crate::edge::string_binding;
 
-/// Forwards `req` to the origin, unchanged (method, headers, body).
-pub async fn forward(mut req: Request, env: &Env) -> worker::Result<Response> {
+/// Forwards `req` to the origin, unchanged (method, headers, body), and adds `fields` to
+/// the origin's response.
+pub async fn forward(
+    mut req: Request,
+    env: &Env,
+    fields: &[(&'static str, String)],
+) -> worker::Result<Response> {
     match string_binding(env, "ORIGIN") {
         Some(base) => {
             let url = req.url()?;
@@ -24,17 +29,39 @@ pub async fn forward(mut req: Request, env: &Env) -> worker::Result<Response> {
                 let body = req.bytes().await?;
                 init.with_body(Some(js_sys::Uint8Array::from(body.as_slice()).into()));
             }
-            Fetch::Request(Request::new_with_init(&target, &init)?)
+            let resp = Fetch::Request(Request::new_with_init(&target, &init)?)
                 .send()
-                .await
+                .await?;
+            if fields.is_empty() {
+                return Ok(resp);
+            }
+            // A fetched response's headers are immutable: copy them.
+            let headers = Headers::new();
+            for (k, v) in resp.headers().entries() {
+                headers.append(&k, &v)?;
+            }
+            for (k, v) in fields {
+                headers.set(k, v)?;
+            }
+            Ok(resp.with_headers(headers))
         }
-        None => demo(req),
+        None => demo(req, fields),
     }
 }
 
 /// The demo origin: `/api/*` echoes the request as JSON, `/health` answers `ok`,
-/// `/csp-report` accepts reports; anything else is 404.
-fn demo(req: Request) -> worker::Result<Response> {
+/// `/csp-report` accepts reports; anything else is 404. `fields` are added to its answer (a
+/// response built here has mutable headers: no copy).
+fn demo(req: Request, fields: &[(&'static str, String)]) -> worker::Result<Response> {
+    let mut resp = demo_answer(req)?;
+    let headers = resp.headers_mut();
+    for (k, v) in fields {
+        headers.set(k, v)?;
+    }
+    Ok(resp)
+}
+
+fn demo_answer(req: Request) -> worker::Result<Response> {
     let path = req.path();
     let headers = Headers::new();
     if path == "/health" {

@@ -11,11 +11,13 @@ const CONFIG = {
   policies: {
     "per-ip": { limit: "fixed-window 5/h", key: "ip" },
     "bucket": { limit: "token-bucket 1/h burst 4", key: "ip" },
+    "group": { limit: "fixed-window 30/h", key: "ip" },
   },
   routes: [
     { name: "open", path: "/api/open", policies: ["per-ip"], on_error: "open" },
     { name: "closed", path: "/api/closed", policies: ["per-ip"], on_error: "closed", retry_after_s: 7 },
     { name: "bucket", path: "/api/bucket", policies: ["bucket"] },
+    { name: "group", path: "/api/group", policies: ["group"] },
   ],
 };
 
@@ -40,6 +42,32 @@ test("counts survive a restart of the runtime (persisted Durable Object storage)
       const read = await edge.admin("/admin/v1/keys/read", { policy: "per-ip", ip });
       assert.equal(read.body.decision.remaining, 0);
       assert.deepEqual(Object.keys(read.body.limits[0].state), ["fixed-window"]);
+    } finally {
+      await edge.dispose();
+    }
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test("concurrent checks share group commits and every admission survives a restart", async () => {
+  // Concurrent calls to one object are written together (one commit for many); each answer
+  // leaves only after its write, so a restart right after the burst loses no charge.
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "tollgate-persist-"));
+  try {
+    let edge = await start({ config: CONFIG, persist: dir });
+    const ip = "203.0.113.9";
+    const burst = await Promise.all(Array.from({ length: 20 }, () => hit(edge, "/api/group", { ip })));
+    assert.deepEqual(burst.map((r) => r.status), Array(20).fill(200));
+    await edge.dispose();
+
+    edge = await start({ config: CONFIG, persist: dir });
+    try {
+      const after = await Promise.all(Array.from({ length: 30 }, () => hit(edge, "/api/group", { ip })));
+      assert.equal(after.filter((r) => r.status === 200).length, 10, "30/h: 20 before the restart, 10 after");
+      assert.equal(after.filter((r) => r.status === 429).length, 20);
+      const read = await edge.admin("/admin/v1/keys/read", { policy: "group", ip });
+      assert.equal(read.body.decision.remaining, 0);
     } finally {
       await edge.dispose();
     }
