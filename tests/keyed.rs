@@ -170,6 +170,7 @@ fn concurrent_checks_are_exact() {
 
 /// Stores keep states as JSON (the edge worker does): every algorithm's state, including
 /// 128-bit fields, must survive the round trip unchanged.
+#[cfg(feature = "serde")]
 #[test]
 fn states_round_trip_through_json() {
     for text in [
