@@ -217,8 +217,8 @@ fn measure_bytes_per_key(which: &str) {
             for k in 0..n {
                 lim.check(&k, 0, 1).unwrap();
             }
-            // Sharded LRU: each of 16 shards holds its share, so a few keys of the fullest
-            // shards are evicted; count what is stored.
+            // Sharded: each of 16 shards holds its share of the bound, so a few keys of the
+            // fullest shards are evicted; count what is stored.
             stored = lim.len() as u64;
             Box::new(lim)
         }

@@ -3,10 +3,16 @@
 //!
 //! * **Fresh keys are not stored.** When a decision leaves a key fresh (a full bucket,
 //!   empty windows), the key is removed; memory only holds keys that are actually limited.
-//! * **At most `max_keys` keys** per limit; when full, the least recently used key is
-//!   evicted (exact LRU within a shard; large limiters are split into 16 shards, each with
-//!   its share of `max_keys`). An evicted key starts fresh: eviction trades memory for a
-//!   little leniency toward the longest-idle keys, never for over-charging.
+//! * **At most `max_keys` keys** per limit; when full, a key that has been idle is evicted
+//!   (CLOCK, the classic approximation of least-recently-used: a key checked since the clock
+//!   hand last passed it is never evicted while an idle one is stored; see
+//!   [`table`](self) below). Large limiters are split into 16 shards, each with its share of
+//!   `max_keys`. An evicted key starts fresh: eviction trades memory for a little leniency
+//!   toward idle keys, never for over-charging.
+//! * **Compact.** A store keeps each state without its enum tag, in two or three 64-bit
+//!   words (the sliding log boxed), next to its key in an open-addressing table with one
+//!   control byte per slot: a GCRA limiter over `u64` keys takes about 29 bytes per key at
+//!   its bound.
 //! * **Stacks and fair share** decide all or nothing across their limits, with the locks of
 //!   every limit held together (always taken in the same order, so never deadlocking).
 //!
@@ -23,21 +29,22 @@
 //! assert_eq!(limiter.peek("alice", 1_000_000_000).unwrap().remaining, 2);
 //! ```
 
+mod cell;
+mod table;
+
 use alloc::borrow::ToOwned;
 use alloc::boxed::Box;
 use alloc::vec::Vec;
 use core::borrow::Borrow;
 use core::hash::{BuildHasher, Hash};
 use core::num::NonZeroUsize;
-use std::sync::{Mutex, MutexGuard};
+use spin::mutex::{SpinMutex as Mutex, SpinMutexGuard as MutexGuard};
 
-use hashbrown::{DefaultHashBuilder, HashTable};
+use hashbrown::DefaultHashBuilder;
 
-use crate::algorithms::{
-    concurrency::ConcurrencyState, fixed_window::FixedWindowState, gcra::GcraState,
-    leaky_bucket::LeakyBucketState, leaky_queue::LeakyQueueState, sliding_log::SlidingLogState,
-    sliding_window::SlidingWindowState, token_bucket::TokenBucketState,
-};
+use self::cell::{Cell, Width};
+use self::table::{Slot, Table};
+use crate::algorithms::sliding_log::SlidingLogState;
 use crate::decide::decide_at;
 use crate::fair_share::{skips_tenant_window, FairShare};
 use crate::stack::{combine, StackDecision};
@@ -46,234 +53,124 @@ use crate::{
     Verdict,
 };
 
-const NIL: u32 = u32::MAX;
+/// One shard: a table behind its lock.
+type Shard<K, C> = Mutex<Table<K, C>>;
 
-/// A [`State`] as the store keeps it: the 128-bit fields split into two `u64`s (so the enum
-/// is 8-byte aligned) and the sliding log boxed. 32 bytes instead of 48 per key.
-#[derive(Clone)]
-enum Packed {
-    TokenBucket([u64; 2], Nanos),
-    Gcra([u64; 2]),
-    SlidingWindow(SlidingWindowState),
-    FixedWindow(FixedWindowState),
-    SlidingLog(Box<SlidingLogState>),
-    LeakyBucket([u64; 2], Nanos),
-    LeakyQueue([u64; 2]),
-    Concurrency(ConcurrencyState),
+/// One limit's shards, their cells as wide as the policy's states need.
+enum Shards<K> {
+    Narrow(Box<[Shard<K, [u64; 2]>]>),
+    Wide(Box<[Shard<K, [u64; 3]>]>),
+    Log(Box<[Shard<K, Box<SlidingLogState>>]>),
 }
 
-fn split(v: u128) -> [u64; 2] {
-    [(v >> 64) as u64, v as u64]
+/// Runs `$body` with `$s` bound to the shards, whatever their cell.
+macro_rules! each_width {
+    ($shards:expr, $s:ident => $body:expr) => {
+        match $shards {
+            Shards::Narrow($s) => $body,
+            Shards::Wide($s) => $body,
+            Shards::Log($s) => $body,
+        }
+    };
 }
 
-fn join(v: [u64; 2]) -> u128 {
-    ((v[0] as u128) << 64) | v[1] as u128
+fn shards<K: Hash, C>(n: usize, per: usize) -> Box<[Shard<K, C>]> {
+    (0..n).map(|_| Mutex::new(Table::new(per))).collect()
 }
 
-impl From<State> for Packed {
-    fn from(s: State) -> Packed {
-        match s {
-            State::TokenBucket(t) => Packed::TokenBucket(split(t.credit), t.last),
-            State::Gcra(g) => Packed::Gcra(split(g.tat)),
-            State::SlidingWindow(w) => Packed::SlidingWindow(w),
-            State::FixedWindow(w) => Packed::FixedWindow(w),
-            State::SlidingLog(l) => Packed::SlidingLog(Box::new(l)),
-            State::LeakyBucket(b) => Packed::LeakyBucket(split(b.level), b.last),
-            State::LeakyQueue(q) => Packed::LeakyQueue(split(q.last_departure)),
-            State::Concurrency(c) => Packed::Concurrency(c),
-        }
-    }
+/// Locks the shard of `hash`: its 32 high bits scaled to the shard count (a multiplication,
+/// not a division; the table uses the low bits, and its tags bits 40..46).
+#[inline(always)]
+fn lock<T>(shards: &[Mutex<T>], hash: u64) -> MutexGuard<'_, T> {
+    let i = (((hash >> 32) * shards.len() as u64) >> 32) as usize;
+    acquire(&shards[i])
 }
 
-impl From<Packed> for State {
-    fn from(p: Packed) -> State {
-        match p {
-            Packed::TokenBucket(credit, last) => State::TokenBucket(TokenBucketState {
-                credit: join(credit),
-                last,
-            }),
-            Packed::Gcra(tat) => State::Gcra(GcraState { tat: join(tat) }),
-            Packed::SlidingWindow(w) => State::SlidingWindow(w),
-            Packed::FixedWindow(w) => State::FixedWindow(w),
-            Packed::SlidingLog(l) => State::SlidingLog(*l),
-            Packed::LeakyBucket(level, last) => State::LeakyBucket(LeakyBucketState {
-                level: join(level),
-                last,
-            }),
-            Packed::LeakyQueue(d) => State::LeakyQueue(LeakyQueueState {
-                last_departure: join(d),
-            }),
-            Packed::Concurrency(c) => State::Concurrency(c),
-        }
-    }
-}
-
-struct Slot<K> {
-    key: K,
-    state: Packed,
-    prev: u32,
-    next: u32,
-}
-
-/// One shard: a hash table of slab indices, and the slab threaded on an LRU list.
-struct Shard<K> {
-    table: HashTable<u32>,
-    slots: Vec<Slot<K>>,
-    free: Vec<u32>,
-    /// Most recently used.
-    head: u32,
-    /// Least recently used.
-    tail: u32,
-    cap: usize,
-}
-
-impl<K: Hash + Eq> Shard<K> {
-    fn new(cap: usize) -> Self {
-        Shard {
-            table: HashTable::new(),
-            slots: Vec::new(),
-            free: Vec::new(),
-            head: NIL,
-            tail: NIL,
-            cap,
-        }
-    }
-
-    fn len(&self) -> usize {
-        self.table.len()
-    }
-
-    fn find<Q>(&self, hash: u64, key: &Q) -> Option<u32>
-    where
-        K: Borrow<Q>,
-        Q: Eq + ?Sized,
-    {
-        self.table
-            .find(hash, |&i| self.slots[i as usize].key.borrow() == key)
-            .copied()
-    }
-
-    fn unlink(&mut self, i: u32) {
-        let (prev, next) = (self.slots[i as usize].prev, self.slots[i as usize].next);
-        if prev == NIL {
-            self.head = next;
-        } else {
-            self.slots[prev as usize].next = next;
-        }
-        if next == NIL {
-            self.tail = prev;
-        } else {
-            self.slots[next as usize].prev = prev;
-        }
-    }
-
-    fn push_front(&mut self, i: u32) {
-        self.slots[i as usize].prev = NIL;
-        self.slots[i as usize].next = self.head;
-        if self.head != NIL {
-            self.slots[self.head as usize].prev = i;
-        } else {
-            self.tail = i;
-        }
-        self.head = i;
-    }
-
-    fn remove(&mut self, hash: u64, i: u32) {
-        self.unlink(i);
-        if let Ok(entry) = self.table.find_entry(hash, |&j| j == i) {
-            entry.remove();
-        }
-        self.free.push(i);
-    }
-
-    /// Stores `state` for `key` (found at `at`, or new), making it the most recent; `None`
-    /// removes the key.
-    fn put<S: BuildHasher>(
-        &mut self,
-        hasher: &S,
-        hash: u64,
-        at: Option<u32>,
-        key: impl FnOnce() -> K,
-        state: Option<State>,
-    ) {
-        match (at, state) {
-            (Some(i), None) => self.remove(hash, i),
-            (Some(i), Some(s)) => {
-                self.slots[i as usize].state = s.into();
-                if self.head != i {
-                    self.unlink(i);
-                    self.push_front(i);
-                }
+/// Takes a shard's lock. A lock is held for tens of nanoseconds (a look-up and a decision,
+/// no allocation on the common path), so it is a spin lock: taking it is one atomic
+/// compare-and-swap and releasing it a plain store, where an OS mutex pays a second atomic
+/// to release. A thread that finds it taken spins briefly, then yields its time slice so
+/// that a preempted holder can finish. A panic while it is held cannot leave a table
+/// half-written (each write is one assignment after the decision); the lock is released as
+/// the guard unwinds.
+#[inline(always)]
+fn acquire<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    loop {
+        for _ in 0..64 {
+            if let Some(guard) = m.try_lock() {
+                return guard;
             }
-            (None, None) => {}
-            (None, Some(s)) => {
-                if self.len() >= self.cap && self.tail != NIL {
-                    let lru = self.tail;
-                    let h = hasher.hash_one(&self.slots[lru as usize].key);
-                    self.remove(h, lru);
-                }
-                let slot = Slot {
-                    key: key(),
-                    state: s.into(),
-                    prev: NIL,
-                    next: NIL,
-                };
-                let i = match self.free.pop() {
-                    Some(i) => {
-                        self.slots[i as usize] = slot;
-                        i
-                    }
-                    None => {
-                        self.slots.push(slot);
-                        (self.slots.len() - 1) as u32
-                    }
-                };
-                let slots = &self.slots;
-                self.table
-                    .insert_unique(hash, i, |&j| hasher.hash_one(&slots[j as usize].key));
-                self.push_front(i);
+            core::hint::spin_loop();
+        }
+        std::thread::yield_now();
+    }
+}
+
+/// Stores what a decision left for the key found at `at` (or new): `None` removes it, a
+/// state makes it used (or stores it, evicting an idle key if the table is full).
+#[inline(always)]
+fn write_back<K: Hash, C: Cell, S: BuildHasher>(
+    table: &mut Table<K, C>,
+    hasher: &S,
+    hash: u64,
+    at: Option<usize>,
+    key: impl FnOnce() -> K,
+    state: Option<State>,
+) {
+    match (at, state) {
+        (Some(i), Some(s)) => {
+            if table.slot_mut(i).cell.put(s) {
+                table.touch(i);
+            } else {
+                drop(table.remove(hasher, i));
             }
         }
+        (Some(i), None) => drop(table.remove(hasher, i)),
+        (None, Some(s)) => {
+            if let Some(cell) = C::pack(s) {
+                table.insert(hasher, hash, Slot { key: key(), cell });
+            }
+        }
+        (None, None) => {}
     }
 }
 
-/// The states of one limit, for every key: sharded, LRU-bounded.
+/// The states of one limit, for every key: sharded, bounded.
 struct Store<K> {
     policy: Policy,
-    shards: Box<[Mutex<Shard<K>>]>,
+    shards: Shards<K>,
     hasher: DefaultHashBuilder,
 }
 
 impl<K: Hash + Eq> Store<K> {
     fn new(policy: Policy, max_keys: NonZeroUsize) -> Self {
-        let max = max_keys.get().min(u32::MAX as usize - 1);
-        let n = if max >= 4096 { 16 } else { 1 };
+        let max = max_keys.get().min(u32::MAX as usize);
+        // 16 shards for large limiters (more if a table's bound needs it).
+        let n = if max >= 4096 {
+            max.div_ceil(table::MAX_KEYS).max(16)
+        } else {
+            1
+        };
         let per = max.div_ceil(n);
         Store {
             policy,
-            shards: (0..n).map(|_| Mutex::new(Shard::new(per))).collect(),
+            shards: match Width::of(policy.algorithm()) {
+                Width::Narrow => Shards::Narrow(shards(n, per)),
+                Width::Wide => Shards::Wide(shards(n, per)),
+                Width::Log => Shards::Log(shards(n, per)),
+            },
             hasher: DefaultHashBuilder::default(),
         }
     }
 
-    fn lock(&self, hash: u64) -> MutexGuard<'_, Shard<K>> {
-        // 32 middle bits of the hash scaled to the shard count (a multiplication, not a
-        // division). hashbrown uses the top 7 bits and the low bits within a shard; these
-        // stay independent of them.
-        let i = (((hash >> 24) as u32 as u64 * self.shards.len() as u64) >> 32) as usize;
-        // A panic while a lock was held cannot leave a shard half-written (every write is a
-        // single assignment after the decision), so a poisoned lock is safe to reuse.
-        self.shards[i].lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// One policy, one key: runs `f` on the key's state in place under the shard's lock,
-    /// without copying the state or allocating (unless the key is new and limited), then
-    /// stores what `f` left (`None`: fresh, the key is dropped).
+    /// One policy, one key: runs `f` on the key's state under the shard's lock, without
+    /// allocating (unless the key is new and limited), then stores what `f` left (`None`:
+    /// fresh, the key is dropped).
     ///
     /// For a single policy, the state a denial returns is equivalent to the one it was given
     /// (refilled, pruned or rolled over), so it is stored either way. The store's states are
     /// all made by its own policy, so no mismatch can occur; `f` leaves the state untouched
-    /// on an error.
+    /// on an error, and it is stored back as it was.
     #[inline(always)]
     fn apply<Q, R>(
         &self,
@@ -284,58 +181,106 @@ impl<K: Hash + Eq> Store<K> {
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        let hash = self.hasher.hash_one(key);
-        let mut shard = self.lock(hash);
-        let at = shard.find(hash, key);
-        // A placeholder that owns nothing; the slot gets its state back below.
-        let empty = Packed::Concurrency(ConcurrencyState { in_flight: 0 });
-        let mut state =
-            at.map(|i| core::mem::replace(&mut shard.slots[i as usize].state, empty).into());
-        let result = f(&self.policy, &mut state);
-        shard.put(&self.hasher, hash, at, || key.to_owned(), state);
+        // One call of `f`, outside any match on the cell width, so that it is inlined.
+        let mut held = Held::get(self, key, Access::Move);
+        let result = f(&self.policy, &mut held.state);
+        held.put(|| key.to_owned());
         result
     }
 
     fn len(&self) -> usize {
-        self.shards
+        each_width!(&self.shards, shards => shards
             .iter()
-            .map(|s| s.lock().unwrap_or_else(|e| e.into_inner()).len())
-            .sum()
+            .map(|s| acquire(s).len())
+            .sum())
     }
 }
 
-/// A locked view of one key in one store.
+/// A locked shard, whatever its cell.
+enum Guard<'a, K> {
+    Narrow(MutexGuard<'a, Table<K, [u64; 2]>>),
+    Wide(MutexGuard<'a, Table<K, [u64; 3]>>),
+    Log(MutexGuard<'a, Table<K, Box<SlidingLogState>>>),
+}
+
+/// Runs `$body` with `$t` bound to the locked table, whatever its cell.
+macro_rules! each_guard {
+    ($guard:expr, $t:ident => $body:expr) => {
+        match $guard {
+            Guard::Narrow($t) => $body,
+            Guard::Wide($t) => $body,
+            Guard::Log($t) => $body,
+        }
+    };
+}
+
+/// How [`Held::get`] reads the state.
+#[derive(Clone, Copy, PartialEq)]
+enum Access {
+    /// A copy: dropping the `Held` without [`Held::put`] leaves the key as it was.
+    Read,
+    /// Moved out (saves cloning a sliding log): [`Held::put`] must follow.
+    Move,
+}
+
+/// A locked view of one key in one store: its state, written back by [`Held::put`].
 struct Held<'a, K> {
     store: &'a Store<K>,
-    shard: MutexGuard<'a, Shard<K>>,
+    guard: Guard<'a, K>,
     hash: u64,
-    at: Option<u32>,
+    at: Option<usize>,
     state: Option<State>,
 }
 
 impl<'a, K: Hash + Eq> Held<'a, K> {
-    fn get<Q>(store: &'a Store<K>, key: &Q) -> Self
+    #[inline(always)]
+    fn get<Q>(store: &'a Store<K>, key: &Q, access: Access) -> Self
     where
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
     {
         let hash = store.hasher.hash_one(key);
-        let shard = store.lock(hash);
-        let at = shard.find(hash, key);
-        let state = at.map(|i| shard.slots[i as usize].state.clone().into());
+        let mut guard = match &store.shards {
+            Shards::Narrow(s) => Guard::Narrow(lock(s, hash)),
+            Shards::Wide(s) => Guard::Wide(lock(s, hash)),
+            Shards::Log(s) => Guard::Log(lock(s, hash)),
+        };
+        let algorithm = store.policy.algorithm();
+        let (at, state) = each_guard!(&mut guard, t => {
+            let at = t.find(hash, |k| k.borrow() == key);
+            let cell = at.map(|i| &mut t.slot_mut(i).cell);
+            let state = match access {
+                Access::Read => cell.map(|c| c.read(algorithm)),
+                Access::Move => cell.map(|c| c.take(algorithm)),
+            };
+            (at, state)
+        });
         Held {
             store,
-            shard,
+            guard,
             hash,
             at,
             state,
         }
     }
 
+    #[inline(always)]
     fn put(mut self, key: impl FnOnce() -> K) {
         let state = self.state.take();
-        self.shard
-            .put(&self.store.hasher, self.hash, self.at, key, state);
+        let (hasher, hash, at) = (&self.store.hasher, self.hash, self.at);
+        each_guard!(&mut self.guard, t => write_back(t, hasher, hash, at, key, state));
+    }
+
+    /// Removes the key, if stored; returns whether it was.
+    fn remove(mut self) -> bool {
+        let hasher = &self.store.hasher;
+        match self.at {
+            Some(i) => {
+                each_guard!(&mut self.guard, t => drop(t.remove(hasher, i)));
+                true
+            }
+            None => false,
+        }
     }
 }
 
@@ -434,7 +379,11 @@ impl<K: Hash + Eq + Clone> KeyedLimiter<K> {
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
         // Lock every layer's shard for this key, in layer order.
-        let mut held: Vec<Held<'_, K>> = self.layers.iter().map(|s| Held::get(s, key)).collect();
+        let mut held: Vec<Held<'_, K>> = self
+            .layers
+            .iter()
+            .map(|s| Held::get(s, key, Access::Read))
+            .collect();
         let tenant_key = match (&self.tenants, tenant) {
             (Some(_), t) if !skips_tenant_window(t) => {
                 Some((key.to_owned(), Box::<str>::from(t.unwrap_or_default())))
@@ -442,7 +391,7 @@ impl<K: Hash + Eq + Clone> KeyedLimiter<K> {
             _ => None,
         };
         let mut tenant_held = match (&self.tenants, &tenant_key) {
-            (Some(store), Some(tk)) => Some(Held::get(store, tk)),
+            (Some(store), Some(tk)) => Some(Held::get(store, tk, Access::Read)),
             _ => None,
         };
         let mut each = Vec::with_capacity(held.len() + 1);
@@ -498,7 +447,7 @@ impl<K: Hash + Eq + Clone> KeyedLimiter<K> {
         let mut any = false;
         for store in &self.layers {
             if store.policy.algorithm() == crate::Algorithm::Concurrency {
-                let mut held = Held::get(store, key);
+                let mut held = Held::get(store, key, Access::Read);
                 held.state = release(&store.policy, held.state.take(), cost)?;
                 held.put(|| key.to_owned());
                 any = true;
@@ -522,12 +471,7 @@ impl<K: Hash + Eq + Clone> KeyedLimiter<K> {
     {
         let mut found = false;
         for store in &self.layers {
-            let mut held = Held::get(store, key);
-            if let Some(i) = held.at {
-                let hash = held.hash;
-                held.shard.remove(hash, i);
-                found = true;
-            }
+            found |= Held::get(store, key, Access::Read).remove();
         }
         found
     }
