@@ -1,6 +1,6 @@
 //! Per-key limiting for `simulate` and `compare`: a map of states over the core's
 //! [`tollgate::decide`], exact (no key is ever evicted) and holding only limited keys.
-//! `replay`, which must bound its memory, uses the core's LRU-bounded
+//! `replay`, which must bound its memory, uses the core's bounded
 //! [`tollgate::keyed::KeyedLimiter`] instead.
 
 use std::cmp::Reverse;

@@ -83,7 +83,7 @@ enum Command {
         /// IPv4 whole; IPv4-mapped IPv6 as IPv4), or field:<name>.
         #[arg(long, short, default_value = "ip/64")]
         key: KeySpec,
-        /// The most keys the limiter keeps in memory (least recently used evicted first).
+        /// The most keys the limiter keeps in memory (an idle key evicted first).
         #[arg(long, default_value_t = NonZeroUsize::new(1_000_000).unwrap())]
         max_keys: NonZeroUsize,
         /// How many of the most-denied keys to list (0: all).

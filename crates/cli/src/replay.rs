@@ -1,7 +1,7 @@
 //! `tollgate replay`: what a policy would have done to real traffic, from an access log.
 //!
 //! Each line is keyed as a limiter at the edge would key it ([`crate::key`]) and decided by
-//! the core's LRU-bounded [`KeyedLimiter`], so memory for the limiter stays bounded
+//! the core's bounded [`KeyedLimiter`], so memory for the limiter stays bounded
 //! (`--max-keys`; an evicted key starts fresh, i.e. the replay errs toward leniency, never
 //! toward over-counting). The log streams: one line is held at a time. What grows is the
 //! per-key tally (requests, denied, first denial), one small entry per distinct key.
@@ -42,7 +42,7 @@ pub struct Options {
     pub policy: Policy,
     /// How lines become keys.
     pub key: KeySpec,
-    /// The most keys the limiter keeps (least recently used evicted first).
+    /// The most keys the limiter keeps (an idle key evicted first).
     pub max_keys: NonZeroUsize,
     /// How many of the most-denied keys to list (0: all keys with a denial).
     pub top: usize,

@@ -54,8 +54,9 @@ export interface Decision {
 /** Options of a {@link Limiter}. */
 export interface LimiterOptions {
   /**
-   * The most limited keys held in memory (default 100 000); beyond it the least recently
-   * used key is evicted (it starts fresh). Keys found fresh are never stored.
+   * The most limited keys held in memory (default 100 000); beyond it an idle key (one not
+   * checked since the store's clock hand last passed it) is evicted, and starts fresh.
+   * Keys found fresh are never stored.
    */
   maxKeys?: number;
 }

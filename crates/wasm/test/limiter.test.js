@@ -48,14 +48,18 @@ test("fresh keys are not stored; reset forgets a key; size counts limited keys",
   assert.equal(l.check("a", { now: 1_000 }).remaining, 1);
 });
 
-test("maxKeys bounds memory with LRU eviction (an evicted key starts fresh)", () => {
+test("maxKeys bounds memory: an idle key is evicted first, and starts fresh", () => {
   const l = new Limiter("1/min", { maxKeys: 3 });
-  for (const k of ["a", "b", "c", "d"]) assert.equal(l.check(k, { now: 0 }).allowed, true);
+  for (const k of ["a", "b", "c"]) assert.equal(l.check(k, { now: 0 }).allowed, true);
+  // b and c are checked again (denied, still limited); a stays idle.
+  for (const k of ["b", "c"]) assert.equal(l.check(k, { now: 0 }).allowed, false);
+  assert.equal(l.check("d", { now: 0 }).allowed, true); // a is evicted to make room
   assert.equal(l.size, 3);
-  // "a" was the least recently used: evicted, so it is admitted again.
-  assert.equal(l.check("a", { now: 1 }).allowed, true);
-  // "c" and "d" are still limited.
-  assert.equal(l.check("d", { now: 1 }).allowed, false);
+  assert.equal(l.check("a", { now: 1 }).allowed, true, "a was evicted, so it starts fresh");
+  // a's return evicted d (the only key not checked since it was stored); b and c are kept.
+  assert.equal(l.check("b", { now: 1 }).allowed, false);
+  assert.equal(l.check("c", { now: 1 }).allowed, false);
+  assert.equal(l.check("d", { now: 1 }).allowed, true, "d was evicted");
   assert.equal(l.size, 3);
 });
 

@@ -116,7 +116,7 @@ test('fair share: a tenant gets its share, another tenant and `default` still ge
   assert.equal(l.checkDetailed('api', undefined, 0n, 1).each.length, 1);
 });
 
-test('fresh keys are not stored; at most max-keys are, least recently used evicted', () => {
+test('fresh keys are not stored; at most max-keys are, an idle key evicted first', () => {
   const l = KeyedLimiter.create('2/s', 2);
   assert.equal(l.size(), 0n);
   l.check('a', 0n, 1);
