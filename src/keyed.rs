@@ -128,7 +128,7 @@ fn write_back<K: Hash, C: Cell, S: BuildHasher>(
         (Some(i), None) => drop(table.remove(hasher, i)),
         (None, Some(s)) => {
             if let Some(cell) = C::pack(s) {
-                table.insert(hasher, hash, Slot { key: key(), cell });
+                drop(table.insert(hasher, hash, Slot { key: key(), cell }));
             }
         }
         (None, None) => {}

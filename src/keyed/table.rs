@@ -155,11 +155,17 @@ impl<K: Hash, C> Table<K, C> {
         }
     }
 
-    /// Stores a key that is not in the table, evicting an idle key first if the table holds
-    /// `max_keys` already.
-    pub fn insert<S: BuildHasher>(&mut self, hasher: &S, hash: u64, slot: Slot<K, C>) {
+    /// Stores a key that is not in the table, evicting an idle key first (and returning it)
+    /// if the table holds `max_keys` already.
+    pub fn insert<S: BuildHasher>(
+        &mut self,
+        hasher: &S,
+        hash: u64,
+        slot: Slot<K, C>,
+    ) -> Option<Slot<K, C>> {
+        let mut evicted = None;
         if self.len() >= self.max_keys {
-            drop(self.evict(hasher));
+            evicted = Some(self.evict(hasher));
         } else if self.len() >= max_len(self.index.len()) {
             self.grow(hasher);
         }
@@ -171,6 +177,7 @@ impl<K: Hash, C> Table<K, C> {
             self.slab.reserve_exact(more);
         }
         self.slab.push(slot);
+        evicted
     }
 
     /// The first empty entry of `hash`'s probe.
@@ -260,14 +267,14 @@ mod tests {
         let h = s.hash_one(k);
         match t.find(h, |&x| x == k) {
             Some(i) => t.touch(i),
-            None => t.insert(
+            None => drop(t.insert(
                 s,
                 h,
                 Slot {
                     key: k,
                     cell: k * 10,
                 },
-            ),
+            )),
         }
     }
 
@@ -318,6 +325,44 @@ mod tests {
                 model.contains(&k).then_some(k * 10),
                 "key {k}"
             );
+        }
+    }
+
+    #[test]
+    fn evictions_keep_the_table_equal_to_a_model() {
+        let s = DefaultHashBuilder::default();
+        let mut t = T::new(500);
+        let mut model = std::collections::BTreeMap::new();
+        let mut x = 7u64;
+        for step in 0..60_000u64 {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let k = (x >> 33) % 2_000;
+            let h = s.hash_one(k);
+            match (t.find(h, |&y| y == k), step % 5) {
+                (Some(i), 0) => {
+                    assert_eq!(t.remove(&s, i).key, k);
+                    model.remove(&k);
+                }
+                (Some(i), _) => {
+                    t.slot_mut(i).cell = step;
+                    t.touch(i);
+                    model.insert(k, step);
+                }
+                (None, _) => {
+                    assert!(!model.contains_key(&k), "key {k} lost");
+                    if let Some(gone) = t.insert(&s, h, Slot { key: k, cell: step }) {
+                        assert_eq!(model.remove(&gone.key), Some(gone.cell));
+                    }
+                    model.insert(k, step);
+                }
+            }
+            assert!(t.len() <= 500);
+            assert_eq!(t.len(), model.len());
+        }
+        for (&k, &v) in &model {
+            assert_eq!(get(&mut t, &s, k), Some(v), "key {k}");
         }
     }
 
