@@ -222,9 +222,17 @@ fn parse_http_date(s: &str) -> Option<u64> {
     u64::try_from(secs).ok()
 }
 
+/// Days since 1970-01-01 of a proleptic Gregorian date, `m` in 1..=12 (Howard Hinnant's
+/// algorithm): the calendar step of [`parse_retry_after`], for other date formats too
+/// (the CLI's access logs).
+///
+/// ```
+/// assert_eq!(tollgate::backoff::days_from_civil(1970, 1, 1), 0);
+/// assert_eq!(tollgate::backoff::days_from_civil(2000, 3, 1), 11_017);
+/// assert_eq!(tollgate::backoff::days_from_civil(1969, 12, 31), -1);
+/// ```
 #[cfg(feature = "http-date")]
-/// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's algorithm).
-fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
+pub fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
     let y = if m <= 2 { y - 1 } else { y };
     let era = y.div_euclid(400);
     let yoe = y - era * 400;

@@ -172,8 +172,11 @@ pub fn parse_time(text: &str) -> Result<u64, String> {
         return Err(bad());
     }
     let offset = sign * (digits(&zone[..2], "zone")? * 3600 + digits(&zone[2..], "zone")? * 60);
-    let secs =
-        days_from_civil(year, month, day) * 86_400 + hour * 3600 + minute * 60 + second - offset;
+    let secs = tollgate::backoff::days_from_civil(year, month, day) * 86_400
+        + hour * 3600
+        + minute * 60
+        + second
+        - offset;
     u64::try_from(secs)
         .map(|s| s * 1000)
         .map_err(|_| format!("time \"{text}\" is before 1970"))
@@ -186,17 +189,6 @@ fn days_in_month(year: i64, month: i64) -> i64 {
         4 | 6 | 9 | 11 => 30,
         _ => 31,
     }
-}
-
-/// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's algorithm).
-fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (m + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
 }
 
 /// Formats Unix milliseconds as RFC 3339 UTC (`2026-12-02T10:00:01Z`, with `.123` when the
