@@ -5,57 +5,22 @@
 // headers. Stops wrangler with SIGINT (bounded).
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { spawn } from "node:child_process";
-import { createServer } from "node:net";
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { ROOT, launch, open, artifacts } from "./browser.mjs";
+import { launch, open, artifacts } from "./browser.mjs";
+import { startRun } from "../../tests/support/run.mjs";
 
-/** A loopback port that is free right now (TOLLGATE_DEMO_PORT overrides). */
-async function freePort() {
-  if (process.env.TOLLGATE_DEMO_PORT) return Number(process.env.TOLLGATE_DEMO_PORT);
-  const s = createServer();
-  await new Promise((r) => s.listen(0, "127.0.0.1", r));
-  const { port } = s.address();
-  await new Promise((r) => s.close(r));
-  return port;
-}
-
-let PORT, base, child, state, chrome, log = "";
+let base, server, chrome;
 
 before(async () => {
-  PORT = await freePort();
-  base = `http://127.0.0.1:${PORT}`;
-  state = mkdtempSync(join(tmpdir(), "tollgate-demo-wrangler-"));
-  child = spawn("bash", ["scripts/run", "--persist-to", state], {
-    cwd: ROOT,
-    env: { ...process.env, PORT: String(PORT), CI: "true" },
-    stdio: ["ignore", "pipe", "pipe"],
-  });
-  child.stdout.on("data", (d) => (log += d));
-  child.stderr.on("data", (d) => (log += d));
-  const deadline = Date.now() + 300_000;
-  for (;;) {
-    if (child.exitCode !== null) throw new Error(`scripts/run exited ${child.exitCode}:\n${log}`);
-    try {
-      if ((await fetch(`${base}/health`)).ok) break;
-    } catch {}
-    if (Date.now() > deadline) throw new Error(`wrangler dev not up in time:\n${log}`);
-    await new Promise((r) => setTimeout(r, 1000));
-  }
+  const port = process.env.TOLLGATE_DEMO_PORT ? Number(process.env.TOLLGATE_DEMO_PORT) : undefined;
+  server = await startRun({ port });
+  base = server.base;
   chrome = await launch();
 });
 
 after(async () => {
   await chrome?.close();
-  if (child && child.exitCode === null) {
-    const exited = new Promise((r) => child.once("exit", r));
-    child.kill("SIGINT");
-    await Promise.race([exited, new Promise((r) => setTimeout(r, 15_000))]);
-    if (child.exitCode === null) child.kill("SIGKILL");
-  }
-  rmSync(state, { recursive: true, force: true });
+  await server?.stop();
 });
 
 test("live mode shows the edge worker's decisions, and a 429 with its rate-limit headers", async () => {
