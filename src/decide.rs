@@ -175,7 +175,7 @@ impl From<&Decision> for Verdict {
 ///     Verdict::Denied { retry_after: 500_000_000 }
 /// );
 /// ```
-#[inline]
+#[inline(always)]
 pub fn admit(
     policy: &Policy,
     state: &mut Option<State>,

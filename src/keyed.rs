@@ -53,6 +53,35 @@ use crate::{
     Verdict,
 };
 
+/// What [`Store::apply`] runs on one key's state (a trait rather than a closure, so that
+/// it can be inlined into every cell width's path).
+trait Op {
+    type Out;
+    fn run(self, policy: &Policy, state: &mut Option<State>) -> Result<Self::Out, DecideError>;
+}
+
+/// The full decision ([`decide`]'s shared copy).
+struct Check(Nanos, u64);
+
+impl Op for Check {
+    type Out = Decision;
+    #[inline(always)]
+    fn run(self, policy: &Policy, state: &mut Option<State>) -> Result<Decision, DecideError> {
+        decide_at(policy, state, self.0, self.1)
+    }
+}
+
+/// The short answer ([`admit`], inlined).
+struct Admit(Nanos, u64);
+
+impl Op for Admit {
+    type Out = Verdict;
+    #[inline(always)]
+    fn run(self, policy: &Policy, state: &mut Option<State>) -> Result<Verdict, DecideError> {
+        admit(policy, state, self.0, self.1)
+    }
+}
+
 /// One shard: a table behind its lock.
 type Shard<K, C> = Mutex<Table<K, C>>;
 
@@ -163,29 +192,32 @@ impl<K: Hash + Eq> Store<K> {
         }
     }
 
-    /// One policy, one key: runs `f` on the key's state under the shard's lock, without
-    /// allocating (unless the key is new and limited), then stores what `f` left (`None`:
+    /// One policy, one key: runs `op` on the key's state under the shard's lock, without
+    /// allocating (unless the key is new and limited), then stores what `op` left (`None`:
     /// fresh, the key is dropped).
     ///
     /// For a single policy, the state a denial returns is equivalent to the one it was given
     /// (refilled, pruned or rolled over), so it is stored either way. The store's states are
-    /// all made by its own policy, so no mismatch can occur; `f` leaves the state untouched
+    /// all made by its own policy, so no mismatch can occur; `op` leaves the state untouched
     /// on an error, and it is stored back as it was.
     #[inline(always)]
-    fn apply<Q, R>(
-        &self,
-        key: &Q,
-        f: impl FnOnce(&Policy, &mut Option<State>) -> Result<R, DecideError>,
-    ) -> Result<R, DecideError>
+    fn apply<Q, O: Op>(&self, key: &Q, op: O) -> Result<O::Out, DecideError>
     where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        // One call of `f`, outside any match on the cell width, so that it is inlined.
-        let mut held = Held::get(self, key, Access::Move);
-        let result = f(&self.policy, &mut held.state);
-        held.put(|| key.to_owned());
-        result
+        let hash = self.hasher.hash_one(key);
+        let policy = &self.policy;
+        // `op` is inlined into each width's path (it is one call per path, and `Op::run` is
+        // inline-always), so the state stays in registers from the cell to the decision.
+        each_width!(&self.shards, shards => {
+            let mut table = lock(shards, hash);
+            let at = table.find(hash, |k| k.borrow() == key);
+            let mut state = at.map(|i| table.slot_mut(i).cell.take(policy.algorithm()));
+            let result = op.run(policy, &mut state);
+            write_back(&mut table, &self.hasher, hash, at, || key.to_owned(), state);
+            result
+        })
     }
 
     fn len(&self) -> usize {
@@ -214,16 +246,8 @@ macro_rules! each_guard {
     };
 }
 
-/// How [`Held::get`] reads the state.
-#[derive(Clone, Copy, PartialEq)]
-enum Access {
-    /// A copy: dropping the `Held` without [`Held::put`] leaves the key as it was.
-    Read,
-    /// Moved out (saves cloning a sliding log): [`Held::put`] must follow.
-    Move,
-}
-
-/// A locked view of one key in one store: its state, written back by [`Held::put`].
+/// A locked view of one key in one store: a copy of its state, written back by
+/// [`Held::put`] (dropping a `Held` without `put` leaves the key as it was).
 struct Held<'a, K> {
     store: &'a Store<K>,
     guard: Guard<'a, K>,
@@ -234,7 +258,7 @@ struct Held<'a, K> {
 
 impl<'a, K: Hash + Eq> Held<'a, K> {
     #[inline(always)]
-    fn get<Q>(store: &'a Store<K>, key: &Q, access: Access) -> Self
+    fn get<Q>(store: &'a Store<K>, key: &Q) -> Self
     where
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
@@ -248,12 +272,7 @@ impl<'a, K: Hash + Eq> Held<'a, K> {
         let algorithm = store.policy.algorithm();
         let (at, state) = each_guard!(&mut guard, t => {
             let at = t.find(hash, |k| k.borrow() == key);
-            let cell = at.map(|i| &mut t.slot_mut(i).cell);
-            let state = match access {
-                Access::Read => cell.map(|c| c.read(algorithm)),
-                Access::Move => cell.map(|c| c.take(algorithm)),
-            };
-            (at, state)
+            (at, at.map(|i| t.slot_mut(i).cell.read(algorithm)))
         });
         Held {
             store,
@@ -342,7 +361,7 @@ impl<K: Hash + Eq + Clone> KeyedLimiter<K> {
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
         match (&*self.layers, &self.tenants) {
-            ([store], None) => store.apply(key, |p, s| decide_at(p, s, now, cost)),
+            ([store], None) => store.apply(key, Check(now, cost)),
             _ => self
                 .check_detailed(key, None, now, cost)
                 .map(|d| d.decision),
@@ -358,7 +377,7 @@ impl<K: Hash + Eq + Clone> KeyedLimiter<K> {
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
         match (&*self.layers, &self.tenants) {
-            ([store], None) => store.apply(key, |p, s| admit(p, s, now, cost)),
+            ([store], None) => store.apply(key, Admit(now, cost)),
             _ => self
                 .check_detailed(key, None, now, cost)
                 .map(|d| Verdict::from(&d.decision)),
@@ -379,11 +398,7 @@ impl<K: Hash + Eq + Clone> KeyedLimiter<K> {
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
         // Lock every layer's shard for this key, in layer order.
-        let mut held: Vec<Held<'_, K>> = self
-            .layers
-            .iter()
-            .map(|s| Held::get(s, key, Access::Read))
-            .collect();
+        let mut held: Vec<Held<'_, K>> = self.layers.iter().map(|s| Held::get(s, key)).collect();
         let tenant_key = match (&self.tenants, tenant) {
             (Some(_), t) if !skips_tenant_window(t) => {
                 Some((key.to_owned(), Box::<str>::from(t.unwrap_or_default())))
@@ -391,7 +406,7 @@ impl<K: Hash + Eq + Clone> KeyedLimiter<K> {
             _ => None,
         };
         let mut tenant_held = match (&self.tenants, &tenant_key) {
-            (Some(store), Some(tk)) => Some(Held::get(store, tk, Access::Read)),
+            (Some(store), Some(tk)) => Some(Held::get(store, tk)),
             _ => None,
         };
         let mut each = Vec::with_capacity(held.len() + 1);
@@ -447,7 +462,7 @@ impl<K: Hash + Eq + Clone> KeyedLimiter<K> {
         let mut any = false;
         for store in &self.layers {
             if store.policy.algorithm() == crate::Algorithm::Concurrency {
-                let mut held = Held::get(store, key, Access::Read);
+                let mut held = Held::get(store, key);
                 held.state = release(&store.policy, held.state.take(), cost)?;
                 held.put(|| key.to_owned());
                 any = true;
@@ -471,7 +486,7 @@ impl<K: Hash + Eq + Clone> KeyedLimiter<K> {
     {
         let mut found = false;
         for store in &self.layers {
-            found |= Held::get(store, key, Access::Read).remove();
+            found |= Held::get(store, key).remove();
         }
         found
     }
