@@ -2,8 +2,10 @@
 //!
 //! * `RateLimit-Policy` and `RateLimit`, per draft-ietf-httpapi-ratelimit-headers-11: each
 //!   a Structured Field List with one Item per policy, the policy's name as a String and its
-//!   numbers as parameters, serialised with the `sfv` crate:
-//!   `RateLimit-Policy: "per-ip";q=100;w=60` and `RateLimit: "per-ip";r=42;t=18`.
+//!   numbers as Integer parameters (RFC 9651 serialisation, written here: the four fixed
+//!   keys and printable-ASCII names need none of a general serialiser; the tests parse every
+//!   field back with the `sfv` crate): `RateLimit-Policy: "per-ip";q=100;w=60` and
+//!   `RateLimit: "per-ip";r=42;t=18`.
 //! * `Retry-After` in whole seconds, rounded up (RFC 9110 delay-seconds; never less than 1
 //!   on a denial, so that "0" is never read as "retry immediately").
 //! * The legacy `X-RateLimit-Limit`, `X-RateLimit-Remaining` and `X-RateLimit-Reset`
@@ -28,8 +30,7 @@
 
 use alloc::string::{String, ToString};
 use alloc::vec::Vec;
-
-use sfv::{Integer, KeyRef, ListSerializer, StringRef};
+use core::fmt::Write;
 
 use crate::{Decision, Nanos, Policy, NANOS_PER_SEC};
 
@@ -49,19 +50,23 @@ fn secs_ceil(ns: Nanos) -> u64 {
 }
 
 /// Structured Field Integers have at most 15 digits.
-fn int(n: u64) -> Integer {
-    Integer::try_from(n.min(999_999_999_999_999)).unwrap_or(Integer::constant(0))
-}
+const MAX_INTEGER: u64 = 999_999_999_999_999;
 
-fn key(k: &'static str) -> &'static KeyRef {
-    KeyRef::constant(k)
-}
-
-/// The policy's name as an sf-string: printable ASCII only.
-fn name_of(name: &str) -> String {
-    name.chars()
-        .map(|c| if (' '..='~').contains(&c) { c } else { '?' })
-        .collect()
+/// Appends the policy's name as an sf-string: printable ASCII only (others become `?`),
+/// `"` and `\` escaped.
+fn push_string(out: &mut String, name: &str) {
+    out.push('"');
+    for c in name.chars() {
+        match c {
+            '"' | '\\' => {
+                out.push('\\');
+                out.push(c);
+            }
+            ' '..='~' => out.push(c),
+            _ => out.push('?'),
+        }
+    }
+    out.push('"');
 }
 
 /// Seconds the policy takes to grant its whole quota (`w`), rounded up.
@@ -71,19 +76,21 @@ pub fn window_secs(policy: &Policy) -> Option<u64> {
     Some((ns.div_ceil(NANOS_PER_SEC as u128)).min(u64::MAX as u128) as u64)
 }
 
+/// A List of one String Item per policy, each with its Integer parameters (keys are
+/// lowercase letters, valid sf-keys).
 fn list(items: &[Named<'_>], params: impl Fn(&Named<'_>) -> Vec<(&'static str, u64)>) -> String {
-    let mut out = ListSerializer::new();
-    for item in items {
-        let name = name_of(item.name);
-        let Ok(name) = StringRef::from_str(&name) else {
-            continue;
-        };
-        let mut p = out.bare_item(name);
+    let mut out = String::new();
+    for (i, item) in items.iter().enumerate() {
+        if i > 0 {
+            out.push_str(", ");
+        }
+        push_string(&mut out, item.name);
         for (k, v) in params(item) {
-            p = p.parameter(key(k), int(v));
+            // Writing to a String cannot fail.
+            let _ = write!(out, ";{k}={}", v.min(MAX_INTEGER));
         }
     }
-    out.finish().unwrap_or_default()
+    out
 }
 
 /// The `RateLimit-Policy` field value: `"name";q=<quota>;w=<window seconds>` per policy.

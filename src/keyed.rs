@@ -257,7 +257,7 @@ struct Held<'a, K> {
 }
 
 impl<'a, K: Hash + Eq> Held<'a, K> {
-    #[inline(always)]
+    #[inline(never)]
     fn get<Q>(store: &'a Store<K>, key: &Q) -> Self
     where
         K: Borrow<Q>,
@@ -283,7 +283,7 @@ impl<'a, K: Hash + Eq> Held<'a, K> {
         }
     }
 
-    #[inline(always)]
+    #[inline(never)]
     fn put(mut self, key: impl FnOnce() -> K) {
         let state = self.state.take();
         let (hasher, hash, at) = (&self.store.hasher, self.hash, self.at);

@@ -128,14 +128,14 @@ fn names_are_made_safe_and_concurrency_has_no_window() {
     let policy = p("concurrency 3");
     let (d, _) = decide(&policy, None, 0, 1).unwrap();
     let items = [Named {
-        name: "per \"user\"\n",
+        name: "per \"user\"\\é\n",
         policy: &policy,
         decision: &d,
     }];
     let parsed = parse_list(&rate_limit_policy(&items));
     assert_eq!(
         parsed,
-        vec![("per \"user\"?".into(), vec![("q".into(), 3)])]
+        vec![("per \"user\"\\??".into(), vec![("q".into(), 3)])]
     );
     assert_eq!(parse_list(&rate_limit(&items))[0].1, vec![("r".into(), 2)]);
 }
