@@ -49,8 +49,7 @@ use crate::decide::decide_at;
 use crate::fair_share::{skips_tenant_window, FairShare};
 use crate::stack::{combine, StackDecision};
 use crate::{
-    admit, decide, release, DecideError, Decision, Field, Nanos, Policy, PolicyError, Rule, State,
-    Verdict,
+    admit, release, DecideError, Decision, Field, Nanos, Policy, PolicyError, Rule, State, Verdict,
 };
 
 /// What [`Store::apply`] runs on one key's state (a trait rather than a closure, so that
@@ -290,6 +289,22 @@ impl<'a, K: Hash + Eq> Held<'a, K> {
         each_guard!(&mut self.guard, t => write_back(t, hasher, hash, at, key, state));
     }
 
+    /// Decides on the held copy in place (left untouched on an error).
+    fn decide(&mut self, now: Nanos, cost: u64) -> Result<Decision, DecideError> {
+        decide_at(&self.store.policy, &mut self.state, now, cost)
+    }
+
+    /// Writes the decided state back if `commit`; otherwise leaves the stored state as it
+    /// was, only marking the key as used.
+    #[inline(never)]
+    fn finish(mut self, commit: bool, key: impl FnOnce() -> K) {
+        if commit {
+            self.put(key);
+        } else if let Some(i) = self.at {
+            each_guard!(&mut self.guard, t => t.touch(i));
+        }
+    }
+
     /// Removes the key, if stored; returns whether it was.
     fn remove(mut self) -> bool {
         let hasher = &self.store.hasher;
@@ -409,33 +424,23 @@ impl<K: Hash + Eq + Clone> KeyedLimiter<K> {
             (Some(store), Some(tk)) => Some(Held::get(store, tk)),
             _ => None,
         };
+        // Decide on each held copy in place (an error leaves every key as it was: the
+        // copies are dropped unwritten).
         let mut each = Vec::with_capacity(held.len() + 1);
-        let mut next = Vec::with_capacity(held.len() + 1);
-        let inputs = held
-            .iter()
-            .map(|h| (&h.store.policy, &h.state))
-            .chain(tenant_held.iter().map(|h| (&h.store.policy, &h.state)));
-        for (policy, state) in inputs {
-            let (d, s) = decide(policy, state.clone(), now, cost)?;
-            each.push(d);
-            next.push(s);
+        for h in held.iter_mut() {
+            each.push(h.decide(now, cost)?);
+        }
+        if let Some(t) = tenant_held.as_mut() {
+            each.push(t.decide(now, cost)?);
         }
         let allowed = each.iter().all(|d| d.allowed);
-        if allowed {
-            let mut next = next.into_iter();
-            for h in held.iter_mut() {
-                h.state = next.next().flatten();
-            }
-            if let Some(t) = tenant_held.as_mut() {
-                t.state = next.next().flatten();
-            }
-        }
-        // Write back (also drops keys a decision found fresh) and unlock.
+        // All or nothing: the decided states are written only if every limit admitted;
+        // otherwise every key keeps its state (and counts as used). Then unlock.
         for h in held {
-            h.put(|| key.to_owned());
+            h.finish(allowed, || key.to_owned());
         }
         if let (Some(t), Some(tk)) = (tenant_held, tenant_key) {
-            t.put(|| tk);
+            t.finish(allowed, || tk);
         }
         Ok(StackDecision {
             decision: combine(&each, allowed),
