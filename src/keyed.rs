@@ -59,7 +59,7 @@ trait Op {
     fn run(self, policy: &Policy, state: &mut Option<State>) -> Result<Self::Out, DecideError>;
 }
 
-/// The full decision ([`decide`]'s shared copy).
+/// The full decision ([`crate::decide`]'s shared copy).
 struct Check(Nanos, u64);
 
 impl Op for Check {
@@ -91,13 +91,14 @@ enum Shards<K> {
     Log(Box<[Shard<K, Box<SlidingLogState>>]>),
 }
 
-/// Runs `$body` with `$s` bound to the shards, whatever their cell.
-macro_rules! each_width {
-    ($shards:expr, $s:ident => $body:expr) => {
-        match $shards {
-            Shards::Narrow($s) => $body,
-            Shards::Wide($s) => $body,
-            Shards::Log($s) => $body,
+/// Runs `$body` with `$v` bound to the payload of `$e`, a [`Shards`] or a [`Guard`]: the same
+/// code for every cell width.
+macro_rules! each {
+    ($e:expr, $T:ident, $v:ident => $body:expr) => {
+        match $e {
+            $T::Narrow($v) => $body,
+            $T::Wide($v) => $body,
+            $T::Log($v) => $body,
         }
     };
 }
@@ -209,7 +210,7 @@ impl<K: Hash + Eq> Store<K> {
         let policy = &self.policy;
         // `op` is inlined into each width's path (it is one call per path, and `Op::run` is
         // inline-always), so the state stays in registers from the cell to the decision.
-        each_width!(&self.shards, shards => {
+        each!(&self.shards, Shards, shards => {
             let mut table = lock(shards, hash);
             let at = table.find(hash, |k| k.borrow() == key);
             let mut state = at.map(|i| table.slot_mut(i).cell.take(policy.algorithm()));
@@ -220,7 +221,7 @@ impl<K: Hash + Eq> Store<K> {
     }
 
     fn len(&self) -> usize {
-        each_width!(&self.shards, shards => shards
+        each!(&self.shards, Shards, shards => shards
             .iter()
             .map(|s| acquire(s).len())
             .sum())
@@ -232,17 +233,6 @@ enum Guard<'a, K> {
     Narrow(MutexGuard<'a, Table<K, [u64; 2]>>),
     Wide(MutexGuard<'a, Table<K, [u64; 3]>>),
     Log(MutexGuard<'a, Table<K, Box<SlidingLogState>>>),
-}
-
-/// Runs `$body` with `$t` bound to the locked table, whatever its cell.
-macro_rules! each_guard {
-    ($guard:expr, $t:ident => $body:expr) => {
-        match $guard {
-            Guard::Narrow($t) => $body,
-            Guard::Wide($t) => $body,
-            Guard::Log($t) => $body,
-        }
-    };
 }
 
 /// A locked view of one key in one store: a copy of its state, written back by
@@ -269,7 +259,7 @@ impl<'a, K: Hash + Eq> Held<'a, K> {
             Shards::Log(s) => Guard::Log(lock(s, hash)),
         };
         let algorithm = store.policy.algorithm();
-        let (at, state) = each_guard!(&mut guard, t => {
+        let (at, state) = each!(&mut guard, Guard, t => {
             let at = t.find(hash, |k| k.borrow() == key);
             (at, at.map(|i| t.slot_mut(i).cell.read(algorithm)))
         });
@@ -286,7 +276,7 @@ impl<'a, K: Hash + Eq> Held<'a, K> {
     fn put(mut self, key: impl FnOnce() -> K) {
         let state = self.state.take();
         let (hasher, hash, at) = (&self.store.hasher, self.hash, self.at);
-        each_guard!(&mut self.guard, t => write_back(t, hasher, hash, at, key, state));
+        each!(&mut self.guard, Guard, t => write_back(t, hasher, hash, at, key, state));
     }
 
     /// Decides on the held copy in place (left untouched on an error).
@@ -301,7 +291,7 @@ impl<'a, K: Hash + Eq> Held<'a, K> {
         if commit {
             self.put(key);
         } else if let Some(i) = self.at {
-            each_guard!(&mut self.guard, t => t.touch(i));
+            each!(&mut self.guard, Guard, t => t.touch(i));
         }
     }
 
@@ -310,7 +300,7 @@ impl<'a, K: Hash + Eq> Held<'a, K> {
         let hasher = &self.store.hasher;
         match self.at {
             Some(i) => {
-                each_guard!(&mut self.guard, t => drop(t.remove(hasher, i)));
+                each!(&mut self.guard, Guard, t => drop(t.remove(hasher, i)));
                 true
             }
             None => false,

@@ -263,6 +263,14 @@ mod tests {
 
     type T = Table<u64, u64>;
 
+    /// A deterministic pseudo-random key below `n` (a 64-bit LCG's high bits).
+    fn next_key(x: &mut u64, n: u64) -> u64 {
+        *x = x
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (*x >> 33) % n
+    }
+
     fn put(t: &mut T, s: &DefaultHashBuilder, k: u64) {
         let h = s.hash_one(k);
         match t.find(h, |&x| x == k) {
@@ -296,49 +304,13 @@ mod tests {
     }
 
     #[test]
-    fn keys_stay_reachable_through_removals_and_growth() {
-        let s = DefaultHashBuilder::default();
-        let mut t = T::new(10_000);
-        let mut model = std::collections::BTreeSet::new();
-        // A deterministic mix of inserts and removals (removals shift probe runs back).
-        let mut x = 1u64;
-        for step in 0..50_000u64 {
-            x = x
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            let k = (x >> 33) % 3_000;
-            if step % 3 == 0 {
-                let h = s.hash_one(k);
-                if let Some(i) = t.find(h, |&y| y == k) {
-                    assert_eq!(t.remove(&s, i).key, k);
-                }
-                model.remove(&k);
-            } else {
-                put(&mut t, &s, k);
-                model.insert(k);
-            }
-            assert_eq!(t.len(), model.len());
-        }
-        for k in 0..3_000u64 {
-            assert_eq!(
-                get(&mut t, &s, k),
-                model.contains(&k).then_some(k * 10),
-                "key {k}"
-            );
-        }
-    }
-
-    #[test]
-    fn evictions_keep_the_table_equal_to_a_model() {
+    fn growth_removals_and_evictions_keep_the_table_equal_to_a_model() {
         let s = DefaultHashBuilder::default();
         let mut t = T::new(500);
         let mut model = std::collections::BTreeMap::new();
         let mut x = 7u64;
         for step in 0..60_000u64 {
-            x = x
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            let k = (x >> 33) % 2_000;
+            let k = next_key(&mut x, 2_000);
             let h = s.hash_one(k);
             match (t.find(h, |&y| y == k), step % 5) {
                 (Some(i), 0) => {
