@@ -31,19 +31,31 @@ fn fresh_keys_are_not_stored() {
 
 #[test]
 fn an_idle_key_is_evicted_before_a_used_one() {
-    let l: KeyedLimiter = KeyedLimiter::new(policy("fixed-window 1/min"), nz(2));
-    assert!(l.check("a", 0, 1).unwrap().allowed);
-    assert!(l.check("b", 0, 1).unwrap().allowed);
-    // use a again: b is the only key not used since it was stored
-    assert!(!l.check("a", 0, 1).unwrap().allowed);
-    assert!(l.check("c", 0, 1).unwrap().allowed); // evicts b
-    assert_eq!(l.len(), 2);
-    assert!(!l.check("a", 0, 1).unwrap().allowed, "a was kept");
-    assert!(
-        l.check("b", 0, 1).unwrap().allowed,
-        "b was evicted, so it starts fresh"
-    );
-    assert!(!l.check("b", 0, 1).unwrap().allowed);
+    // Which slot a key lands in depends on each limiter's random hash seed, and so does the
+    // order in which the clock hand meets the keys: 200 limiters, 200 orders.
+    for _ in 0..200 {
+        let l: KeyedLimiter = KeyedLimiter::new(policy("fixed-window 1/min"), nz(3));
+        for k in ["a", "b", "c"] {
+            assert!(l.check(k, 0, 1).unwrap().allowed);
+        }
+        // b and c are checked again (denied, still limited); a stays idle.
+        for k in ["b", "c"] {
+            assert!(!l.check(k, 0, 1).unwrap().allowed);
+        }
+        assert!(l.check("d", 0, 1).unwrap().allowed); // evicts a
+        assert_eq!(l.len(), 3);
+        // The hand cleared b's and c's bits on its way to a: check them again, so that d
+        // is the only key not checked since the hand passed.
+        for k in ["b", "c"] {
+            assert!(!l.check(k, 0, 1).unwrap().allowed, "{k} was kept");
+        }
+        assert!(l.check("a", 0, 1).unwrap().allowed, "a was evicted: fresh");
+        for k in ["b", "c"] {
+            assert!(!l.check(k, 0, 1).unwrap().allowed, "{k} was kept");
+        }
+        assert!(l.check("d", 0, 1).unwrap().allowed, "d was evicted: fresh");
+        assert_eq!(l.len(), 3);
+    }
 }
 
 #[test]
