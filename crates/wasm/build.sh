@@ -32,7 +32,8 @@ wasm_opt="$root/node_modules/.bin/wasm-opt"
 # TOLLGATE_WASM_PKG: where to write the package (default crates/wasm/pkg).
 features=${TOLLGATE_WASM_FEATURES:-}
 cargo build --quiet --release --target wasm32-unknown-unknown -p tollgate-wasm ${features:+--features "$features"}
-raw="$root/target/wasm32-unknown-unknown/release/tollgate_wasm.wasm"
+# Where cargo put it: CARGO_TARGET_DIR when set (the worker suite sets its own), else target/.
+raw="$(realpath -m "${CARGO_TARGET_DIR:-$root/target}")/wasm32-unknown-unknown/release/tollgate_wasm.wasm"
 
 pkg=$(realpath -m "${TOLLGATE_WASM_PKG:-$here/pkg}")
 rm -rf "$pkg"
