@@ -38,10 +38,17 @@ pub(crate) fn mul_wide(a: u64, b: u64) -> u128 {
 #[inline(always)]
 #[cfg_attr(target_pointer_width = "64", allow(dead_code))]
 pub(crate) fn mul_wide_split(a: u64, b: u64) -> u128 {
-    const LO: u64 = 0xffff_ffff;
     if (a | b) >> 32 == 0 {
         return (a * b) as u128;
     }
+    mul_wide_halves(a, b)
+}
+
+/// The general case of [`mul_wide_split`], out of line: the algorithms multiply in a dozen
+/// places, and only the 32-bit case needs to be inlined into each.
+#[inline(never)]
+fn mul_wide_halves(a: u64, b: u64) -> u128 {
+    const LO: u64 = 0xffff_ffff;
     let (a0, a1, b0, b1) = (a & LO, a >> 32, b & LO, b >> 32);
     let (p00, p01, p10, p11) = (a0 * b0, a0 * b1, a1 * b0, a1 * b1);
     // At most 3 * (2^32 - 1): no overflow.
