@@ -338,12 +338,12 @@ impl Policy {
     /// The same policy with another burst capacity; an error for the window algorithms and
     /// the concurrency limit, which have no bucket.
     pub fn with_burst(self, burst: NonZeroU64) -> Result<Policy, PolicyError> {
-        let set = |b: Bucket| b.with_capacity(burst);
-        Ok(match self {
-            Policy::TokenBucket(b) => Policy::TokenBucket(set(b)?),
-            Policy::Gcra(b) => Policy::Gcra(set(b)?),
-            Policy::LeakyBucket(b) => Policy::LeakyBucket(set(b)?),
-            Policy::LeakyQueue(b) => Policy::LeakyQueue(set(b)?),
+        // One call of `with_capacity` rather than one per variant (2 KB less wasm).
+        let (variant, bucket): (fn(Bucket) -> Policy, Bucket) = match self {
+            Policy::TokenBucket(b) => (Policy::TokenBucket, b),
+            Policy::Gcra(b) => (Policy::Gcra, b),
+            Policy::LeakyBucket(b) => (Policy::LeakyBucket, b),
+            Policy::LeakyQueue(b) => (Policy::LeakyQueue, b),
             _ => {
                 return Err(PolicyError::number(
                     Field::Burst,
@@ -351,7 +351,8 @@ impl Policy {
                     Rule::BurstNotApplicable,
                 ))
             }
-        })
+        };
+        Ok(variant(bucket.with_capacity(burst)?))
     }
 
     /// The policy's algorithm.
