@@ -147,6 +147,10 @@ pub struct PolicyError {
 }
 
 impl PolicyError {
+    // Out of line: built at some thirty error sites, each copy of the snippet code
+    // inlined would cost wasm size; errors are the cold path.
+    #[cold]
+    #[inline(never)]
     pub(crate) fn new(field: Field, value: &str, rule: Rule) -> PolicyError {
         PolicyError {
             field,
@@ -155,6 +159,10 @@ impl PolicyError {
         }
     }
 
+    // Out of line: built at some thirty error sites, each copy of the snippet code
+    // inlined would cost wasm size; errors are the cold path.
+    #[cold]
+    #[inline(never)]
     pub(crate) fn number(field: Field, value: u64, rule: Rule) -> PolicyError {
         PolicyError {
             field,

@@ -18,6 +18,46 @@ pub(crate) fn ceil_div(a: u128, b: u128) -> u128 {
     }
 }
 
+/// The exact product `a * b` of two `u64`s. On targets without a native 64x64->128
+/// multiplication (wasm32, where `u128 * u128` is a call to `__multi3`, which multiplies all
+/// 128 bits) it is four 32x32->64 multiplications, inlined, and one when both operands fit
+/// in 32 bits; elsewhere it is the native widening multiplication. Same result everywhere.
+#[inline(always)]
+pub(crate) fn mul_wide(a: u64, b: u64) -> u128 {
+    #[cfg(target_pointer_width = "64")]
+    {
+        a as u128 * b as u128
+    }
+    #[cfg(not(target_pointer_width = "64"))]
+    {
+        mul_wide_split(a, b)
+    }
+}
+
+/// [`mul_wide`] from 32-bit halves (compiled and tested on every target).
+#[inline(always)]
+#[cfg_attr(target_pointer_width = "64", allow(dead_code))]
+pub(crate) fn mul_wide_split(a: u64, b: u64) -> u128 {
+    if (a | b) >> 32 == 0 {
+        return (a * b) as u128;
+    }
+    mul_wide_halves(a, b)
+}
+
+/// The general case of [`mul_wide_split`], out of line: the algorithms multiply in a dozen
+/// places, and only the 32-bit case needs to be inlined into each.
+#[inline(never)]
+fn mul_wide_halves(a: u64, b: u64) -> u128 {
+    const LO: u64 = 0xffff_ffff;
+    let (a0, a1, b0, b1) = (a & LO, a >> 32, b & LO, b >> 32);
+    let (p00, p01, p10, p11) = (a0 * b0, a0 * b1, a1 * b0, a1 * b1);
+    // At most 3 * (2^32 - 1): no overflow.
+    let mid = (p00 >> 32) + (p01 & LO) + (p10 & LO);
+    let lo = (mid << 32) | (p00 & LO);
+    let hi = p11 + (p01 >> 32) + (p10 >> 32) + (mid >> 32);
+    ((hi as u128) << 64) | lo as u128
+}
+
 /// Narrows a u128 duration in nanoseconds to [`Nanos`], saturating.
 #[inline]
 pub(crate) const fn sat_nanos(v: u128) -> Nanos {
@@ -85,7 +125,7 @@ impl Divisor {
         if self.magic == 0 {
             return n >> self.shift;
         }
-        let q = ((self.magic as u128 * n as u128) >> 64) as u64;
+        let q = (mul_wide(self.magic, n) >> 64) as u64;
         if self.add {
             (((n - q) >> 1) + q) >> self.shift
         } else {
@@ -125,7 +165,44 @@ impl Divisor {
 
 #[cfg(test)]
 mod tests {
-    use super::Divisor;
+    use super::{mul_wide, mul_wide_split, Divisor};
+
+    #[test]
+    fn multiplies_exactly() {
+        let edges = [
+            0,
+            1,
+            2,
+            3,
+            0xffff_ffff,
+            1 << 32,
+            (1 << 32) + 1,
+            1 << 63,
+            u64::MAX - 1,
+            u64::MAX,
+        ];
+        let mut x = 0x9E37_79B9_7F4A_7C15u64;
+        let mut next = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let check = |a: u64, b: u64| {
+            let want = a as u128 * b as u128;
+            assert_eq!(mul_wide_split(a, b), want, "{a} * {b}");
+            assert_eq!(mul_wide(a, b), want, "{a} * {b}");
+        };
+        for a in edges {
+            for b in edges {
+                check(a, b);
+            }
+        }
+        for _ in 0..200_000 {
+            let (a, b) = (next() >> (next() % 64), next() >> (next() % 64));
+            check(a, b);
+        }
+    }
 
     fn check(d: u64, n: u64) {
         let div = Divisor::new(d);

@@ -73,9 +73,13 @@ impl Algorithm {
 
     /// Looks an algorithm up by its [`name`](Self::name) (ASCII case-insensitive).
     pub fn from_name(name: &str) -> Option<Algorithm> {
-        Algorithm::ALL
-            .into_iter()
-            .find(|a| a.name().eq_ignore_ascii_case(name))
+        // Not inlined: the compiler otherwise unrolls the search into eight inlined
+        // comparisons (3 KB of wasm).
+        #[inline(never)]
+        fn same(a: &str, b: &str) -> bool {
+            a.eq_ignore_ascii_case(b)
+        }
+        Algorithm::ALL.into_iter().find(|a| same(a.name(), name))
     }
 
     /// Whether the algorithm has a bucket (and so a `burst` capacity separate from its rate).
@@ -334,12 +338,12 @@ impl Policy {
     /// The same policy with another burst capacity; an error for the window algorithms and
     /// the concurrency limit, which have no bucket.
     pub fn with_burst(self, burst: NonZeroU64) -> Result<Policy, PolicyError> {
-        let set = |b: Bucket| b.with_capacity(burst);
-        Ok(match self {
-            Policy::TokenBucket(b) => Policy::TokenBucket(set(b)?),
-            Policy::Gcra(b) => Policy::Gcra(set(b)?),
-            Policy::LeakyBucket(b) => Policy::LeakyBucket(set(b)?),
-            Policy::LeakyQueue(b) => Policy::LeakyQueue(set(b)?),
+        // One call of `with_capacity` rather than one per variant (2 KB less wasm).
+        let (variant, bucket): (fn(Bucket) -> Policy, Bucket) = match self {
+            Policy::TokenBucket(b) => (Policy::TokenBucket, b),
+            Policy::Gcra(b) => (Policy::Gcra, b),
+            Policy::LeakyBucket(b) => (Policy::LeakyBucket, b),
+            Policy::LeakyQueue(b) => (Policy::LeakyQueue, b),
             _ => {
                 return Err(PolicyError::number(
                     Field::Burst,
@@ -347,7 +351,8 @@ impl Policy {
                     Rule::BurstNotApplicable,
                 ))
             }
-        })
+        };
+        Ok(variant(bucket.with_capacity(burst)?))
     }
 
     /// The policy's algorithm.

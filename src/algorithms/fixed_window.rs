@@ -29,7 +29,7 @@
 //! assert_eq!(admitted, 6);
 //! ```
 
-use crate::math::sat_nanos;
+use crate::math::{mul_wide, sat_nanos};
 use crate::{Decision, Nanos, Quota};
 
 /// A fixed window's state. No state means nothing counted in the current window.
@@ -56,8 +56,9 @@ pub fn decide(
         Some(s) if s.window >= current => (s.window, s.count),
         _ => (current, 0),
     };
-    let end = (window as u128 + 1) * w as u128;
-    let now_eff = (now as u128).max(window as u128 * w as u128);
+    let start = mul_wide(window, w);
+    let end = start + w as u128;
+    let now_eff = (now as u128).max(start);
     let until_end = sat_nanos(end - now_eff);
     let allowed = count.saturating_add(cost) <= quota.limit();
     if allowed {

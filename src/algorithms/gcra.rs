@@ -26,6 +26,7 @@
 //! assert_eq!(c.retry_after, 500_000_000); // one emission interval
 //! ```
 
+use crate::math::mul_wide;
 use crate::{Bucket, Decision, Nanos};
 
 /// GCRA state: the theoretical arrival time, in nanoseconds times `limit`.
@@ -45,12 +46,12 @@ pub fn decide(
     cost: u64,
 ) -> (Decision, Option<GcraState>) {
     let limit = bucket.rate().limit();
-    let interval = bucket.rate().window() as u128;
+    let interval = bucket.rate().window();
     let (by_limit, by_interval) = (bucket.rate().by_limit(), bucket.rate().by_window());
-    let tolerance = bucket.capacity() as u128 * interval;
-    let now_s = now as u128 * limit as u128;
+    let tolerance = mul_wide(bucket.capacity(), interval);
+    let now_s = mul_wide(now, limit);
     let tat = state.map_or(now_s, |s| s.tat.max(now_s));
-    let pushed = tat.saturating_add(cost as u128 * interval);
+    let pushed = tat.saturating_add(mul_wide(cost, interval));
     let allowed = pushed - now_s <= tolerance;
     let tat = if allowed { pushed } else { tat };
     let used = tat - now_s;

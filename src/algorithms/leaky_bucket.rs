@@ -19,6 +19,7 @@
 //! assert_eq!(b.retry_after, 600_000_000);
 //! ```
 
+use crate::math::mul_wide;
 use crate::{Bucket, Decision, Nanos};
 
 /// A leaky bucket meter's state. The bucket is empty when there is no state.
@@ -40,17 +41,17 @@ pub fn decide(
     cost: u64,
 ) -> (Decision, Option<LeakyBucketState>) {
     let limit = bucket.rate().limit();
-    let window = bucket.rate().window() as u128;
+    let window = bucket.rate().window();
     let (by_limit, by_window) = (bucket.rate().by_limit(), bucket.rate().by_window());
-    let capacity = bucket.capacity() as u128 * window;
+    let capacity = mul_wide(bucket.capacity(), window);
     let (mut level, last) = match state {
         None => (0, now),
         Some(s) => {
-            let leaked = now.saturating_sub(s.last) as u128 * limit as u128;
+            let leaked = mul_wide(now.saturating_sub(s.last), limit);
             (s.level.saturating_sub(leaked), s.last.max(now))
         }
     };
-    let add = cost as u128 * window;
+    let add = mul_wide(cost, window);
     let allowed = level.saturating_add(add) <= capacity;
     let retry_after = if allowed {
         level += add;

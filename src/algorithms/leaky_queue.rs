@@ -29,6 +29,7 @@
 //! assert_eq!(rejected, 3);
 //! ```
 
+use crate::math::mul_wide;
 use crate::{Bucket, Decision, Nanos};
 
 /// A leaky queue's state: when the last queued request leaves. Empty when there is no state.
@@ -48,13 +49,13 @@ pub fn decide(
     cost: u64,
 ) -> (Decision, Option<LeakyQueueState>) {
     let limit = bucket.rate().limit();
-    let interval = bucket.rate().window() as u128;
+    let interval = bucket.rate().window();
     let (by_limit, by_interval) = (bucket.rate().by_limit(), bucket.rate().by_window());
-    let slots = bucket.capacity() as u128 * interval;
-    let now_s = now as u128 * limit as u128;
+    let slots = mul_wide(bucket.capacity(), interval);
+    let now_s = mul_wide(now, limit);
     let tail = state.map_or(now_s, |s| s.last_departure.max(now_s));
     let backlog = tail - now_s;
-    let add = cost as u128 * interval;
+    let add = mul_wide(cost, interval);
     let allowed = backlog.saturating_add(add) <= slots;
     let (tail, delay, retry_after) = if allowed && cost > 0 {
         (

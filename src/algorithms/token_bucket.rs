@@ -34,6 +34,7 @@
 //! assert_eq!(admitted, 40 + 6 * 10 - 1); // the last refill lands exactly at t = 10 s
 //! ```
 
+use crate::math::mul_wide;
 use crate::{Bucket, Decision, Nanos};
 
 /// A token bucket's state. The bucket is full when there is no state.
@@ -55,20 +56,20 @@ pub fn decide(
     cost: u64,
 ) -> (Decision, Option<TokenBucketState>) {
     let limit = bucket.rate().limit();
-    let window = bucket.rate().window() as u128;
+    let window = bucket.rate().window();
     let (by_limit, by_window) = (bucket.rate().by_limit(), bucket.rate().by_window());
-    let full = bucket.capacity() as u128 * window;
+    let full = mul_wide(bucket.capacity(), window);
     let (mut credit, last) = match state {
         None => (full, now),
         Some(s) => {
-            let elapsed = now.saturating_sub(s.last) as u128;
+            let elapsed = now.saturating_sub(s.last);
             (
-                full.min(s.credit.saturating_add(elapsed * limit as u128)),
+                full.min(s.credit.saturating_add(mul_wide(elapsed, limit))),
                 s.last.max(now),
             )
         }
     };
-    let need = cost as u128 * window;
+    let need = mul_wide(cost, window);
     let allowed = credit >= need;
     let retry_after = if allowed {
         credit -= need;
