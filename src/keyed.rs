@@ -5,14 +5,13 @@
 //!   empty windows), the key is removed; memory only holds keys that are actually limited.
 //! * **At most `max_keys` keys** per limit; when full, a key that has been idle is evicted
 //!   (CLOCK, the classic approximation of least-recently-used: a key checked since the clock
-//!   hand last passed it is never evicted while an idle one is stored; see
-//!   [`table`](self) below). Large limiters are split into 16 shards, each with its share of
-//!   `max_keys`. An evicted key starts fresh: eviction trades memory for a little leniency
+//!   hand last passed it is never evicted while an idle one is stored). Large limiters are
+//!   split into 16 shards, each with its share of `max_keys`. An evicted key starts fresh: eviction trades memory for a little leniency
 //!   toward idle keys, never for over-charging.
 //! * **Compact.** A store keeps each state without its enum tag, in two or three 64-bit
-//!   words (the sliding log boxed), next to its key in an open-addressing table with one
-//!   control byte per slot: a GCRA limiter over `u64` keys takes about 29 bytes per key at
-//!   its bound.
+//!   words (the sliding log boxed), next to its key in a dense slab, found through an
+//!   open-addressing index of one `u32` per entry (at most 7/8 full): a GCRA limiter over
+//!   `u64` keys takes about 30 bytes per key at its bound.
 //! * **Stacks and fair share** decide all or nothing across their limits, with the locks of
 //!   every limit held together (always taken in the same order, so never deadlocking).
 //!
