@@ -188,6 +188,9 @@ pub fn admit(
 /// Checks the cost and the state's algorithm, then runs the policy's algorithm on `state`
 /// in place (left untouched on an error). Always inlined: [`decide_at`] holds the shared
 /// copy, [`admit`] one per caller, where the unread fields are dropped.
+///
+/// One match on the policy, and in each arm the algorithm's own state variant read by value
+/// and written back: no second dispatch on the state, no move of the whole `Option<State>`.
 #[inline(always)]
 fn decide_in_place(
     policy: &Policy,
@@ -195,62 +198,79 @@ fn decide_in_place(
     now: Nanos,
     cost: u64,
 ) -> Result<Decision, DecideError> {
-    if cost > policy.limit() {
-        return Err(DecideError::CostExceedsCapacity {
-            cost,
-            capacity: policy.limit(),
-        });
+    /// Runs `$decide` on the state variant `$v` (a `Copy` state), after the cost check.
+    macro_rules! arm {
+        ($v:ident, $limit:expr, |$cur:ident| $decide:expr) => {{
+            if cost > $limit {
+                return Err(cost_error(cost, $limit));
+            }
+            let $cur = match state {
+                None => None,
+                Some(State::$v(s)) => Some(*s),
+                Some(other) => return Err(mismatch(policy, other)),
+            };
+            let (decision, next) = $decide;
+            *state = next.map(State::$v);
+            Ok(decision)
+        }};
     }
-    check_state(policy, state)?;
-    #[cfg(not(feature = "alloc"))]
-    if let Policy::SlidingLog(_) = policy {
-        return Err(DecideError::SlidingLogNeedsAlloc);
-    }
-    let (decision, next) = run(policy, state.take(), now, cost);
-    *state = next;
-    Ok(decision)
-}
-
-/// Dispatches on the policy and runs its algorithm; the cost and the state's algorithm are
-/// already checked.
-#[inline(always)]
-fn run(policy: &Policy, state: Option<State>, now: Nanos, cost: u64) -> (Decision, Option<State>) {
     match policy {
-        Policy::TokenBucket(b) => {
-            let (d, s) = token_bucket::decide(b, take!(state, TokenBucket), now, cost);
-            (d, s.map(State::TokenBucket))
-        }
-        Policy::Gcra(b) => {
-            let (d, s) = gcra::decide(b, take!(state, Gcra), now, cost);
-            (d, s.map(State::Gcra))
-        }
-        Policy::LeakyBucket(b) => {
-            let (d, s) = leaky_bucket::decide(b, take!(state, LeakyBucket), now, cost);
-            (d, s.map(State::LeakyBucket))
-        }
-        Policy::LeakyQueue(b) => {
-            let (d, s) = leaky_queue::decide(b, take!(state, LeakyQueue), now, cost);
-            (d, s.map(State::LeakyQueue))
-        }
-        Policy::SlidingWindow(q) => {
-            let (d, s) = sliding_window::decide(q, take!(state, SlidingWindow), now, cost);
-            (d, s.map(State::SlidingWindow))
-        }
-        Policy::FixedWindow(q) => {
-            let (d, s) = fixed_window::decide(q, take!(state, FixedWindow), now, cost);
-            (d, s.map(State::FixedWindow))
-        }
+        Policy::TokenBucket(b) => arm!(TokenBucket, b.capacity(), |cur| {
+            token_bucket::decide(b, cur, now, cost)
+        }),
+        Policy::Gcra(b) => arm!(Gcra, b.capacity(), |cur| gcra::decide(b, cur, now, cost)),
+        Policy::LeakyBucket(b) => arm!(LeakyBucket, b.capacity(), |cur| {
+            leaky_bucket::decide(b, cur, now, cost)
+        }),
+        Policy::LeakyQueue(b) => arm!(LeakyQueue, b.capacity(), |cur| {
+            leaky_queue::decide(b, cur, now, cost)
+        }),
+        Policy::SlidingWindow(q) => arm!(SlidingWindow, q.limit(), |cur| {
+            sliding_window::decide(q, cur, now, cost)
+        }),
+        Policy::FixedWindow(q) => arm!(FixedWindow, q.limit(), |cur| {
+            fixed_window::decide(q, cur, now, cost)
+        }),
+        Policy::Concurrency(n) => arm!(Concurrency, n.get(), |cur| {
+            concurrency::acquire(*n, cur, cost)
+        }),
         #[cfg(feature = "alloc")]
         Policy::SlidingLog(q) => {
-            let (d, s) = sliding_log::decide(q, take!(state, SlidingLog), now, cost);
-            (d, s.map(State::SlidingLog))
+            // Not `Copy` (a list of instants): moved out and back.
+            if cost > q.limit() {
+                return Err(cost_error(cost, q.limit()));
+            }
+            check_state(policy, state)?;
+            let (decision, next) =
+                sliding_log::decide(q, take!(state.take(), SlidingLog), now, cost);
+            *state = next.map(State::SlidingLog);
+            Ok(decision)
         }
         #[cfg(not(feature = "alloc"))]
-        Policy::SlidingLog(_) => (Decision::default(), None),
-        Policy::Concurrency(n) => {
-            let (d, s) = concurrency::acquire(*n, take!(state, Concurrency), cost);
-            (d, s.map(State::Concurrency))
+        Policy::SlidingLog(q) => {
+            if cost > q.limit() {
+                return Err(cost_error(cost, q.limit()));
+            }
+            check_state(policy, state)?;
+            Err(DecideError::SlidingLogNeedsAlloc)
         }
+    }
+}
+
+/// [`DecideError::CostExceedsCapacity`], built out of line (the error path is cold).
+#[cold]
+#[inline(never)]
+fn cost_error(cost: u64, capacity: u64) -> DecideError {
+    DecideError::CostExceedsCapacity { cost, capacity }
+}
+
+/// [`DecideError::StateMismatch`], built out of line (the error path is cold).
+#[cold]
+#[inline(never)]
+fn mismatch(policy: &Policy, state: &State) -> DecideError {
+    DecideError::StateMismatch {
+        policy: policy.algorithm(),
+        state: state.algorithm(),
     }
 }
 

@@ -139,7 +139,7 @@ impl Divisor {
         if n >> 64 == 0 {
             self.div_u64(n as u64) as u128
         } else {
-            n / self.d as u128
+            n / self.wide()
         }
     }
 
@@ -151,8 +151,18 @@ impl Divisor {
             let (n, q) = (n as u64, self.div_u64(n as u64));
             return (q + (q.wrapping_mul(self.d) != n) as u64) as u128;
         }
-        let q = n / self.d as u128;
+        let q = n / self.wide();
         q + (q * self.d as u128 != n) as u128
+    }
+
+    /// The divisor as a `NonZeroU128`: a division by it cannot panic, so the compiler may
+    /// drop a quotient nobody reads ([`crate::admit`] relies on that).
+    #[inline(always)]
+    fn wide(self) -> core::num::NonZeroU128 {
+        match core::num::NonZeroU128::new(self.d as u128) {
+            Some(d) => d,
+            None => core::num::NonZeroU128::MIN,
+        }
     }
 
     /// `ceil(scaled / d)` as nanoseconds, saturating (for `d` = a policy's limit: scaled time

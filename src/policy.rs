@@ -112,7 +112,9 @@ impl fmt::Display for Algorithm {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Quota {
     limit: NonZeroU64,
-    window_ms: NonZeroU64,
+    /// The window in nanoseconds (whole milliseconds; kept in nanoseconds because every
+    /// decision works in them).
+    window: NonZeroU64,
     /// Division by `limit`, precomputed (every bucket decision divides by it).
     by_limit: Divisor,
     /// Division by the window in nanoseconds, precomputed.
@@ -121,11 +123,15 @@ pub struct Quota {
 
 impl Quota {
     const fn build(limit: NonZeroU64, window_ms: NonZeroU64) -> Quota {
+        let window = window_ms.get() * NANOS_PER_MS;
         Quota {
             limit,
-            window_ms,
+            window: match NonZeroU64::new(window) {
+                Some(w) => w,
+                None => NonZeroU64::MIN,
+            },
             by_limit: Divisor::new(limit.get()),
-            by_window: Divisor::new(window_ms.get() * NANOS_PER_MS),
+            by_window: Divisor::new(window),
         }
     }
 
@@ -186,12 +192,12 @@ impl Quota {
 
     /// The window, in nanoseconds.
     pub const fn window(&self) -> Nanos {
-        self.window_ms.get() * NANOS_PER_MS
+        self.window.get()
     }
 
     /// The window, in milliseconds.
     pub const fn window_ms(&self) -> u64 {
-        self.window_ms.get()
+        self.window.get() / NANOS_PER_MS
     }
 
     pub(crate) const fn by_limit(&self) -> Divisor {

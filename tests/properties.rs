@@ -72,6 +72,26 @@ fn bucket_policy(alg: &str, limit: u64, window_ms: u64, burst: u64) -> Policy {
         .unwrap()
 }
 
+/// Any `u128`, with its extremes and values near the scaled-time range (2^96..2^105) often.
+fn edgy_u128() -> impl Strategy<Value = u128> {
+    prop_oneof![
+        Just(u128::MAX),
+        (0u128..1 << 20).prop_map(|d| u128::MAX - d),
+        (0u128..1 << 105),
+        any::<u128>(),
+    ]
+}
+
+/// Any `u64`, with its extremes often.
+fn edgy_u64() -> impl Strategy<Value = u64> {
+    prop_oneof![
+        Just(0),
+        Just(u64::MAX),
+        (0u64..1 << 20).prop_map(|d| u64::MAX - d),
+        any::<u64>()
+    ]
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 200, ..ProptestConfig::default() })]
 
@@ -237,6 +257,49 @@ proptest! {
                     prop_assert_eq!(&in_place, &state);
                 }
                 Err(e) => prop_assert!(false, "unexpected error {e}"),
+            }
+        }
+    }
+
+    /// No panic for any stored state either (a store may hand back a corrupted or hostile
+    /// one: the worker reads states from storage): every field at any value, and `admit`
+    /// still agrees with `decide`.
+    #[test]
+    fn hostile_states_never_panic(
+        alg in prop::sample::select(vec!["token-bucket", "gcra", "leaky-bucket", "leaky-queue", "sliding-window", "fixed-window", "concurrency"]),
+        limit in 1u64..=tollgate::MAX_COUNT, window_ms in 1u64..=31_622_400_000,
+        big in edgy_u128(), a in edgy_u64(), b in edgy_u64(), c in edgy_u64(),
+        now in edgy_u64(), cost in edgy_u64(),
+    ) {
+        use tollgate::algorithms::{concurrency::ConcurrencyState, fixed_window::FixedWindowState,
+            gcra::GcraState, leaky_bucket::LeakyBucketState, leaky_queue::LeakyQueueState,
+            sliding_window::SlidingWindowState, token_bucket::TokenBucketState};
+        let (p, state): (Policy, State) = match alg {
+            "concurrency" => (format!("concurrency {limit}").parse().unwrap(),
+                State::Concurrency(ConcurrencyState { in_flight: a })),
+            "gcra" => (format!("gcra {limit}/{window_ms}ms").parse().unwrap(),
+                State::Gcra(GcraState { tat: big })),
+            "token-bucket" => (format!("token-bucket {limit}/{window_ms}ms").parse().unwrap(),
+                State::TokenBucket(TokenBucketState { credit: big, last: a })),
+            "leaky-bucket" => (format!("leaky-bucket {limit}/{window_ms}ms").parse().unwrap(),
+                State::LeakyBucket(LeakyBucketState { level: big, last: a })),
+            "leaky-queue" => (format!("leaky-queue {limit}/{window_ms}ms").parse().unwrap(),
+                State::LeakyQueue(LeakyQueueState { last_departure: big })),
+            "sliding-window" => (format!("sliding-window {limit}/{window_ms}ms").parse().unwrap(),
+                State::SlidingWindow(SlidingWindowState { window: a, prev: b, cur: c })),
+            _ => (format!("fixed-window {limit}/{window_ms}ms").parse().unwrap(),
+                State::FixedWindow(FixedWindowState { window: a, count: b })),
+        };
+        for cost in [cost % (limit + 1), 0, 1.min(limit), cost] {
+            let mut in_place = Some(state.clone());
+            let verdict = admit(&p, &mut in_place, now, cost);
+            match decide(&p, Some(state.clone()), now, cost) {
+                Ok((d, s)) => {
+                    prop_assert!(d.remaining <= d.limit);
+                    prop_assert_eq!(verdict, Ok(Verdict::from(&d)));
+                    prop_assert_eq!(&in_place, &s);
+                }
+                Err(e) => prop_assert_eq!(verdict, Err(e)),
             }
         }
     }

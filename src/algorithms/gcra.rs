@@ -48,22 +48,31 @@ pub fn decide(
     let limit = bucket.rate().limit();
     let interval = bucket.rate().window();
     let (by_limit, by_interval) = (bucket.rate().by_limit(), bucket.rate().by_window());
-    let tolerance = mul_wide(bucket.capacity(), interval);
+    let capacity = bucket.capacity();
+    let tolerance = mul_wide(capacity, interval);
+    let charge = mul_wide(cost, interval);
     let now_s = mul_wide(now, limit);
-    let tat = state.map_or(now_s, |s| s.tat.max(now_s));
-    let pushed = tat.saturating_add(mul_wide(cost, interval));
-    let allowed = pushed - now_s <= tolerance;
-    let tat = if allowed { pushed } else { tat };
+    // Admitted iff the TAT pushed by `charge` stays within `tolerance` of now:
+    // `max(tat, now) + charge - now <= tolerance`, that is `tat <= now + slack` with
+    // `slack = (capacity - cost) * interval` (which does not depend on the state, so the
+    // state's path is one comparison). Bounds: `now_s < 2^104` and `tolerance < 2^95`
+    // (counts are at most 2^40, windows under 2^55 ns), so the sums below cannot overflow;
+    // a stored `tat` beyond them (hostile input) is denied and never added to.
+    let slack = mul_wide(capacity.saturating_sub(cost), interval);
+    let tat = state.map_or(0, |s| s.tat);
+    let allowed = cost <= capacity && tat <= now_s + slack;
+    let base = tat.max(now_s);
+    let tat = if allowed { base + charge } else { base };
     let used = tat - now_s;
     let decision = Decision {
         allowed,
-        limit: bucket.capacity(),
+        limit: capacity,
         remaining: by_interval.div(tolerance.saturating_sub(used)) as u64,
         reset_after: by_limit.to_nanos(used),
         retry_after: if allowed {
             0
         } else {
-            by_limit.to_nanos((pushed - now_s).saturating_sub(tolerance))
+            by_limit.to_nanos((base.saturating_add(charge) - now_s).saturating_sub(tolerance))
         },
         delay: 0,
     };
