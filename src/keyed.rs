@@ -123,6 +123,16 @@ fn lock<T>(shards: &[Mutex<T>], hash: u64) -> MutexGuard<'_, T> {
 /// the guard unwinds.
 #[inline(always)]
 fn acquire<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    match m.try_lock() {
+        Some(guard) => guard,
+        None => contended(m),
+    }
+}
+
+/// [`acquire`]'s wait, out of line: one copy per table type instead of one per lock site.
+#[cold]
+#[inline(never)]
+fn contended<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     loop {
         for _ in 0..64 {
             if let Some(guard) = m.try_lock() {
