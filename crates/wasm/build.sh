@@ -38,9 +38,12 @@ raw="$(realpath -m "${CARGO_TARGET_DIR:-$root/target}")/wasm32-unknown-unknown/r
 pkg=$(realpath -m "${TOLLGATE_WASM_PKG:-$here/pkg}")
 rm -rf "$pkg"
 mkdir -p "$pkg"
+# The `producers` and `target_features` custom sections are for tools, not runtimes: dropped
+# (0.2 KB of the gzipped .wasm).
 opt() {
   "$wasm_opt" -O3 --enable-bulk-memory --enable-nontrapping-float-to-int --enable-sign-ext \
-    --enable-mutable-globals --enable-reference-types --enable-multivalue "$1" -o "$1"
+    --enable-mutable-globals --enable-reference-types --enable-multivalue \
+    --strip-producers --strip-target-features "$1" -o "$1"
 }
 for target in nodejs web bundler; do
   dir=$target
