@@ -58,7 +58,7 @@ trait Op {
     fn run(self, policy: &Policy, state: &mut Option<State>) -> Result<Self::Out, DecideError>;
 }
 
-/// The full decision ([`crate::decide`]'s shared copy).
+/// The full decision ([`crate::decide()`]'s shared copy).
 struct Check(Nanos, u64);
 
 impl Op for Check {

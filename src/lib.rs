@@ -12,7 +12,7 @@
 //!   backwards never over-admits (see each algorithm for the exact rule).
 //! * **Integer arithmetic, no drift.** Rates are kept as exact fractions (`limit` per
 //!   `window`), so every platform computes the same decision bit for bit.
-//! * **State is plain data.** [`decide`] is a pure function of the policy, the stored state,
+//! * **State is plain data.** [`decide()`] is a pure function of the policy, the stored state,
 //!   the time and the cost; a state equal to "fresh" comes back as `None`, so stores only hold
 //!   keys that are actually limited.
 //! * **Denial is a value.** [`Decision`] says `allowed`, `limit`, `remaining`, `reset_after`

@@ -11,3 +11,6 @@ cargo build -p tollgate --no-default-features --target wasm32-unknown-unknown
 cargo build -p tollgate --no-default-features --features alloc,serde --target wasm32-unknown-unknown
 cargo build -p tollgate --all-features --target wasm32-wasip2
 cargo test -p tollgate --all-features
+# The API docs build without a broken or ambiguous link (private items too: the store's
+# internals are documented for the next maintainer).
+RUSTDOCFLAGS="-D warnings" cargo doc --quiet --no-deps -p tollgate --all-features --document-private-items

@@ -1,8 +1,8 @@
 //! One module per algorithm, each holding only its maths: a plain-data state and a pure
-//! `decide` function. Reading and writing the state is the store's job ([`crate::decide`]
+//! `decide` function. Reading and writing the state is the store's job ([`crate::decide()`]
 //! dispatches on the policy; [`crate::keyed`] and the edge worker store the result).
 //!
-//! Every `decide` here assumes `cost <= capacity` (checked by [`crate::decide`]) and treats
+//! Every `decide` here assumes `cost <= capacity` (checked by [`crate::decide()`]) and treats
 //! a cost of zero as a query: allowed, nothing charged, the current `remaining` reported.
 //!
 //! | algorithm | state | pros | cons |
