@@ -6,8 +6,8 @@
 //! * a keyed check at 1, 10k and 1M keys (injected time, keys in a scrambled order);
 //!
 //! each first for the answer governor gives (admitted or not, and the wait: tollgate's
-//! `admit`), then for tollgate's full decision (`decide`, `KeyedLimiter::check`: remaining and
-//! reset too, which governor does not report);
+//! `admit`), then for tollgate's full decision (`decide`, `decide_in_place`,
+//! `KeyedLimiter::check`: remaining and reset too, which governor does not report);
 //!
 //! then measures resident bytes per key at 1M keys (each limiter in a fresh child process),
 //! and prints one table with the tollgate/governor ratios. Both run GCRA with the same quota.
@@ -23,7 +23,7 @@ use criterion::{BenchmarkId, Criterion};
 use governor::clock::{Clock, FakeRelativeClock};
 use governor::{Quota as GQuota, RateLimiter};
 use tollgate::keyed::KeyedLimiter;
-use tollgate::{admit, decide, Nanos, Policy, Verdict};
+use tollgate::{admit, decide, decide_in_place, Nanos, Policy, Verdict};
 
 const KEYS: [u64; 3] = [1, 10_000, 1_000_000];
 
@@ -149,6 +149,20 @@ fn direct(c: &mut Criterion) {
             state = s;
             black_box(d)
         })
+    });
+    // The same full decision on a state kept in place (`decide_in_place`): no move of the
+    // state and the decision through memory.
+    g.bench_function("tollgate/decision-in-place/allow", |b| {
+        let mut state = None;
+        let mut now: Nanos = 0;
+        b.iter(|| {
+            now += 1_000_000;
+            black_box(decide_in_place(&allow, &mut state, black_box(now), 1).unwrap())
+        })
+    });
+    g.bench_function("tollgate/decision-in-place/deny", |b| {
+        let mut state = drained();
+        b.iter(|| black_box(decide_in_place(&deny, &mut state, black_box(0), 1).unwrap()))
     });
     g.finish();
 }
@@ -312,13 +326,20 @@ fn report() {
     }
     print_rows(&rows);
     println!("-- tollgate's full decision (+ remaining, reset), vs governor's short answer:");
-    let mut rows = Vec::new();
-    rows.push(direct("decision/allow", "decision/allow", "injected/allow"));
-    rows.push(direct(
-        "decision/deny",
-        "decision/deny",
-        "injected/deny+wait",
-    ));
+    let mut rows = vec![
+        direct("decision/allow", "decision/allow", "injected/allow"),
+        direct("decision/deny", "decision/deny", "injected/deny+wait"),
+        direct(
+            "decision in place/allow",
+            "decision-in-place/allow",
+            "injected/allow",
+        ),
+        direct(
+            "decision in place/deny",
+            "decision-in-place/deny",
+            "injected/deny+wait",
+        ),
+    ];
     for n in KEYS {
         rows.push((
             format!("keyed decision, {n} keys"),

@@ -185,14 +185,31 @@ pub fn admit(
     decide_in_place(policy, state, now, cost).map(|d| Verdict::from(&d))
 }
 
-/// Checks the cost and the state's algorithm, then runs the policy's algorithm on `state`
-/// in place (left untouched on an error). Always inlined: [`decide_at`] holds the shared
-/// copy, [`admit`] one per caller, where the unread fields are dropped.
+/// [`decide`] on a state kept in place: the full decision, with `state` updated where it
+/// lies (`None` when the key is fresh) instead of moved in and out. For a caller that keeps
+/// the state in its own slot and decides in a hot loop: it is inlined into its caller, and
+/// measured 3-4x faster than moving the same state through [`decide`] (no copy of the state
+/// and the decision through memory). On an error `state` is left untouched. Errors as
+/// [`decide`].
 ///
-/// One match on the policy, and in each arm the algorithm's own state variant read by value
-/// and written back: no second dispatch on the state, no move of the whole `Option<State>`.
+/// ```
+/// use tollgate::{decide_in_place, Policy};
+/// let policy: Policy = "gcra 2/s".parse().unwrap();
+/// let mut state = None;
+/// let d = decide_in_place(&policy, &mut state, 0, 1).unwrap();
+/// assert!(d.allowed && d.remaining == 1 && d.reset_after == 500_000_000);
+/// decide_in_place(&policy, &mut state, 0, 1).unwrap();
+/// let d = decide_in_place(&policy, &mut state, 0, 1).unwrap();
+/// assert!(!d.allowed && d.remaining == 0 && d.retry_after == 500_000_000);
+/// assert!(state.is_some());
+/// ```
+///
+/// How: one match on the policy, and in each arm the cost check and the algorithm's own
+/// state variant read by value and written back (no second dispatch on the state). The
+/// crate's own callers share one out-of-line copy of it; [`admit`] inlines it and
+/// drops the fields it does not report.
 #[inline(always)]
-fn decide_in_place(
+pub fn decide_in_place(
     policy: &Policy,
     state: &mut Option<State>,
     now: Nanos,

@@ -62,7 +62,7 @@ mod policy;
 pub mod stack;
 mod text;
 
-pub use decide::{admit, decide, release, State, Verdict};
+pub use decide::{admit, decide, decide_in_place, release, State, Verdict};
 pub use decision::{Decision, MillisDecision};
 pub use error::{DecideError, Field, PolicyError, Rule};
 pub use policy::{Algorithm, Bucket, Policy, Quota, MAX_COUNT, MAX_WINDOW, MIN_WINDOW};

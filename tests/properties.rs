@@ -4,7 +4,10 @@
 use std::collections::BTreeMap;
 
 use proptest::prelude::*;
-use tollgate::{admit, decide, DecideError, Decision, Nanos, Policy, State, Verdict, NANOS_PER_MS};
+use tollgate::{
+    admit, decide, decide_in_place, DecideError, Decision, Nanos, Policy, State, Verdict,
+    NANOS_PER_MS,
+};
 
 /// Runs a trace of `(time, cost)` requests (times non-decreasing) through one key.
 fn run(policy: &Policy, trace: &[(Nanos, u64)]) -> Vec<Decision> {
@@ -225,7 +228,7 @@ proptest! {
     }
 
     /// No panic for any input: times in any order up to u64::MAX, any cost, any window; and
-    /// `admit` agrees with `decide` on all of it.
+    /// `admit` and `decide_in_place` agree with `decide` on all of it.
     #[test]
     fn never_panics(
         alg in prop::sample::select(vec!["token-bucket", "gcra", "leaky-bucket", "leaky-queue", "sliding-window", "fixed-window", "sliding-log", "concurrency"]),
@@ -244,17 +247,23 @@ proptest! {
             // and on an error the state untouched.
             let mut in_place = state.clone();
             let verdict = admit(&p, &mut in_place, now, cost);
+            let mut full_in_place = state.clone();
+            let full = decide_in_place(&p, &mut full_in_place, now, cost);
             match decide(&p, state.clone(), now, cost) {
                 Ok((d, s)) => {
                     prop_assert!(d.remaining <= d.limit);
                     prop_assert_eq!(verdict, Ok(Verdict::from(&d)));
                     prop_assert_eq!(&in_place, &s);
+                    prop_assert_eq!(full, Ok(d));
+                    prop_assert_eq!(&full_in_place, &s);
                     state = s;
                 }
                 Err(e @ DecideError::CostExceedsCapacity { cost: c, capacity }) => {
                     prop_assert!(c > capacity);
                     prop_assert_eq!(verdict, Err(e));
                     prop_assert_eq!(&in_place, &state);
+                    prop_assert_eq!(full, Err(e));
+                    prop_assert_eq!(&full_in_place, &state);
                 }
                 Err(e) => prop_assert!(false, "unexpected error {e}"),
             }
@@ -262,8 +271,8 @@ proptest! {
     }
 
     /// No panic for any stored state either (a store may hand back a corrupted or hostile
-    /// one: the worker reads states from storage): every field at any value, and `admit`
-    /// still agrees with `decide`.
+    /// one: the worker reads states from storage): every field at any value, and `admit` and
+    /// `decide_in_place` still agree with `decide`.
     #[test]
     fn hostile_states_never_panic(
         alg in prop::sample::select(vec!["token-bucket", "gcra", "leaky-bucket", "leaky-queue", "sliding-window", "fixed-window", "concurrency"]),
@@ -293,13 +302,21 @@ proptest! {
         for cost in [cost % (limit + 1), 0, 1.min(limit), cost] {
             let mut in_place = Some(state.clone());
             let verdict = admit(&p, &mut in_place, now, cost);
+            let mut full_in_place = Some(state.clone());
+            let full = decide_in_place(&p, &mut full_in_place, now, cost);
             match decide(&p, Some(state.clone()), now, cost) {
                 Ok((d, s)) => {
                     prop_assert!(d.remaining <= d.limit);
                     prop_assert_eq!(verdict, Ok(Verdict::from(&d)));
                     prop_assert_eq!(&in_place, &s);
+                    prop_assert_eq!(full, Ok(d));
+                    prop_assert_eq!(&full_in_place, &s);
                 }
-                Err(e) => prop_assert_eq!(verdict, Err(e)),
+                Err(e) => {
+                    prop_assert_eq!(verdict, Err(e));
+                    prop_assert_eq!(full, Err(e));
+                    prop_assert_eq!(&full_in_place, &Some(state.clone()));
+                }
             }
         }
     }

@@ -1,8 +1,9 @@
 //! Decisions: for any policy the grammar accepts, any starting state (fresh, or every field
 //! at any value: a store may hand back a corrupted state) and any sequence of (time, cost)
 //! steps, `decide` never panics, never reports more remaining than the limit, fails only for
-//! a cost above the capacity, a denial carries no queue delay, and `admit` gives the same
-//! verdict and next state in place; the header helpers accept every decision.
+//! a cost above the capacity, a denial carries no queue delay, and `admit` and
+//! `decide_in_place` give the same answer and next state in place; the header helpers accept
+//! every decision.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -12,7 +13,7 @@ use tollgate::algorithms::{
     leaky_bucket::LeakyBucketState, leaky_queue::LeakyQueueState,
     sliding_window::SlidingWindowState, token_bucket::TokenBucketState,
 };
-use tollgate::{admit, decide, DecideError, Policy, State, Verdict};
+use tollgate::{admit, decide, decide_in_place, DecideError, Policy, State, Verdict};
 
 /// A state of `policy`'s algorithm with every field taken from `b` (32 bytes), or `None`
 /// for the sliding log (its list is built by decisions only).
@@ -65,11 +66,15 @@ fuzz_target!(|data: &[u8]| {
         let cost = step[8] as u64 % (policy.limit() + 2);
         let mut in_place = state.clone();
         let verdict = admit(&policy, &mut in_place, now, cost);
+        let mut full_in_place = state.clone();
+        let full = decide_in_place(&policy, &mut full_in_place, now, cost);
         match decide(&policy, state.clone(), now, cost) {
             Ok((d, next)) => {
                 assert!(d.remaining <= d.limit);
                 assert_eq!(verdict, Ok(Verdict::from(&d)));
                 assert_eq!(in_place, next);
+                assert_eq!(full, Ok(d));
+                assert_eq!(full_in_place, next);
                 let _ = response_headers(&[Named { name: "f", policy: &policy, decision: &d }], true);
                 if d.allowed {
                     state = next;
@@ -81,6 +86,8 @@ fuzz_target!(|data: &[u8]| {
                 assert!(c > capacity);
                 assert_eq!(verdict, Err(e));
                 assert_eq!(in_place, state);
+                assert_eq!(full, Err(e));
+                assert_eq!(full_in_place, state);
             }
             Err(e) => panic!("unexpected {e}"),
         }
