@@ -28,11 +28,10 @@
 //! assert_eq!(retry_after(&decision), None);
 //! ```
 
-use alloc::string::{String, ToString};
+use alloc::string::String;
 use alloc::vec::Vec;
-use core::fmt::Write;
 
-use crate::{Decision, Nanos, Policy, NANOS_PER_SEC};
+use crate::{Decision, Nanos, Policy, Snippet, NANOS_PER_SEC};
 
 /// One policy's part of the response: its public name, the policy and its decision.
 #[derive(Clone, Copy, Debug)]
@@ -76,18 +75,27 @@ pub fn window_secs(policy: &Policy) -> Option<u64> {
     Some((ns.div_ceil(NANOS_PER_SEC as u128)).min(u64::MAX as u128) as u64)
 }
 
-/// A List of one String Item per policy, each with its Integer parameters (keys are
-/// lowercase letters, valid sf-keys).
-fn list(items: &[Named<'_>], params: impl Fn(&Named<'_>) -> Vec<(&'static str, u64)>) -> String {
+/// One Integer parameter of an Item: its key (lowercase letters, a valid sf-key) and value.
+type Param = Option<(&'static str, u64)>;
+
+/// `v` in decimal (no `core::fmt`: the npm package's `.wasm` pays for every formatting path).
+fn decimal(v: u64) -> String {
+    String::from(Snippet::number(v).as_str())
+}
+
+/// A List of one String Item per policy, each with its Integer parameters.
+fn list(items: &[Named<'_>], params: fn(&Named<'_>) -> [Param; 2]) -> String {
     let mut out = String::new();
     for (i, item) in items.iter().enumerate() {
         if i > 0 {
             out.push_str(", ");
         }
         push_string(&mut out, item.name);
-        for (k, v) in params(item) {
-            // Writing to a String cannot fail.
-            let _ = write!(out, ";{k}={}", v.min(MAX_INTEGER));
+        for (k, v) in params(item).into_iter().flatten() {
+            out.push(';');
+            out.push_str(k);
+            out.push('=');
+            out.push_str(Snippet::number(v.min(MAX_INTEGER)).as_str());
         }
     }
     out
@@ -96,22 +104,22 @@ fn list(items: &[Named<'_>], params: impl Fn(&Named<'_>) -> Vec<(&'static str, u
 /// The `RateLimit-Policy` field value: `"name";q=<quota>;w=<window seconds>` per policy.
 pub fn rate_limit_policy(items: &[Named<'_>]) -> String {
     list(items, |n| {
-        let mut p = alloc::vec![("q", n.policy.limit())];
-        if let Some(w) = window_secs(n.policy) {
-            p.push(("w", w));
-        }
-        p
+        [
+            Some(("q", n.policy.limit())),
+            window_secs(n.policy).map(|w| ("w", w)),
+        ]
     })
 }
 
 /// The `RateLimit` field value: `"name";r=<remaining>;t=<seconds to reset>` per policy.
 pub fn rate_limit(items: &[Named<'_>]) -> String {
     list(items, |n| {
-        let mut p = alloc::vec![("r", n.decision.remaining)];
-        if n.policy.quota().is_some() {
-            p.push(("t", secs_ceil(n.decision.reset_after)));
-        }
-        p
+        [
+            Some(("r", n.decision.remaining)),
+            n.policy
+                .quota()
+                .map(|_| ("t", secs_ceil(n.decision.reset_after))),
+        ]
     })
 }
 
@@ -123,11 +131,11 @@ pub fn retry_after(decision: &Decision) -> Option<u64> {
 /// The legacy `X-RateLimit-Limit`, `-Remaining` and `-Reset` (seconds from now).
 pub fn legacy(decision: &Decision) -> [(&'static str, String); 3] {
     [
-        ("X-RateLimit-Limit", decision.limit.to_string()),
-        ("X-RateLimit-Remaining", decision.remaining.to_string()),
+        ("X-RateLimit-Limit", decimal(decision.limit)),
+        ("X-RateLimit-Remaining", decimal(decision.remaining)),
         (
             "X-RateLimit-Reset",
-            secs_ceil(decision.reset_after).to_string(),
+            decimal(secs_ceil(decision.reset_after)),
         ),
     ]
 }
@@ -144,8 +152,8 @@ pub fn response_headers(items: &[Named<'_>], with_legacy: bool) -> Vec<(&'static
     out.push(("RateLimit", rate_limit(items)));
     let denied = items.iter().filter(|n| !n.decision.allowed);
     if let Some(wait) = denied.filter_map(|n| retry_after(n.decision)).max() {
-        out.push(("Retry-After", wait.to_string()));
-        out.push(("Cache-Control", "no-store".to_string()));
+        out.push(("Retry-After", decimal(wait)));
+        out.push(("Cache-Control", String::from("no-store")));
     }
     if with_legacy {
         let each: Vec<Decision> = items.iter().map(|n| *n.decision).collect();
