@@ -85,6 +85,7 @@ type Shard<K, C> = Mutex<Table<K, C>>;
 
 /// One limit's shards, their cells as wide as the policy's states need.
 enum Shards<K> {
+    #[cfg(not(feature = "compact-store"))]
     Narrow(Box<[Shard<K, [u64; 2]>]>),
     Wide(Box<[Shard<K, [u64; 3]>]>),
     Log(Box<[Shard<K, Box<SlidingLogState>>]>),
@@ -95,6 +96,7 @@ enum Shards<K> {
 macro_rules! each {
     ($e:expr, $T:ident, $v:ident => $body:expr) => {
         match $e {
+            #[cfg(not(feature = "compact-store"))]
             $T::Narrow($v) => $body,
             $T::Wide($v) => $body,
             $T::Log($v) => $body,
@@ -193,6 +195,7 @@ impl<K: Hash + Eq> Store<K> {
         Store {
             policy,
             shards: match Width::of(policy.algorithm()) {
+                #[cfg(not(feature = "compact-store"))]
                 Width::Narrow => Shards::Narrow(shards(n, per)),
                 Width::Wide => Shards::Wide(shards(n, per)),
                 Width::Log => Shards::Log(shards(n, per)),
@@ -239,6 +242,7 @@ impl<K: Hash + Eq> Store<K> {
 
 /// A locked shard, whatever its cell.
 enum Guard<'a, K> {
+    #[cfg(not(feature = "compact-store"))]
     Narrow(MutexGuard<'a, Table<K, [u64; 2]>>),
     Wide(MutexGuard<'a, Table<K, [u64; 3]>>),
     Log(MutexGuard<'a, Table<K, Box<SlidingLogState>>>),
@@ -263,6 +267,7 @@ impl<'a, K: Hash + Eq> Held<'a, K> {
     {
         let hash = store.hasher.hash_one(key);
         let mut guard = match &store.shards {
+            #[cfg(not(feature = "compact-store"))]
             Shards::Narrow(s) => Guard::Narrow(lock(s, hash)),
             Shards::Wide(s) => Guard::Wide(lock(s, hash)),
             Shards::Log(s) => Guard::Log(lock(s, hash)),
