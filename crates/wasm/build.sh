@@ -31,9 +31,9 @@ wasm_opt="$root/node_modules/.bin/wasm-opt"
 # TOLLGATE_WASM_FEATURES: cargo features (the demo page builds with `state-json`);
 # TOLLGATE_WASM_PKG: where to write the package (default crates/wasm/pkg).
 features=${TOLLGATE_WASM_FEATURES:-}
-cargo build --quiet --release --target wasm32-unknown-unknown -p tollgate-wasm ${features:+--features "$features"}
+cargo build --quiet --profile wasm --target wasm32-unknown-unknown -p tollgate-wasm ${features:+--features "$features"}
 # Where cargo put it: CARGO_TARGET_DIR when set (the worker suite sets its own), else target/.
-raw="$(realpath -m "${CARGO_TARGET_DIR:-$root/target}")/wasm32-unknown-unknown/release/tollgate_wasm.wasm"
+raw="$(realpath -m "${CARGO_TARGET_DIR:-$root/target}")/wasm32-unknown-unknown/wasm/tollgate_wasm.wasm"
 
 pkg=$(realpath -m "${TOLLGATE_WASM_PKG:-$here/pkg}")
 rm -rf "$pkg"

@@ -37,7 +37,15 @@ node -e 'import("./crates/wasm/pkg/node/index.js").then((m) => { try { m.decide(
 
 echo "--- sizes"
 wasm=crates/wasm/pkg/web/tollgate_wasm_bg.wasm
-echo "wasm: $(wc -c < "$wasm") bytes raw, $(gzip -9 -c "$wasm" | wc -c) bytes gzipped"
+gz=$(gzip -9 -c "$wasm" | wc -c)
+echo "wasm: $(wc -c < "$wasm") bytes raw, $gz bytes gzipped"
+# The size goal (issue 4): under 40 KB gzipped. The same toolchain builds the same bytes
+# (wasm-bindgen and binaryen are pinned, Rust is the machine's stable), so this is a budget,
+# not a measurement of a noisy machine.
+if [ "$gz" -ge 40000 ]; then
+  echo "the .wasm is $gz bytes gzipped, over the 40000-byte budget (crates/wasm/README.md says where the bytes are)" >&2
+  exit 1
+fi
 (cd crates/wasm && npm pack --dry-run --json 2>/dev/null) | node -e '
   const [p] = JSON.parse(require("fs").readFileSync(0, "utf8"));
   console.log(`package: ${p.files.length} files, ${p.unpackedSize} bytes unpacked, ${p.size} bytes as .tgz (gzipped)`);'
