@@ -11,7 +11,9 @@
 //! * **Compact.** A store keeps each state without its enum tag, in two or three 64-bit
 //!   words (the sliding log boxed), next to its key in a dense slab, found through an
 //!   open-addressing index of one `u32` per entry (at most 7/8 full): a GCRA limiter over
-//!   `u64` keys takes about 30 bytes per key at its bound.
+//!   `u64` keys takes about 30 bytes per key at its bound. (With the `compact-store` feature,
+//!   built for the npm package's `.wasm`, two-word states take three words: less code, 8
+//!   more bytes per key.)
 //! * **Stacks and fair share** decide all or nothing across their limits, with the locks of
 //!   every limit held together (always taken in the same order, so never deadlocking).
 //!
