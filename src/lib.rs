@@ -60,6 +60,8 @@ mod math;
 mod policy;
 #[cfg(feature = "alloc")]
 pub mod stack;
+#[cfg(feature = "alloc")]
+pub mod store;
 mod text;
 
 pub use decide::{admit, decide, decide_in_place, release, State, Verdict};
