@@ -1,0 +1,82 @@
+//! The key layout: where each slot of a request lives in Redis.
+//!
+//! ```text
+//! <prefix>:{<namespace>:<key>}:<i>           the stack's limit i (0 for a single policy)
+//! <prefix>:{<namespace>:<key>}:t:<tenant>    a fair share's tenant window
+//! ```
+//!
+//! Every slot of one key shares the hash tag `{<namespace>:<key>}`, so Redis Cluster keeps
+//! them on one node and a script may touch them together (no CROSSSLOT). The prefix and
+//! the namespace may not contain braces (they would move the tag); a key may hold any
+//! bytes. Each value is an 8-byte write id (its version) followed by the state's bytes
+//! ([`tollgate::State::to_bytes`]).
+
+use tollgate::store::Slot;
+
+use crate::Error;
+
+/// Names the Redis keys of one limiter.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KeyLayout {
+    prefix: String,
+    namespace: String,
+}
+
+impl KeyLayout {
+    /// A layout under `prefix` (e.g. `tollgate`) for `namespace` (e.g. `whois:com`).
+    pub fn new(prefix: &str, namespace: &str) -> Result<KeyLayout, Error> {
+        for (field, value) in [("prefix", prefix), ("namespace", namespace)] {
+            if value.is_empty() {
+                return Err(Error::Config {
+                    field,
+                    reason: "must not be empty".into(),
+                });
+            }
+            if value.contains(['{', '}']) {
+                return Err(Error::Config {
+                    field,
+                    reason: format!("{value:?} contains a brace, which would move the hash tag"),
+                });
+            }
+        }
+        Ok(KeyLayout {
+            prefix: prefix.into(),
+            namespace: namespace.into(),
+        })
+    }
+
+    /// The Redis key of `slot` for `key` (and `tenant`, for the tenant slot).
+    pub fn slot_key(&self, key: &str, tenant: Option<&str>, slot: Slot) -> String {
+        let base = format!("{}:{{{}:{}}}", self.prefix, self.namespace, key);
+        match slot {
+            Slot::Layer(i) => format!("{base}:{i}"),
+            Slot::Tenant => format!("{base}:t:{}", tenant.unwrap_or_default()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn layout_and_hash_tag() {
+        let k = KeyLayout::new("tollgate", "whois:com").unwrap();
+        assert_eq!(
+            k.slot_key("1.2.3.4", None, Slot::Layer(0)),
+            "tollgate:{whois:com:1.2.3.4}:0"
+        );
+        assert_eq!(
+            k.slot_key("global", Some("acme"), Slot::Tenant),
+            "tollgate:{whois:com:global}:t:acme"
+        );
+    }
+
+    #[test]
+    fn braces_in_the_prefix_or_namespace_are_refused() {
+        let e = KeyLayout::new("a{b", "ns").unwrap_err();
+        assert!(e.to_string().contains("prefix"), "{e}");
+        let e = KeyLayout::new("tollgate", "").unwrap_err();
+        assert!(e.to_string().contains("namespace"), "{e}");
+    }
+}

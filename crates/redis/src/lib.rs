@@ -1,0 +1,291 @@
+//! # tollgate-redis
+//!
+//! One exact limit for a fleet of processes: tollgate's core makes every decision in the
+//! client, and Redis holds each key's state as versioned bytes.
+//!
+//! * **The clock is Redis's.** A script reads the states and `TIME` on the node that holds
+//!   the keys; no client clock enters a decision.
+//! * **Compare-and-set, all or nothing.** An admission commits with one script over every
+//!   slot of the stack or fair share (one hash tag, so Redis Cluster works). A denial writes
+//!   nothing. When another client wrote first, the script answers with the current values
+//!   and time, so a retry costs one round trip; retries are bounded by time, with jitter.
+//! * **One round trip per key per process at a time.** Concurrent checks of one key inside
+//!   one process are merged into one read-decide-write (decided in arrival order, each all
+//!   or nothing).
+//! * **Denials are remembered** in the process until their retry time (more traffic can only
+//!   delay it), so a denied key costs no round trip.
+//! * **Idle keys expire**: each key's TTL is the time its state needs to be fresh again, plus
+//!   a grace, so an expired key is exactly a fresh one.
+//! * **Redis unreachable or slow** gets the behaviour you declared ([`Fallback`]), and every
+//!   [`Outcome`] says where it was decided ([`Source`]).
+//!
+//! Key layout: see [`keys`]. The protocol (the two scripts) is in `lua/` next to this crate
+//! and is shared with the npm entry `tollgate/redis`.
+//!
+//! ```no_run
+//! # async fn run() -> Result<(), tollgate_redis::Error> {
+//! use std::time::Duration;
+//! use tollgate::store::Limits;
+//! use tollgate_redis::{Fallback, Options, RedisLimiter};
+//!
+//! let client = redis::Client::open("redis://127.0.0.1:6379/").unwrap();
+//! let conn = client.get_connection_manager().await.unwrap();
+//! let limits = Limits::single("10/s burst 20".parse().unwrap());
+//! let options = Options::new("api", Fallback::Closed).timeout(Duration::from_millis(50));
+//! let limiter = RedisLimiter::new(conn, limits, options)?;
+//! let outcome = limiter.check("203.0.113.7", 1).await?;
+//! if !outcome.decision.allowed { /* 429, Retry-After: outcome.decision.retry_after */ }
+//! # Ok(()) }
+//! ```
+
+#![deny(unsafe_code)]
+#![warn(missing_docs)]
+
+pub mod keys;
+mod limiter;
+
+use std::fmt;
+use std::num::NonZeroUsize;
+use std::time::Duration;
+
+use tollgate::store::StateBytesError;
+use tollgate::{DecideError, Decision, PolicyError};
+
+pub use keys::KeyLayout;
+pub use limiter::{RedisLimiter, Stats};
+
+/// The script that reads a request's slots and the node's clock.
+pub const READ_SCRIPT: &str = include_str!("../lua/read.lua");
+/// The script that commits a decision if no slot changed since it was read.
+pub const COMMIT_SCRIPT: &str = include_str!("../lua/commit.lua");
+
+/// What a limiter does when Redis cannot be reached in time. There is no default: the
+/// choice is the operator's.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Fallback {
+    /// Decide in this process's memory with the same limits (each process then enforces
+    /// its own budget, as before the fleet store; counts are not copied back).
+    Local {
+        /// The most keys the local limiter keeps.
+        max_keys: NonZeroUsize,
+    },
+    /// Admit every request (fail open).
+    Open,
+    /// Deny every request (fail closed), with `retry_after` at the next probe of Redis.
+    Closed,
+}
+
+/// How a limiter talks to Redis.
+#[derive(Clone, Debug)]
+pub struct Options {
+    pub(crate) namespace: String,
+    pub(crate) prefix: String,
+    pub(crate) fallback: Fallback,
+    pub(crate) timeout: Duration,
+    pub(crate) retry_for: Duration,
+    pub(crate) probe_every: Duration,
+    pub(crate) grace: Duration,
+    pub(crate) lease: Duration,
+    pub(crate) deny_cache: bool,
+    #[cfg(feature = "testing")]
+    pub(crate) test_clock: Option<std::sync::Arc<std::sync::atomic::AtomicU64>>,
+    #[cfg(feature = "testing")]
+    pub(crate) blind_commit: bool,
+}
+
+impl Options {
+    /// Options for the limiter of `namespace` (e.g. `whois`, `whois:com`), with the declared
+    /// `fallback`. Defaults: prefix `tollgate`, timeout 250 ms per round trip, conflicts
+    /// retried for up to the timeout, Redis probed again 1 s after a failure, a 1 s grace on
+    /// every TTL, concurrency leases of 60 s, the deny cache on.
+    pub fn new(namespace: impl Into<String>, fallback: Fallback) -> Options {
+        Options {
+            namespace: namespace.into(),
+            prefix: "tollgate".into(),
+            fallback,
+            timeout: Duration::from_millis(250),
+            retry_for: Duration::from_millis(250),
+            probe_every: Duration::from_secs(1),
+            grace: Duration::from_secs(1),
+            lease: Duration::from_secs(60),
+            deny_cache: true,
+            #[cfg(feature = "testing")]
+            test_clock: None,
+            #[cfg(feature = "testing")]
+            blind_commit: false,
+        }
+    }
+
+    /// The first part of every key (default `tollgate`).
+    pub fn prefix(mut self, prefix: impl Into<String>) -> Options {
+        self.prefix = prefix.into();
+        self
+    }
+
+    /// The longest one round trip may take before the fallback decides; also how long
+    /// conflicting writes are retried (see [`Options::retry_for`]).
+    pub fn timeout(mut self, timeout: Duration) -> Options {
+        self.timeout = timeout;
+        self.retry_for = timeout;
+        self
+    }
+
+    /// How long a decision keeps retrying when other clients keep writing the same key
+    /// first (each retry is one round trip, after a random pause of up to a millisecond
+    /// per retry so far). Past it the request fails with [`Error::Contended`], uncharged.
+    pub fn retry_for(mut self, retry_for: Duration) -> Options {
+        self.retry_for = retry_for;
+        self
+    }
+
+    /// After Redis failed, how long the fallback decides before Redis is tried again.
+    pub fn probe_every(mut self, probe_every: Duration) -> Options {
+        self.probe_every = probe_every;
+        self
+    }
+
+    /// Added to every key's TTL (the time its state needs to be fresh again), so that a
+    /// key never expires before it is fresh.
+    pub fn grace(mut self, grace: Duration) -> Options {
+        self.grace = grace;
+        self
+    }
+
+    /// How long a concurrency count lives after its last acquire or release: a client that
+    /// crashed while holding slots frees them when the key expires.
+    pub fn lease(mut self, lease: Duration) -> Options {
+        self.lease = lease;
+        self
+    }
+
+    /// Whether denials are remembered in the process until their retry time (default on).
+    pub fn deny_cache(mut self, on: bool) -> Options {
+        self.deny_cache = on;
+        self
+    }
+
+    /// Tests only: decide at this clock (nanoseconds) instead of Redis `TIME`.
+    #[cfg(feature = "testing")]
+    pub fn test_clock(mut self, clock: std::sync::Arc<std::sync::atomic::AtomicU64>) -> Options {
+        self.test_clock = Some(clock);
+        self
+    }
+
+    /// Tests only: commit without comparing versions (the control run of the exactness
+    /// test, which must then over-admit).
+    #[cfg(feature = "testing")]
+    pub fn blind_commit(mut self) -> Options {
+        self.blind_commit = true;
+        self
+    }
+}
+
+/// Why a decision was made by the fallback.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Why {
+    /// Redis refused the connection or failed recently (the fallback decides until the
+    /// next probe).
+    Unreachable,
+    /// A read did not answer within the timeout.
+    Timeout,
+    /// A commit was sent and its answer lost (timeout or broken connection): it may or may
+    /// not have been applied. It is never sent again; the fallback decides instead.
+    Indeterminate,
+}
+
+/// Where a decision was made.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Source {
+    /// By the core on the states read from Redis, at Redis's clock (and committed there
+    /// when admitted).
+    Redis,
+    /// From this process's memory of a denial that still holds (no round trip).
+    DenyCache,
+    /// By the declared [`Fallback`].
+    Fallback(Why),
+}
+
+/// The answer to one request.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Outcome {
+    /// The combined decision over every limit.
+    pub decision: Decision,
+    /// Each limit's decision, in slot order (the tenant window last).
+    pub each: Vec<Decision>,
+    /// Where it was decided.
+    pub source: Source,
+}
+
+/// Why a request could not be decided. Nothing was charged.
+#[derive(Clone, Debug)]
+pub enum Error {
+    /// The request itself is impossible (a cost above a limit's capacity) or does not fit
+    /// the limits (a release without a concurrency limit).
+    Decide(DecideError),
+    /// A policy or option is invalid.
+    Policy(PolicyError),
+    /// An option is invalid.
+    Config {
+        /// The option.
+        field: &'static str,
+        /// Why.
+        reason: String,
+    },
+    /// A stored value is not a state this build can read.
+    Corrupt {
+        /// The Redis key.
+        key: String,
+        /// What is wrong with it.
+        reason: StateBytesError,
+    },
+    /// A stored value shorter than its version prefix.
+    CorruptVersion {
+        /// The Redis key.
+        key: String,
+    },
+    /// Other clients kept writing this key first for longer than [`Options::retry_for`].
+    Contended {
+        /// How long this request tried.
+        waited: Duration,
+    },
+    /// Redis answered with an error that is not about its availability (wrong type at a
+    /// key, a permission, a script error).
+    Redis(redis::RedisError),
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::Decide(e) => write!(f, "{e}"),
+            Error::Policy(e) => write!(f, "{e}"),
+            Error::Config { field, reason } => write!(f, "invalid option {field}: {reason}"),
+            Error::Corrupt { key, reason } => write!(f, "key {key}: {reason}"),
+            Error::CorruptVersion { key } => {
+                write!(
+                    f,
+                    "key {key}: corrupt value, shorter than its 8-byte version"
+                )
+            }
+            Error::Contended { waited } => write!(
+                f,
+                "gave up after {} ms of conflicting writes by other clients",
+                waited.as_millis()
+            ),
+            Error::Redis(e) => write!(f, "redis: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for Error {}
+
+impl From<DecideError> for Error {
+    fn from(e: DecideError) -> Error {
+        Error::Decide(e)
+    }
+}
+
+impl From<PolicyError> for Error {
+    fn from(e: PolicyError) -> Error {
+        Error::Policy(e)
+    }
+}

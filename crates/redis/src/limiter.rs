@@ -1,0 +1,775 @@
+//! The limiter: merge a key's concurrent requests, read, decide with the core, commit.
+
+use std::collections::HashMap;
+use std::num::NonZeroUsize;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use redis::aio::ConnectionLike;
+use redis::{ErrorKind, RedisError, Script, ServerErrorKind};
+use tokio::sync::oneshot;
+use tollgate::fair_share::FairShare;
+use tollgate::keyed::KeyedLimiter;
+use tollgate::stack::StackDecision;
+use tollgate::store::{Batch, Limits, Write};
+use tollgate::{ceil_millis, DecideError, Decision, Nanos, State, NANOS_PER_MS};
+
+use crate::{
+    Error, Fallback, KeyLayout, Options, Outcome, Source, Why, COMMIT_SCRIPT, READ_SCRIPT,
+};
+
+/// A fleet-wide limiter on Redis. Cheap to clone (the state is shared behind an `Arc`).
+pub struct RedisLimiter<C> {
+    inner: Arc<Inner<C>>,
+}
+
+impl<C> Clone for RedisLimiter<C> {
+    fn clone(&self) -> Self {
+        RedisLimiter {
+            inner: Arc::clone(&self.inner),
+        }
+    }
+}
+
+/// Counts of where decisions were made, since the limiter was built.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Requests decided on Redis's states (committed when admitted).
+    pub redis: u64,
+    /// Requests denied from the deny cache, without a round trip.
+    pub deny_cache: u64,
+    /// Requests decided by the fallback.
+    pub fallback: u64,
+    /// Commits whose answer was lost (never sent again).
+    pub indeterminate: u64,
+    /// Commits refused because another client wrote first (each retried).
+    pub conflicts: u64,
+    /// Script calls sent to Redis.
+    pub round_trips: u64,
+}
+
+#[derive(Default)]
+struct Counters {
+    redis: AtomicU64,
+    deny_cache: AtomicU64,
+    fallback: AtomicU64,
+    indeterminate: AtomicU64,
+    conflicts: AtomicU64,
+    round_trips: AtomicU64,
+}
+
+/// The requests for one key (and tenant) share their slots: they are merged.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct Group {
+    key: String,
+    tenant: Option<String>,
+}
+
+enum Op {
+    Check(u64),
+    Peek,
+    Release(u64),
+}
+
+struct Pending {
+    op: Op,
+    reply: oneshot::Sender<Result<Answer, Error>>,
+}
+
+enum Answer {
+    Decided(Outcome),
+    Released,
+}
+
+/// A remembered denial: until `until`, a request for the same slots costing at least
+/// `cost` is denied as well (traffic can only push the retry time later).
+struct Denial {
+    cost: u64,
+    until: Instant,
+    at: Instant,
+    decided: StackDecision,
+}
+
+/// What one read (or a conflicting commit) returned: the node's clock and each slot's value.
+struct View {
+    now: Nanos,
+    values: Vec<Vec<u8>>,
+}
+
+struct Inner<C> {
+    conn: C,
+    limits: Limits,
+    layout: KeyLayout,
+    options: Options,
+    read: Script,
+    commit: Script,
+    local: Option<KeyedLimiter>,
+    epoch: Instant,
+    groups: Mutex<HashMap<Group, Vec<Pending>>>,
+    denials: Mutex<HashMap<Group, Denial>>,
+    down_until: Mutex<Option<Instant>>,
+    counters: Counters,
+}
+
+/// The most denials remembered; past it the memory is cleared (it is only a shortcut).
+const MAX_DENIALS: usize = 100_000;
+
+impl<C> RedisLimiter<C>
+where
+    C: ConnectionLike + Clone + Send + Sync + 'static,
+{
+    /// A limiter over `limits` on the connection `conn` (a `ConnectionManager`, a cluster
+    /// connection, or any async connection that can be cloned).
+    pub fn new(conn: C, limits: Limits, options: Options) -> Result<Self, Error> {
+        let layout = KeyLayout::new(&options.prefix, &options.namespace)?;
+        for (field, d) in [
+            ("timeout", options.timeout),
+            ("probe_every", options.probe_every),
+            ("lease", options.lease),
+        ] {
+            if d.is_zero() {
+                return Err(Error::Config {
+                    field,
+                    reason: "must be more than zero".into(),
+                });
+            }
+        }
+        let local = match options.fallback {
+            Fallback::Local { max_keys } => Some(local_limiter(&limits, max_keys)?),
+            Fallback::Open | Fallback::Closed => None,
+        };
+        Ok(RedisLimiter {
+            inner: Arc::new(Inner {
+                conn,
+                limits,
+                layout,
+                options,
+                read: Script::new(READ_SCRIPT),
+                commit: Script::new(COMMIT_SCRIPT),
+                local,
+                epoch: Instant::now(),
+                groups: Mutex::new(HashMap::new()),
+                denials: Mutex::new(HashMap::new()),
+                down_until: Mutex::new(None),
+                counters: Counters::default(),
+            }),
+        })
+    }
+
+    /// The limits this limiter decides.
+    pub fn limits(&self) -> &Limits {
+        &self.inner.limits
+    }
+
+    /// The key layout (to inspect buckets with `redis-cli`).
+    pub fn layout(&self) -> &KeyLayout {
+        &self.inner.layout
+    }
+
+    /// Decides one request of `cost` for `key`.
+    pub async fn check(&self, key: &str, cost: u64) -> Result<Outcome, Error> {
+        self.check_tenant(key, None, cost).await
+    }
+
+    /// Decides one request of `cost` for `key` on behalf of `tenant` (a fair share's tenant
+    /// window; other limits ignore the tenant).
+    pub async fn check_tenant(
+        &self,
+        key: &str,
+        tenant: Option<&str>,
+        cost: u64,
+    ) -> Result<Outcome, Error> {
+        // An impossible cost is refused before any round trip.
+        let capacity = self.inner.limits.capacity();
+        if cost > capacity {
+            return Err(DecideError::CostExceedsCapacity { cost, capacity }.into());
+        }
+        let group = self.group(key, tenant);
+        if let Some(outcome) = self.inner.remembered(&group, cost) {
+            return Ok(outcome);
+        }
+        match self.submit(group, Op::Check(cost)).await? {
+            Answer::Decided(o) => Ok(o),
+            Answer::Released => unreachable!("a check is answered with a decision"),
+        }
+    }
+
+    /// Reports the key's standing without charging it (a decision for a cost of 0).
+    pub async fn peek(&self, key: &str, tenant: Option<&str>) -> Result<Outcome, Error> {
+        match self.submit(self.group(key, tenant), Op::Peek).await? {
+            Answer::Decided(o) => Ok(o),
+            Answer::Released => unreachable!("a peek is answered with a decision"),
+        }
+    }
+
+    /// Releases `cost` slots of every concurrency limit for `key` (a request that acquired
+    /// them finished).
+    pub async fn release(&self, key: &str, cost: u64) -> Result<(), Error> {
+        self.submit(self.group(key, None), Op::Release(cost))
+            .await
+            .map(|_| ())
+    }
+
+    /// Forgets `key` in every limit of the stack (tenant windows expire by themselves);
+    /// returns whether anything was stored.
+    pub async fn reset(&self, key: &str) -> Result<bool, Error> {
+        let inner = &self.inner;
+        inner.denials.lock().unwrap().retain(|g, _| g.key != key);
+        if let Some(local) = &inner.local {
+            local.reset(key);
+        }
+        let keys: Vec<String> = inner
+            .limits
+            .slots(None)
+            .into_iter()
+            .map(|s| inner.layout.slot_key(key, None, s))
+            .collect();
+        let mut cmd = redis::cmd("DEL");
+        cmd.arg(&keys);
+        let mut conn = inner.conn.clone();
+        inner.counters.round_trips.fetch_add(1, Relaxed);
+        match tokio::time::timeout(inner.options.timeout, cmd.query_async::<u64>(&mut conn)).await {
+            Ok(Ok(n)) => Ok(n > 0),
+            Ok(Err(e)) => Err(Error::Redis(e)),
+            Err(_) => Err(Error::Redis(RedisError::from((
+                ErrorKind::Io,
+                "reset timed out",
+            )))),
+        }
+    }
+
+    /// Where decisions were made so far.
+    pub fn stats(&self) -> Stats {
+        let c = &self.inner.counters;
+        Stats {
+            redis: c.redis.load(Relaxed),
+            deny_cache: c.deny_cache.load(Relaxed),
+            fallback: c.fallback.load(Relaxed),
+            indeterminate: c.indeterminate.load(Relaxed),
+            conflicts: c.conflicts.load(Relaxed),
+            round_trips: c.round_trips.load(Relaxed),
+        }
+    }
+
+    fn group(&self, key: &str, tenant: Option<&str>) -> Group {
+        // Only a fair share has per-tenant slots; other limits share one group per key.
+        let tenant = match self.inner.limits.tenant() {
+            Some(_) => tenant.filter(|t| !tollgate::fair_share::skips_tenant_window(Some(t))),
+            None => None,
+        };
+        Group {
+            key: key.into(),
+            tenant: tenant.map(Into::into),
+        }
+    }
+
+    /// Queues `op` for its group; the first request of an idle group starts the group's
+    /// runner, which takes every queued request at once, round after round.
+    async fn submit(&self, group: Group, op: Op) -> Result<Answer, Error> {
+        let (reply, answer) = oneshot::channel();
+        let start = {
+            let mut groups = self.inner.groups.lock().unwrap();
+            match groups.get_mut(&group) {
+                Some(queue) => {
+                    queue.push(Pending { op, reply });
+                    None
+                }
+                None => {
+                    groups.insert(group.clone(), Vec::new());
+                    Some(Pending { op, reply })
+                }
+            }
+        };
+        if let Some(first) = start {
+            // The runner is its own task: a caller that stops waiting does not strand the
+            // requests merged behind it.
+            let inner = Arc::clone(&self.inner);
+            tokio::spawn(async move { inner.run(group, first).await });
+        }
+        answer.await.unwrap_or_else(|_| {
+            Err(Error::Redis(RedisError::from((
+                ErrorKind::Client,
+                "the limiter's runner stopped",
+            ))))
+        })
+    }
+}
+
+/// The in-memory limiter of [`Fallback::Local`], over the same limits.
+fn local_limiter(limits: &Limits, max_keys: NonZeroUsize) -> Result<KeyedLimiter, Error> {
+    Ok(match limits.tenant() {
+        Some(tenant) => {
+            KeyedLimiter::fair_share(FairShare::new(limits.layers()[0], *tenant)?, max_keys)
+        }
+        None => KeyedLimiter::stack(limits.layers(), max_keys)?,
+    })
+}
+
+/// How a Redis error is handled.
+enum Failure {
+    /// Redis is unavailable: the fallback decides.
+    Unavailable(Why),
+    /// Any other error: reported to the caller.
+    Fatal(RedisError),
+}
+
+fn classify(e: RedisError) -> Failure {
+    let unavailable = e.is_io_error()
+        || e.is_connection_refusal()
+        || e.is_connection_dropped()
+        || e.is_timeout()
+        || matches!(
+            e.kind(),
+            ErrorKind::ClusterConnectionNotFound
+                | ErrorKind::Server(
+                    ServerErrorKind::BusyLoading
+                        | ServerErrorKind::TryAgain
+                        | ServerErrorKind::ClusterDown
+                        | ServerErrorKind::MasterDown
+                        | ServerErrorKind::ReadOnly
+                )
+        );
+    if unavailable {
+        Failure::Unavailable(if e.is_timeout() {
+            Why::Timeout
+        } else {
+            Why::Unreachable
+        })
+    } else {
+        Failure::Fatal(e)
+    }
+}
+
+/// What a commit answered.
+enum Committed {
+    Written,
+    Conflict(View),
+}
+
+impl<C> Inner<C>
+where
+    C: ConnectionLike + Clone + Send + Sync + 'static,
+{
+    /// Serves a group until its queue is empty, one round (every request queued so far)
+    /// at a time.
+    async fn run(self: Arc<Self>, group: Group, first: Pending) {
+        let mut round = vec![first];
+        loop {
+            self.decide_round(&group, round).await;
+            let mut groups = self.groups.lock().unwrap();
+            let queue = groups
+                .get_mut(&group)
+                .expect("a running group is registered");
+            if queue.is_empty() {
+                groups.remove(&group);
+                return;
+            }
+            round = std::mem::take(queue);
+        }
+    }
+
+    /// A denial remembered for `group` that still holds for `cost`.
+    fn remembered(&self, group: &Group, cost: u64) -> Option<Outcome> {
+        if !self.options.deny_cache || self.test_clock() {
+            return None;
+        }
+        let mut denials = self.denials.lock().unwrap();
+        let d = denials.get(group)?;
+        let now = Instant::now();
+        if now >= d.until {
+            denials.remove(group);
+            return None;
+        }
+        if cost < d.cost {
+            return None;
+        }
+        let elapsed = (now - d.at).as_nanos() as u64;
+        let age = |d: &Decision| Decision {
+            reset_after: d.reset_after.saturating_sub(elapsed),
+            retry_after: d.retry_after.saturating_sub(elapsed),
+            ..*d
+        };
+        let outcome = Outcome {
+            decision: age(&d.decided.decision),
+            each: d.decided.each.iter().map(age).collect(),
+            source: Source::DenyCache,
+        };
+        self.counters.deny_cache.fetch_add(1, Relaxed);
+        Some(outcome)
+    }
+
+    fn remember(&self, group: &Group, cost: u64, sent: Instant, decided: &StackDecision) {
+        // Only a denial with a retry time (a concurrency limit frees on release, which no
+        // clock predicts) measured from when the read was sent, so the memory never
+        // outlasts the true retry time.
+        let retry = decided.decision.retry_after;
+        if !self.options.deny_cache || self.test_clock() || decided.decision.allowed || retry == 0 {
+            return;
+        }
+        let mut denials = self.denials.lock().unwrap();
+        if denials.len() >= MAX_DENIALS {
+            denials.clear();
+        }
+        let until = sent + Duration::from_nanos(retry);
+        let keep = denials
+            .get(group)
+            .is_none_or(|d| d.until < until || d.cost > cost);
+        if keep {
+            denials.insert(
+                group.clone(),
+                Denial {
+                    cost,
+                    until,
+                    at: sent,
+                    decided: decided.clone(),
+                },
+            );
+        }
+    }
+
+    fn is_down(&self) -> bool {
+        let mut down = self.down_until.lock().unwrap();
+        match *down {
+            Some(t) if Instant::now() < t => true,
+            Some(_) => {
+                // Time to probe: this round tries Redis again.
+                *down = None;
+                false
+            }
+            None => false,
+        }
+    }
+
+    fn mark_down(&self) {
+        *self.down_until.lock().unwrap() = Some(Instant::now() + self.options.probe_every);
+    }
+
+    /// The clock a decision uses: Redis's, or a test's.
+    fn clock(&self, redis_now: Nanos) -> Nanos {
+        #[cfg(feature = "testing")]
+        if let Some(c) = &self.options.test_clock {
+            return c.load(Relaxed);
+        }
+        redis_now
+    }
+
+    fn test_clock(&self) -> bool {
+        #[cfg(feature = "testing")]
+        if self.options.test_clock.is_some() {
+            return true;
+        }
+        false
+    }
+
+    /// One round: read the slots, decide every queued request in order, commit the
+    /// result (retrying on conflicts), answer.
+    async fn decide_round(&self, group: &Group, round: Vec<Pending>) {
+        let tenant = group.tenant.as_deref();
+        let slots = self.limits.slots(tenant);
+        let keys: Vec<String> = slots
+            .iter()
+            .map(|s| self.layout.slot_key(&group.key, tenant, *s))
+            .collect();
+        if self.is_down() {
+            return self.fall_back(group, round, Why::Unreachable);
+        }
+        let started = Instant::now();
+        let mut view = match self.read(&keys).await {
+            Ok(v) => v,
+            Err(Failure::Unavailable(why)) => {
+                self.mark_down();
+                return self.fall_back(group, round, why);
+            }
+            Err(Failure::Fatal(e)) => return answer_all(round, Err(Error::Redis(e))),
+        };
+        let mut sent = started;
+        let mut retries = 0u32;
+        loop {
+            let (versions, states) = match decode(&keys, &view.values) {
+                Ok(x) => x,
+                Err(e) => return answer_all(round, Err(e)),
+            };
+            let now = self.clock(view.now);
+            let mut batch = Batch::new(&self.limits, &slots, states, now);
+            let answers: Vec<Result<Option<StackDecision>, Error>> = round
+                .iter()
+                .map(|p| match p.op {
+                    Op::Check(cost) => batch.decide(cost).map(Some).map_err(Error::from),
+                    // A peek reports without charging: decided on a copy.
+                    Op::Peek => batch.clone().decide(0).map(Some).map_err(Error::from),
+                    Op::Release(cost) => {
+                        if batch.release(cost) {
+                            Ok(None)
+                        } else {
+                            Err(Error::Decide(DecideError::NotConcurrency {
+                                policy: self.limits.layers()[0].algorithm(),
+                            }))
+                        }
+                    }
+                })
+                .collect();
+            if batch.changed() {
+                match self.write(&keys, &versions, &batch).await {
+                    Ok(Committed::Written) => {}
+                    Ok(Committed::Conflict(current)) => {
+                        self.counters.conflicts.fetch_add(1, Relaxed);
+                        if started.elapsed() >= self.options.retry_for {
+                            let waited = started.elapsed();
+                            return answer_all(round, Err(Error::Contended { waited }));
+                        }
+                        retries += 1;
+                        // Jitter: clients that collided do not collide again in step.
+                        let pause = fastrand::u64(0..=u64::from(retries.min(10)) * 1_000);
+                        tokio::time::sleep(Duration::from_micros(pause)).await;
+                        view = current;
+                        sent = Instant::now();
+                        continue;
+                    }
+                    Err(Failure::Unavailable(_)) => {
+                        // The commit may have been applied: never sent again.
+                        self.counters.indeterminate.fetch_add(1, Relaxed);
+                        self.mark_down();
+                        return self.fall_back(group, round, Why::Indeterminate);
+                    }
+                    Err(Failure::Fatal(e)) => return answer_all(round, Err(Error::Redis(e))),
+                }
+            }
+            for (p, a) in round.into_iter().zip(answers) {
+                let reply = match a {
+                    Ok(Some(d)) => {
+                        if let Op::Check(cost) = p.op {
+                            self.counters.redis.fetch_add(1, Relaxed);
+                            self.remember(group, cost, sent, &d);
+                        }
+                        Ok(Answer::Decided(Outcome {
+                            decision: d.decision,
+                            each: d.each,
+                            source: Source::Redis,
+                        }))
+                    }
+                    Ok(None) => Ok(Answer::Released),
+                    Err(e) => Err(e),
+                };
+                let _ = p.reply.send(reply);
+            }
+            return;
+        }
+    }
+
+    async fn read(&self, keys: &[String]) -> Result<View, Failure> {
+        let mut call = self.read.prepare_invoke();
+        call.key(keys);
+        let mut conn = self.conn.clone();
+        self.counters.round_trips.fetch_add(1, Relaxed);
+        let reply: Vec<Vec<u8>> =
+            match tokio::time::timeout(self.options.timeout, call.invoke_async(&mut conn)).await {
+                Ok(Ok(r)) => r,
+                Ok(Err(e)) => return Err(classify(e)),
+                Err(_) => return Err(Failure::Unavailable(Why::Timeout)),
+            };
+        view(&reply, 0, keys.len()).ok_or_else(|| Failure::Fatal(unexpected_reply()))
+    }
+
+    async fn write(
+        &self,
+        keys: &[String],
+        versions: &[Vec<u8>],
+        batch: &Batch<'_>,
+    ) -> Result<Committed, Failure> {
+        let mut call = self.commit.prepare_invoke();
+        call.key(keys);
+        #[cfg(feature = "testing")]
+        let mode = if self.options.blind_commit {
+            "blind"
+        } else {
+            "cas"
+        };
+        #[cfg(not(feature = "testing"))]
+        let mode = "cas";
+        call.arg(mode);
+        let mut writes: Vec<Option<Write>> = vec![None; keys.len()];
+        for (i, w) in batch.writes() {
+            writes[i] = Some(w);
+        }
+        for (version, write) in versions.iter().zip(writes) {
+            call.arg(version.as_slice());
+            match write {
+                None => call.arg("k").arg("").arg(""),
+                Some(Write::Delete) => call.arg("d").arg("").arg(""),
+                Some(Write::Put { state, fresh_after }) => {
+                    let mut value = fastrand::u64(..).to_le_bytes().to_vec();
+                    value.extend_from_slice(&state.to_bytes());
+                    call.arg("p").arg(value).arg(self.ttl_ms(fresh_after))
+                }
+            };
+        }
+        let mut conn = self.conn.clone();
+        self.counters.round_trips.fetch_add(1, Relaxed);
+        let reply: Vec<Vec<u8>> =
+            match tokio::time::timeout(self.options.timeout, call.invoke_async(&mut conn)).await {
+                Ok(Ok(r)) => r,
+                // Refused: the commit was never sent, so it is not indeterminate.
+                Ok(Err(e)) if e.is_connection_refusal() => {
+                    return Err(Failure::Unavailable(Why::Unreachable))
+                }
+                Ok(Err(e)) => return Err(classify(e)),
+                Err(_) => return Err(Failure::Unavailable(Why::Timeout)),
+            };
+        match reply.first().map(Vec::as_slice) {
+            Some(b"ok") => Ok(Committed::Written),
+            Some(b"conflict") => view(&reply, 1, keys.len())
+                .map(Committed::Conflict)
+                .ok_or_else(|| Failure::Fatal(unexpected_reply())),
+            _ => Err(Failure::Fatal(unexpected_reply())),
+        }
+    }
+
+    /// A key's time to live: until its state is fresh, plus the grace; a concurrency
+    /// count lives for the lease. Under a test clock, a day (its time is not Redis's).
+    fn ttl_ms(&self, fresh_after: Option<Nanos>) -> u64 {
+        if self.test_clock() {
+            return 86_400_000;
+        }
+        let grace = self.options.grace.as_millis() as u64;
+        match fresh_after {
+            Some(ns) => ceil_millis(ns).saturating_add(grace).max(1),
+            None => (self.options.lease.as_millis() as u64).max(1),
+        }
+    }
+
+    /// Decides a round with the declared fallback.
+    fn fall_back(&self, group: &Group, round: Vec<Pending>, why: Why) {
+        let source = Source::Fallback(why);
+        for p in round {
+            let reply = match p.op {
+                Op::Check(cost) => {
+                    self.counters.fallback.fetch_add(1, Relaxed);
+                    self.fallback_decide(group, cost).map(|d| {
+                        Answer::Decided(Outcome {
+                            decision: d.decision,
+                            each: d.each,
+                            source,
+                        })
+                    })
+                }
+                Op::Peek => self.fallback_decide(group, 0).map(|d| {
+                    Answer::Decided(Outcome {
+                        decision: d.decision,
+                        each: d.each,
+                        source,
+                    })
+                }),
+                Op::Release(cost) => match &self.local {
+                    Some(local) => local
+                        .release(group.key.as_str(), cost)
+                        .map(|_| Answer::Released)
+                        .map_err(Error::from),
+                    None => Ok(Answer::Released),
+                },
+            };
+            let _ = p.reply.send(reply);
+        }
+    }
+
+    fn fallback_decide(&self, group: &Group, cost: u64) -> Result<StackDecision, Error> {
+        let policies = self.limits.policies();
+        match (&self.options.fallback, &self.local) {
+            (Fallback::Local { .. }, Some(local)) => {
+                let now = self.epoch.elapsed().as_nanos() as u64;
+                Ok(local.check_detailed(group.key.as_str(), group.tenant.as_deref(), now, cost)?)
+            }
+            (Fallback::Closed, _) => {
+                let retry = self.options.probe_every.as_nanos() as u64;
+                let each: Vec<Decision> = policies
+                    .iter()
+                    .map(|p| Decision {
+                        allowed: false,
+                        limit: p.limit(),
+                        remaining: 0,
+                        reset_after: retry,
+                        retry_after: retry,
+                        delay: 0,
+                    })
+                    .collect();
+                Ok(StackDecision {
+                    decision: each[0],
+                    each,
+                })
+            }
+            _ => {
+                let each: Vec<Decision> = policies
+                    .iter()
+                    .map(|p| Decision {
+                        allowed: true,
+                        limit: p.limit(),
+                        remaining: p.limit(),
+                        ..Decision::default()
+                    })
+                    .collect();
+                let binding = *each.iter().min_by_key(|d| d.limit).expect("a policy");
+                Ok(StackDecision {
+                    decision: binding,
+                    each,
+                })
+            }
+        }
+    }
+}
+
+fn answer_all(round: Vec<Pending>, result: Result<Answer, Error>) {
+    for p in round {
+        let r = match &result {
+            Ok(_) => unreachable!("only errors are answered to a whole round"),
+            Err(e) => Err(e.clone()),
+        };
+        let _ = p.reply.send(r);
+    }
+}
+
+fn unexpected_reply() -> RedisError {
+    RedisError::from((ErrorKind::UnexpectedReturnType, "unexpected script reply"))
+}
+
+/// Parses `{seconds, microseconds, value...}` starting at `at`.
+fn view(reply: &[Vec<u8>], at: usize, n: usize) -> Option<View> {
+    let fields = reply.get(at..)?;
+    if fields.len() != n + 2 {
+        return None;
+    }
+    let number = |b: &[u8]| std::str::from_utf8(b).ok()?.parse::<u64>().ok();
+    let secs = number(&fields[0])?;
+    let micros = number(&fields[1])?;
+    Some(View {
+        now: secs
+            .saturating_mul(1_000 * NANOS_PER_MS)
+            .saturating_add(micros * 1_000),
+        values: fields[2..].to_vec(),
+    })
+}
+
+/// Splits each value into its version and its state.
+type Decoded = (Vec<Vec<u8>>, Vec<Option<State>>);
+
+fn decode(keys: &[String], values: &[Vec<u8>]) -> Result<Decoded, Error> {
+    let mut versions = Vec::with_capacity(values.len());
+    let mut states = Vec::with_capacity(values.len());
+    for (key, v) in keys.iter().zip(values) {
+        if v.is_empty() {
+            versions.push(Vec::new());
+            states.push(None);
+            continue;
+        }
+        if v.len() < 8 {
+            return Err(Error::CorruptVersion { key: key.clone() });
+        }
+        let (version, bytes) = v.split_at(8);
+        let state = State::from_bytes(bytes).map_err(|reason| Error::Corrupt {
+            key: key.clone(),
+            reason,
+        })?;
+        versions.push(version.to_vec());
+        states.push(Some(state));
+    }
+    Ok((versions, states))
+}

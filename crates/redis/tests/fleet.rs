@@ -1,0 +1,521 @@
+//! The fleet store against a real redis-server (started here on a free loopback port with a
+//! temporary directory, stopped afterwards): exactness under concurrency, the shared
+//! vectors, stacks and fair share on a cluster, expiry, persistence, script cache loss,
+//! outages and bad input.
+
+mod support;
+
+use std::num::NonZeroUsize;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use redis::aio::ConnectionManager;
+use support::{Cluster, Server};
+use tollgate::fair_share::FairShare;
+use tollgate::store::Limits;
+use tollgate::{Policy, NANOS_PER_MS};
+use tollgate_redis::{Error, Fallback, Options, RedisLimiter, Source, Why};
+
+async fn connect(server: &Server) -> ConnectionManager {
+    redis::Client::open(server.url())
+        .unwrap()
+        .get_connection_manager()
+        .await
+        .unwrap()
+}
+
+fn policy(text: &str) -> Policy {
+    text.parse().unwrap()
+}
+
+/// One policy of every algorithm, each admitting 50 requests at one instant.
+const FIFTY: [&str; 8] = [
+    "token-bucket 50/min",
+    "gcra 50/min",
+    "sliding-window 50/min",
+    "fixed-window 50/min",
+    "sliding-log 50/min",
+    "leaky-bucket 50/min",
+    "leaky-queue 50/min",
+    "concurrency 50",
+];
+
+/// 400 checks at once on one key, spread over `clients` limiters that share nothing but
+/// Redis (each with its own connection, merging and deny cache, as separate processes
+/// would), `rounds` times on fresh keys. Returns the admitted count of each round.
+async fn storm(
+    server: &Server,
+    limit: &str,
+    clients: usize,
+    rounds: usize,
+    blind: bool,
+) -> Vec<usize> {
+    let mut limiters = Vec::new();
+    for _ in 0..clients {
+        let mut options = Options::new("storm", Fallback::Closed).timeout(Duration::from_secs(5));
+        if blind {
+            options = options.blind_commit();
+        }
+        let l = RedisLimiter::new(
+            connect(server).await,
+            Limits::single(policy(limit)),
+            options,
+        )
+        .unwrap();
+        limiters.push(l);
+    }
+    let mut admitted = Vec::new();
+    for round in 0..rounds {
+        let key = format!("{limit}/{round}/{}", fastrand::u64(..));
+        let mut tasks = Vec::new();
+        for i in 0..400 {
+            let l = limiters[i % clients].clone();
+            let key = key.clone();
+            tasks.push(tokio::spawn(async move { l.check(&key, 1).await }));
+        }
+        let mut n = 0;
+        for t in tasks {
+            let outcome = t.await.unwrap().expect("decided");
+            assert!(
+                matches!(outcome.source, Source::Redis | Source::DenyCache),
+                "{limit}: {outcome:?}"
+            );
+            n += outcome.decision.allowed as usize;
+        }
+        admitted.push(n);
+    }
+    admitted
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn four_clients_400_concurrent_checks_admit_exactly_50_for_every_algorithm() {
+    let server = Server::start();
+    for limit in FIFTY {
+        let admitted = storm(&server, limit, 4, 5, false).await;
+        assert_eq!(admitted, [50; 5], "{limit}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn control_without_the_version_check_over_admits() {
+    // The same storm with the compare-and-set disabled: clients overwrite each other's
+    // charges, so the exactness test above would fail without the version check.
+    let server = Server::start();
+    let admitted = storm(&server, "fixed-window 50/min", 4, 5, true).await;
+    assert!(
+        admitted.iter().any(|&n| n > 50),
+        "blind commits should over-admit: {admitted:?}"
+    );
+}
+
+/// Replays every shared vector through Redis with a test clock: the same decisions as the
+/// core's in-memory limiter (the vectors' expectations).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_shared_vector_gives_the_cores_decisions() {
+    let server = Server::start();
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/vectors");
+    let mut files: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "json"))
+        .collect();
+    files.sort();
+    let mut replayed = 0;
+    for file in files {
+        let v: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+        let Some(spec) = v.get("limiter") else {
+            continue; // policy-errors.json: parsing only
+        };
+        let limits = if let Some(p) = spec.get("policy") {
+            Limits::single(policy(p.as_str().unwrap()))
+        } else if let Some(s) = spec.get("stack") {
+            let ps: Vec<Policy> = s
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|p| policy(p.as_str().unwrap()))
+                .collect();
+            Limits::stack(&ps).unwrap()
+        } else {
+            let f = &spec["fairShare"];
+            Limits::fair_share(
+                FairShare::new(
+                    policy(f["shared"].as_str().unwrap()),
+                    policy(f["tenant"].as_str().unwrap()),
+                )
+                .unwrap(),
+            )
+        };
+        let clock = Arc::new(AtomicU64::new(0));
+        let namespace = format!("vectors-{}", file.file_stem().unwrap().to_string_lossy());
+        let options = Options::new(namespace, Fallback::Closed)
+            .timeout(Duration::from_secs(5))
+            .test_clock(Arc::clone(&clock));
+        let limiter = RedisLimiter::new(connect(&server).await, limits, options).unwrap();
+        for (i, step) in v["steps"].as_array().unwrap().iter().enumerate() {
+            let op = step["op"].as_str().unwrap_or("check");
+            let key = step["key"].as_str().unwrap();
+            clock.store(
+                step["t"].as_u64().unwrap_or(0) * NANOS_PER_MS,
+                Ordering::SeqCst,
+            );
+            let cost = step["cost"].as_u64().unwrap_or(1);
+            let tenant = step.get("tenant").and_then(|t| t.as_str());
+            let answer = match op {
+                "check" => Some(
+                    limiter
+                        .check_tenant(key, tenant, cost)
+                        .await
+                        .map(|o| o.decision),
+                ),
+                "peek" => Some(limiter.peek(key, None).await.map(|o| o.decision)),
+                "release" => limiter.release(key, cost).await.err().map(Err),
+                "reset" => {
+                    limiter.reset(key).await.unwrap();
+                    None
+                }
+                other => panic!("unknown op {other}"),
+            };
+            let got = answer.map(|a| match a {
+                Ok(d) => serde_json::to_value(tollgate::MillisDecision::from(d)).unwrap(),
+                Err(Error::Decide(e)) => serde_json::json!({ "error": e.code() }),
+                Err(e) => panic!("{}: step {i}: {e}", file.display()),
+            });
+            let want = step.get("expect").cloned();
+            if let Some(want) = want {
+                let got = got.expect("an answer");
+                // Compare the decision's fields (newer vectors may carry more).
+                for (field, value) in want.as_object().unwrap() {
+                    if field == "each" {
+                        continue;
+                    }
+                    assert_eq!(
+                        got.get(field),
+                        Some(value),
+                        "{}: step {i} ({step}): {got}",
+                        file.display()
+                    );
+                }
+            }
+            replayed += 1;
+        }
+    }
+    assert!(replayed > 500, "only {replayed} steps replayed");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stacks_and_fair_share_are_all_or_nothing_on_a_cluster() {
+    let cluster = Cluster::start();
+    let conn = redis::cluster::ClusterClient::new(cluster.urls())
+        .unwrap()
+        .get_async_connection()
+        .await
+        .unwrap();
+    // A stack: 3 per second and 4 per minute. The fourth request within the second is
+    // denied by the per-second limit, which must not charge the per-minute window.
+    let stack = Limits::stack(&[policy("fixed-window 3/s"), policy("fixed-window 4/min")]).unwrap();
+    let limiter =
+        RedisLimiter::new(conn.clone(), stack, Options::new("stack", Fallback::Closed)).unwrap();
+    let key = format!("k{}", fastrand::u64(..));
+    let mut allowed = 0;
+    for _ in 0..6 {
+        let o = limiter.check(&key, 1).await.unwrap();
+        assert!(
+            matches!(o.source, Source::Redis | Source::DenyCache),
+            "{o:?}"
+        );
+        allowed += o.decision.allowed as u32;
+    }
+    let peek = limiter.peek(&key, None).await.unwrap();
+    assert!(allowed == 3 || allowed == 4, "{allowed}");
+    assert_eq!(
+        peek.each[1].remaining,
+        4 - allowed as u64,
+        "denied requests charged nothing"
+    );
+
+    // A fair share: 4 shared, 2 per tenant. Tenant a gets 2, b gets 2, then the shared bucket is
+    // empty for everyone; nothing denied was charged to the tenant windows.
+    let fair = Limits::fair_share(
+        FairShare::new(policy("fixed-window 4/min"), policy("fixed-window 2/min")).unwrap(),
+    );
+    let limiter = RedisLimiter::new(conn, fair, Options::new("fair", Fallback::Closed)).unwrap();
+    let key = format!("shared{}", fastrand::u64(..));
+    let mut by_tenant = std::collections::BTreeMap::new();
+    for tenant in ["a", "a", "a", "b", "b", "b", "c"] {
+        let o = limiter.check_tenant(&key, Some(tenant), 1).await.unwrap();
+        *by_tenant.entry(tenant).or_insert(0) += o.decision.allowed as u32;
+    }
+    assert_eq!(by_tenant["a"], 2);
+    assert_eq!(by_tenant["b"], 2);
+    assert_eq!(by_tenant["c"], 0, "the shared bucket is spent");
+    let c = limiter.peek(&key, Some("c")).await.unwrap();
+    assert_eq!(
+        c.each[1].remaining, 2,
+        "c's denied request charged its window nothing"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_keys_expire_and_the_database_empties() {
+    let server = Server::start();
+    let limits = Limits::stack(&[policy("gcra 5/200ms"), policy("sliding-log 3/300ms")]).unwrap();
+    let options = Options::new("ttl", Fallback::Closed).grace(Duration::from_millis(50));
+    let limiter = RedisLimiter::new(connect(&server).await, limits, options).unwrap();
+    for i in 0..20 {
+        limiter.check(&format!("k{}", i % 5), 1).await.unwrap();
+    }
+    assert_ne!(server.cli(&["DBSIZE"]), "0");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while server.cli(&["DBSIZE"]) != "0" {
+        assert!(
+            Instant::now() < deadline,
+            "keys left: {}",
+            server.cli(&["KEYS", "*"])
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // An expired key is exactly a fresh one.
+    let o = limiter.check("k0", 1).await.unwrap();
+    assert_eq!(o.decision.remaining, 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restart_with_aof_keeps_every_acknowledged_charge() {
+    let mut server = Server::with_args(&[
+        "--save",
+        "",
+        "--appendonly",
+        "yes",
+        "--appendfsync",
+        "always",
+    ]);
+    let options = || Options::new("aof", Fallback::Closed).timeout(Duration::from_secs(5));
+    let limits = || Limits::single(policy("fixed-window 100/hour"));
+    let limiter = RedisLimiter::new(connect(&server).await, limits(), options()).unwrap();
+    let mut acknowledged = 0;
+    for _ in 0..37 {
+        acknowledged += limiter.check("k", 1).await.unwrap().decision.allowed as u64;
+    }
+    server.kill();
+    server.restart();
+    let limiter = RedisLimiter::new(connect(&server).await, limits(), options()).unwrap();
+    let o = limiter.peek("k", None).await.unwrap();
+    assert_eq!(o.source, Source::Redis);
+    assert_eq!(o.decision.remaining, 100 - acknowledged);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn script_flush_mid_run_reaches_no_caller_and_charges_nothing_twice() {
+    let server = Server::start();
+    let limiter = RedisLimiter::new(
+        connect(&server).await,
+        Limits::single(policy("fixed-window 150/hour")),
+        Options::new("flush", Fallback::Closed).timeout(Duration::from_secs(5)),
+    )
+    .unwrap();
+    let port = server.port;
+    let flusher = tokio::task::spawn_blocking(move || {
+        for _ in 0..30 {
+            support::cli(port, &["SCRIPT", "FLUSH"]);
+            std::thread::sleep(Duration::from_millis(3));
+        }
+    });
+    let mut tasks = Vec::new();
+    for i in 0..200 {
+        let l = limiter.clone();
+        tasks.push(tokio::spawn(async move {
+            if i % 10 == 0 {
+                tokio::time::sleep(Duration::from_millis(i as u64 / 2)).await;
+            }
+            l.check("k", 1).await
+        }));
+    }
+    let mut admitted = 0;
+    for t in tasks {
+        let o = t.await.unwrap().expect("no error reaches the caller");
+        assert!(
+            matches!(o.source, Source::Redis | Source::DenyCache),
+            "{o:?}"
+        );
+        admitted += o.decision.allowed as u64;
+    }
+    flusher.await.unwrap();
+    assert_eq!(admitted, 150);
+    let o = limiter.peek("k", None).await.unwrap();
+    assert_eq!(
+        o.decision.remaining, 0,
+        "exactly the admitted charges are stored"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_stopped_the_declared_fallback_decides_then_redis_again() {
+    let mut server = Server::with_args(&[
+        "--save",
+        "",
+        "--appendonly",
+        "yes",
+        "--appendfsync",
+        "always",
+    ]);
+    let limits = || Limits::single(policy("fixed-window 3/hour"));
+    let opts = |f: Fallback| {
+        Options::new("outage", f)
+            .timeout(Duration::from_millis(200))
+            .probe_every(Duration::from_millis(300))
+    };
+    let local = RedisLimiter::new(
+        connect(&server).await,
+        limits(),
+        opts(Fallback::Local {
+            max_keys: NonZeroUsize::new(100).unwrap(),
+        }),
+    )
+    .unwrap();
+    let open = RedisLimiter::new(connect(&server).await, limits(), opts(Fallback::Open)).unwrap();
+    let closed =
+        RedisLimiter::new(connect(&server).await, limits(), opts(Fallback::Closed)).unwrap();
+    assert_eq!(local.check("k", 1).await.unwrap().source, Source::Redis);
+
+    server.kill();
+    let started = Instant::now();
+    let o = local.check("k", 1).await.unwrap();
+    assert!(matches!(o.source, Source::Fallback(_)), "{o:?}");
+    assert!(o.decision.allowed);
+    // Local fallback: its own count (3 per process), denying the fourth.
+    let o = local.check("k", 3).await.unwrap();
+    assert!(!o.decision.allowed && matches!(o.source, Source::Fallback(Why::Unreachable)));
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "within the timeout, not hanging"
+    );
+    let o = open.check("k", 1).await.unwrap();
+    assert!(o.decision.allowed && matches!(o.source, Source::Fallback(_)));
+    let o = closed.check("k", 1).await.unwrap();
+    assert!(!o.decision.allowed && matches!(o.source, Source::Fallback(_)));
+    assert_eq!(
+        o.decision.retry_after,
+        300 * NANOS_PER_MS,
+        "retry at the next probe"
+    );
+    assert!(local.stats().fallback >= 2);
+
+    server.restart();
+    // After the probe interval, decisions return to Redis (with the count it kept: 1).
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let o = local.check("k", 1).await.unwrap();
+        if o.source == Source::Redis {
+            assert_eq!(o.decision.remaining, 3 - 1 - 1, "{o:?}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "never returned to Redis: {o:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_input_is_a_typed_error_and_charges_nothing() {
+    let server = Server::start();
+    let limiter = RedisLimiter::new(
+        connect(&server).await,
+        Limits::single(policy("10/s")),
+        Options::new("bad", Fallback::Closed),
+    )
+    .unwrap();
+    // A cost above the capacity: refused before any round trip.
+    let e = limiter.check("k", 11).await.unwrap_err();
+    assert!(
+        matches!(
+            e,
+            Error::Decide(tollgate::DecideError::CostExceedsCapacity {
+                cost: 11,
+                capacity: 10
+            })
+        ),
+        "{e}"
+    );
+    assert_eq!(server.cli(&["DBSIZE"]), "0");
+    assert_eq!(limiter.stats().round_trips, 0);
+    // A bad policy never reaches a limiter.
+    assert!("10/fortnight".parse::<Policy>().is_err());
+    // A bad option names itself.
+    let e = RedisLimiter::new(
+        connect(&server).await,
+        Limits::single(policy("10/s")),
+        Options::new("a{b", Fallback::Closed),
+    )
+    .err()
+    .unwrap();
+    assert!(e.to_string().contains("namespace"), "{e}");
+    // Corrupt stored bytes: a typed error naming the key; the value is left as it was.
+    let key = limiter
+        .layout()
+        .slot_key("c", None, tollgate::store::Slot::Layer(0));
+    server.cli(&["SET", &key, "12345678garbage"]);
+    let e = limiter.check("c", 1).await.unwrap_err();
+    assert!(
+        matches!(&e, Error::Corrupt { key: k, .. } if *k == key),
+        "{e}"
+    );
+    assert!(e.to_string().contains(&key), "{e}");
+    assert_eq!(server.cli(&["GET", &key]), "12345678garbage");
+    server.cli(&["SET", &key, "abc"]);
+    assert!(matches!(
+        limiter.check("c", 1).await.unwrap_err(),
+        Error::CorruptVersion { .. }
+    ));
+    // A release without a concurrency limit.
+    assert!(matches!(
+        limiter.release("k", 1).await.unwrap_err(),
+        Error::Decide(tollgate::DecideError::NotConcurrency { .. })
+    ));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_denial_is_remembered_until_its_retry_time() {
+    let server = Server::start();
+    let limiter = RedisLimiter::new(
+        connect(&server).await,
+        Limits::single(policy("gcra 2/400ms")),
+        Options::new("deny", Fallback::Closed),
+    )
+    .unwrap();
+    assert!(limiter.check("k", 1).await.unwrap().decision.allowed);
+    assert!(limiter.check("k", 1).await.unwrap().decision.allowed);
+    let denied = limiter.check("k", 1).await.unwrap();
+    assert!(!denied.decision.allowed && denied.source == Source::Redis);
+    let trips = limiter.stats().round_trips;
+    let cached = limiter.check("k", 1).await.unwrap();
+    assert_eq!(cached.source, Source::DenyCache);
+    assert!(cached.decision.retry_after <= denied.decision.retry_after);
+    assert_eq!(limiter.stats().round_trips, trips, "no round trip");
+    // A smaller cost is not covered by the denial of a larger one.
+    tokio::time::sleep(Duration::from_nanos(denied.decision.retry_after)).await;
+    assert!(limiter.check("k", 1).await.unwrap().decision.allowed);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrency_slots_release_and_expire_with_their_lease() {
+    let server = Server::start();
+    let limiter = RedisLimiter::new(
+        connect(&server).await,
+        Limits::single(policy("concurrency 2")),
+        Options::new("conc", Fallback::Closed).lease(Duration::from_millis(300)),
+    )
+    .unwrap();
+    assert!(limiter.check("k", 1).await.unwrap().decision.allowed);
+    assert!(limiter.check("k", 1).await.unwrap().decision.allowed);
+    assert!(!limiter.check("k", 1).await.unwrap().decision.allowed);
+    limiter.release("k", 1).await.unwrap();
+    assert!(limiter.check("k", 1).await.unwrap().decision.allowed);
+    // A client that crashed holding both slots: the lease frees them.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !limiter.check("k", 1).await.unwrap().decision.allowed {
+        assert!(Instant::now() < deadline, "the lease never expired");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
