@@ -43,6 +43,7 @@
 
 pub mod keys;
 mod limiter;
+pub mod namespaces;
 
 use std::fmt;
 use std::num::NonZeroUsize;

@@ -15,7 +15,7 @@ use support::{Cluster, Server};
 use tollgate::fair_share::FairShare;
 use tollgate::store::Limits;
 use tollgate::{Policy, NANOS_PER_MS};
-use tollgate_redis::{Error, Fallback, Options, RedisLimiter, Source, Why};
+use tollgate_redis::{Error, Fallback, Options, Outcome, RedisLimiter, Source, Why};
 
 async fn connect(server: &Server) -> ConnectionManager {
     redis::Client::open(server.url())
@@ -518,4 +518,90 @@ async fn concurrency_slots_release_and_expire_with_their_lease() {
         assert!(Instant::now() < deadline, "the lease never expired");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+}
+
+/// The fleet setting the crate was built for: WHOIS lookups, 2 per 2000 ms shared per
+/// registry and 1 per 2000 ms per tenant, per-TLD overrides each in their own namespace,
+/// shared by two processes' limiters.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn whois_budgets_with_fair_share_and_per_tld_overrides() {
+    use tollgate_redis::namespaces::parse_overrides;
+    let server = Server::start();
+    let fair = |shared: &str, tenant: &str| {
+        Limits::fair_share(FairShare::new(policy(shared), policy(tenant)).unwrap())
+    };
+    let overrides = parse_overrides(r#"{"com": "gcra 1/2000ms"}"#).unwrap();
+    let com = overrides["com"];
+    let mut replicas = Vec::new();
+    for _ in 0..2 {
+        let default = RedisLimiter::new(
+            connect(&server).await,
+            fair("gcra 2/2000ms", "gcra 1/2000ms"),
+            Options::new("whois", Fallback::Closed),
+        )
+        .unwrap();
+        let com = RedisLimiter::new(
+            connect(&server).await,
+            Limits::fair_share(FairShare::new(com, com).unwrap()),
+            Options::new("whois:com", Fallback::Closed),
+        )
+        .unwrap();
+        replicas.push((default, com));
+    }
+    let allowed = |o: Outcome| o.decision.allowed;
+    // Replica 0: tenant acme's lookup; replica 1: acme again (its tenant window is spent,
+    // fleet-wide), then globex (shared bucket still has one).
+    assert!(allowed(
+        replicas[0]
+            .0
+            .check_tenant("registry", Some("acme"), 1)
+            .await
+            .unwrap()
+    ));
+    assert!(!allowed(
+        replicas[1]
+            .0
+            .check_tenant("registry", Some("acme"), 1)
+            .await
+            .unwrap()
+    ));
+    assert!(allowed(
+        replicas[1]
+            .0
+            .check_tenant("registry", Some("globex"), 1)
+            .await
+            .unwrap()
+    ));
+    // The shared bucket is spent for a third tenant, on either replica.
+    let o = replicas[0]
+        .0
+        .check_tenant("registry", Some("initech"), 1)
+        .await
+        .unwrap();
+    assert!(!o.decision.allowed);
+    // The next token is due 1000 ms after the first lookup (2 per 2000 ms).
+    let retry = o.decision.retry_after;
+    assert!(retry > 0 && retry <= 1_000 * NANOS_PER_MS, "{o:?}");
+    // .com has its own bucket: one lookup per 2000 ms, whoever asks.
+    assert!(allowed(
+        replicas[1]
+            .1
+            .check_tenant("registry", Some("acme"), 1)
+            .await
+            .unwrap()
+    ));
+    assert!(!allowed(
+        replicas[0]
+            .1
+            .check_tenant("registry", Some("globex"), 1)
+            .await
+            .unwrap()
+    ));
+    // Operators can inspect the buckets by name.
+    let keys = server.cli(&["KEYS", "tollgate:{whois*"]);
+    assert!(keys.contains("tollgate:{whois:registry}:0"), "{keys}");
+    assert!(keys.contains("tollgate:{whois:registry}:t:acme"), "{keys}");
+    assert!(keys.contains("tollgate:{whois:com:registry}:0"), "{keys}");
+    // A tenant window above the shared bucket is refused.
+    assert!(FairShare::new(policy("gcra 2/2000ms"), policy("gcra 3/2000ms")).is_err());
 }
