@@ -4,7 +4,7 @@
 # loopback ports with temporary directories and stop afterwards, a 3-node cluster included.
 set -euo pipefail
 source scripts/tools.sh
-apt_packages redis-server
+apt_packages redis-server faketime
 cargo fmt -p tollgate-redis --check
 cargo clippy -p tollgate-redis --all-targets --features testing --locked -- -D warnings
 cargo test -p tollgate-redis --features testing --locked

@@ -605,3 +605,96 @@ async fn whois_budgets_with_fair_share_and_per_tld_overrides() {
     // A tenant window above the shared bucket is refused.
     assert!(FairShare::new(policy("gcra 2/2000ms"), policy("gcra 3/2000ms")).is_err());
 }
+
+/// The child half of `a_client_clock_skewed_by_10_minutes_changes_no_decision`: run in its
+/// own process under `faketime`, it checks a key and prints its wall clock and decisions.
+#[tokio::test(flavor = "current_thread")]
+#[ignore = "run by a_client_clock_skewed_by_10_minutes_changes_no_decision under faketime"]
+async fn skewed_client() {
+    let Ok(port) = std::env::var("TOLLGATE_SKEW_PORT") else {
+        return;
+    };
+    let client = redis::Client::open(format!("redis://127.0.0.1:{port}/")).unwrap();
+    let limiter = RedisLimiter::new(
+        client.get_connection_manager().await.unwrap(),
+        Limits::single(policy("sliding-log 5/min")),
+        Options::new("skew", Fallback::Closed).timeout(Duration::from_secs(5)),
+    )
+    .unwrap();
+    let wall = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    println!("wall {wall}");
+    for _ in 0..3 {
+        let o = limiter.check("k", 1).await.unwrap();
+        println!(
+            "allowed {} remaining {}",
+            o.decision.allowed, o.decision.remaining
+        );
+    }
+}
+
+/// Decisions use Redis's clock: a process whose clock is 10 minutes ahead sees the charges
+/// of a process with the right clock (a sliding log of 1 minute would look empty to it if
+/// its own clock decided) and is limited with it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_clock_skewed_by_10_minutes_changes_no_decision() {
+    let server = Server::start();
+    let limiter = RedisLimiter::new(
+        connect(&server).await,
+        Limits::single(policy("sliding-log 5/min")),
+        Options::new("skew", Fallback::Closed),
+    )
+    .unwrap();
+    for _ in 0..3 {
+        assert!(limiter.check("k", 1).await.unwrap().decision.allowed);
+    }
+    let out = std::process::Command::new("faketime")
+        .args(["-f", "+10m"])
+        .arg(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "skewed_client",
+            "--ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env("TOLLGATE_SKEW_PORT", server.port.to_string())
+        .output()
+        .expect("faketime (apt-get install faketime)");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let ours = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let theirs: u64 = stdout
+        .lines()
+        .find_map(|l| l.split("wall ").nth(1))
+        .unwrap_or_else(|| panic!("the child's clock: {stdout}"))
+        .parse()
+        .unwrap();
+    assert!(
+        theirs >= ours + 590,
+        "the child's clock is skewed: {theirs} vs {ours}"
+    );
+    let decisions: Vec<&str> = stdout
+        .lines()
+        .filter(|l| l.starts_with("allowed"))
+        .collect();
+    assert_eq!(
+        decisions,
+        [
+            "allowed true remaining 1",
+            "allowed true remaining 0",
+            "allowed false remaining 0"
+        ],
+        "the skewed client counts the 3 charges made before it"
+    );
+    assert!(!limiter.check("k", 1).await.unwrap().decision.allowed);
+}
