@@ -61,6 +61,7 @@ mod policy;
 #[cfg(feature = "alloc")]
 pub mod stack;
 mod text;
+pub mod wait;
 
 pub use decide::{admit, decide, decide_in_place, release, State, Verdict};
 pub use decision::{Decision, MillisDecision};
