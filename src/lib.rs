@@ -63,6 +63,7 @@ pub mod stack;
 #[cfg(feature = "alloc")]
 pub mod store;
 mod text;
+pub mod wait;
 
 pub use decide::{admit, decide, decide_in_place, release, State, Verdict};
 pub use decision::{Decision, MillisDecision};
