@@ -88,6 +88,7 @@ pub struct Options {
     pub(crate) grace: Duration,
     pub(crate) lease: Duration,
     pub(crate) deny_cache: bool,
+    pub(crate) jitter: Duration,
     #[cfg(feature = "testing")]
     pub(crate) test_clock: Option<std::sync::Arc<std::sync::atomic::AtomicU64>>,
     #[cfg(feature = "testing")]
@@ -110,6 +111,7 @@ impl Options {
             grace: Duration::from_secs(1),
             lease: Duration::from_secs(60),
             deny_cache: true,
+            jitter: Duration::ZERO,
             #[cfg(feature = "testing")]
             test_clock: None,
             #[cfg(feature = "testing")]
@@ -162,6 +164,14 @@ impl Options {
     /// Whether denials are remembered in the process until their retry time (default on).
     pub fn deny_cache(mut self, on: bool) -> Options {
         self.deny_cache = on;
+        self
+    }
+
+    /// The most random time [`RedisLimiter::acquire`] adds to each wait (default none), so
+    /// that waiters of different processes denied together do not come back together. It
+    /// never pushes a wait past its deadline.
+    pub fn jitter(mut self, jitter: Duration) -> Options {
+        self.jitter = jitter;
         self
     }
 
@@ -249,6 +259,15 @@ pub enum Error {
         /// How long this request tried.
         waited: Duration,
     },
+    /// [`RedisLimiter::acquire`] could not get a turn by its deadline. Nothing was charged.
+    Timeout {
+        /// How long it waited (less than the deadline when the retry time was beyond it: it
+        /// does not sleep to a deadline it cannot meet).
+        waited: Duration,
+        /// The soonest the key itself would admit it, from now (zero when no clock can say:
+        /// a full concurrency limit, or still behind other waiters).
+        retry_after: Duration,
+    },
     /// Redis answered with an error that is not about its availability (wrong type at a
     /// key, a permission, a script error).
     Redis(redis::RedisError),
@@ -271,6 +290,15 @@ impl fmt::Display for Error {
                 f,
                 "gave up after {} ms of conflicting writes by other clients",
                 waited.as_millis()
+            ),
+            Error::Timeout {
+                waited,
+                retry_after,
+            } => write!(
+                f,
+                "rate limit wait timed out after {} ms (retry after {} ms)",
+                waited.as_millis(),
+                retry_after.as_millis()
             ),
             Error::Redis(e) => write!(f, "redis: {e}"),
         }

@@ -68,6 +68,12 @@ struct Group {
 
 enum Op {
     Check(u64),
+    /// A waiting caller's check: admitted requests are charged only when their queue delay
+    /// fits in what is left of the wait (see `tollgate::wait`).
+    Acquire {
+        cost: u64,
+        max_delay: Nanos,
+    },
     Peek,
     Release(u64),
 }
@@ -107,6 +113,7 @@ struct Inner<C> {
     local: Option<KeyedLimiter>,
     epoch: Instant,
     groups: Mutex<HashMap<Group, Vec<Pending>>>,
+    lines: Mutex<HashMap<Group, Arc<tokio::sync::Mutex<()>>>>,
     denials: Mutex<HashMap<Group, Denial>>,
     down_until: Mutex<Option<Instant>>,
     counters: Counters,
@@ -150,6 +157,7 @@ where
                 local,
                 epoch: Instant::now(),
                 groups: Mutex::new(HashMap::new()),
+                lines: Mutex::new(HashMap::new()),
                 denials: Mutex::new(HashMap::new()),
                 down_until: Mutex::new(None),
                 counters: Counters::default(),
@@ -192,6 +200,89 @@ where
         match self.submit(group, Op::Check(cost)).await? {
             Answer::Decided(o) => Ok(o),
             Answer::Released => unreachable!("a check is answered with a decision"),
+        }
+    }
+
+    /// Waits for a turn: decides, and while denied with a retry time that fits before
+    /// `max_wait` is up, sleeps until then (plus the jitter of [`Options::jitter`]) and
+    /// decides again, following the core's waiting rule (`tollgate::wait::step`). Gives up
+    /// at once with [`Error::Timeout`] when the retry time is beyond the deadline, or
+    /// unknown (a full concurrency limit). A leaky-bucket queue's admission resolves after
+    /// its `delay` (the delay counts against the deadline; one that does not fit is not
+    /// charged).
+    ///
+    /// Waiters for one key in this process are served in arrival order, one decision at a
+    /// time: only the first waits for the key's retry time, the others wait for it (so none
+    /// wakes to a denial it could have known about). Dropping the future charges nothing
+    /// unless its last decision was already sent.
+    pub async fn acquire(
+        &self,
+        key: &str,
+        tenant: Option<&str>,
+        cost: u64,
+        max_wait: Duration,
+    ) -> Result<Outcome, Error> {
+        let capacity = self.inner.limits.capacity();
+        if cost > capacity {
+            return Err(DecideError::CostExceedsCapacity { cost, capacity }.into());
+        }
+        let started = Instant::now();
+        let max = u64::try_from(max_wait.as_nanos()).unwrap_or(u64::MAX);
+        let group = self.group(key, tenant);
+        let line = self.inner.line(&group);
+        let turn = tokio::time::timeout(max_wait, Arc::clone(&line).lock_owned()).await;
+        let result = match turn {
+            Err(_) => Err(Error::Timeout {
+                waited: started.elapsed(),
+                retry_after: Duration::ZERO,
+            }),
+            Ok(_turn) => self.wait_for_turn(&group, cost, started, max).await,
+        };
+        self.inner.leave_line(&group, line);
+        result
+    }
+
+    async fn wait_for_turn(
+        &self,
+        group: &Group,
+        cost: u64,
+        started: Instant,
+        max: Nanos,
+    ) -> Result<Outcome, Error> {
+        loop {
+            let waited = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
+            let outcome = match self.inner.remembered(group, cost) {
+                Some(o) => o,
+                None => {
+                    let op = Op::Acquire {
+                        cost,
+                        max_delay: max.saturating_sub(waited),
+                    };
+                    match self.submit(group.clone(), op).await? {
+                        Answer::Decided(o) => o,
+                        Answer::Released => unreachable!("an acquire is answered with a decision"),
+                    }
+                }
+            };
+            let jitter = match self.inner.options.jitter.as_nanos() as u64 {
+                0 => 0,
+                j => fastrand::u64(0..=j),
+            };
+            match tollgate::wait::step(&outcome.decision, waited, max, jitter) {
+                tollgate::wait::Step::Go { delay } => {
+                    tokio::time::sleep(Duration::from_nanos(delay)).await;
+                    return Ok(outcome);
+                }
+                tollgate::wait::Step::Wait(pause) => {
+                    tokio::time::sleep(Duration::from_nanos(pause)).await
+                }
+                tollgate::wait::Step::GiveUp { retry_after } => {
+                    return Err(Error::Timeout {
+                        waited: started.elapsed(),
+                        retry_after: Duration::from_nanos(retry_after),
+                    })
+                }
+            }
         }
     }
 
@@ -369,6 +460,21 @@ where
         }
     }
 
+    /// The line of waiters of `group` (a fair lock: first come, first served).
+    fn line(&self, group: &Group) -> Arc<tokio::sync::Mutex<()>> {
+        let mut lines = self.lines.lock().unwrap();
+        Arc::clone(lines.entry(group.clone()).or_default())
+    }
+
+    /// Leaves the line; the last one out removes it.
+    fn leave_line(&self, group: &Group, line: Arc<tokio::sync::Mutex<()>>) {
+        let mut lines = self.lines.lock().unwrap();
+        // Ours and the map's: nobody else is waiting.
+        if Arc::strong_count(&line) == 2 {
+            lines.remove(group);
+        }
+    }
+
     /// A denial remembered for `group` that still holds for `cost`.
     fn remembered(&self, group: &Group, cost: u64) -> Option<Outcome> {
         if !self.options.deny_cache || self.test_clock() {
@@ -492,10 +598,22 @@ where
             };
             let now = self.clock(view.now);
             let mut batch = Batch::new(&self.limits, &slots, states, now);
-            let answers: Vec<Result<Option<StackDecision>, Error>> = round
-                .iter()
-                .map(|p| match p.op {
+            let mut answers: Vec<Result<Option<StackDecision>, Error>> = Vec::new();
+            for p in &round {
+                answers.push(match p.op {
                     Op::Check(cost) => batch.decide(cost).map(Some).map_err(Error::from),
+                    Op::Acquire { cost, max_delay } => {
+                        // Decided on a copy, kept unless admitted with a queue delay that
+                        // the waiter cannot afford (then it gives up, uncharged).
+                        let mut trial = batch.clone();
+                        let d = trial.decide(cost).map_err(Error::from);
+                        if let Ok(d) = &d {
+                            if !d.decision.allowed || d.decision.delay <= max_delay {
+                                batch = trial;
+                            }
+                        }
+                        d.map(Some)
+                    }
                     // A peek reports without charging: decided on a copy.
                     Op::Peek => batch.clone().decide(0).map(Some).map_err(Error::from),
                     Op::Release(cost) => {
@@ -507,8 +625,8 @@ where
                             }))
                         }
                     }
-                })
-                .collect();
+                });
+            }
             if batch.changed() {
                 match self.write(&keys, &versions, &batch).await {
                     Ok(Committed::Written) => {}
@@ -538,7 +656,7 @@ where
             for (p, a) in round.into_iter().zip(answers) {
                 let reply = match a {
                     Ok(Some(d)) => {
-                        if let Op::Check(cost) = p.op {
+                        if let Op::Check(cost) | Op::Acquire { cost, .. } = p.op {
                             self.counters.redis.fetch_add(1, Relaxed);
                             self.remember(group, cost, sent, &d);
                         }
@@ -643,7 +761,7 @@ where
         let source = Source::Fallback(why);
         for p in round {
             let reply = match p.op {
-                Op::Check(cost) => {
+                Op::Check(cost) | Op::Acquire { cost, .. } => {
                     self.counters.fallback.fetch_add(1, Relaxed);
                     self.fallback_decide(group, cost).map(|d| {
                         Answer::Decided(Outcome {
