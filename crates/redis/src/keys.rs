@@ -45,9 +45,15 @@ impl KeyLayout {
         })
     }
 
+    /// The name every slot of `key` starts with, `<prefix>:{<namespace>:<key>}` (what the
+    /// Redis module's commands take).
+    pub fn base(&self, key: &str) -> String {
+        format!("{}:{{{}:{}}}", self.prefix, self.namespace, key)
+    }
+
     /// The Redis key of `slot` for `key` (and `tenant`, for the tenant slot).
     pub fn slot_key(&self, key: &str, tenant: Option<&str>, slot: Slot) -> String {
-        let base = format!("{}:{{{}:{}}}", self.prefix, self.namespace, key);
+        let base = self.base(key);
         match slot {
             Slot::Layer(i) => format!("{base}:{i}"),
             Slot::Tenant => format!("{base}:t:{}", tenant.unwrap_or_default()),

@@ -89,6 +89,7 @@ pub struct Options {
     pub(crate) lease: Duration,
     pub(crate) deny_cache: bool,
     pub(crate) jitter: Duration,
+    pub(crate) use_module: bool,
     #[cfg(feature = "testing")]
     pub(crate) test_clock: Option<std::sync::Arc<std::sync::atomic::AtomicU64>>,
     #[cfg(feature = "testing")]
@@ -112,6 +113,7 @@ impl Options {
             lease: Duration::from_secs(60),
             deny_cache: true,
             jitter: Duration::ZERO,
+            use_module: true,
             #[cfg(feature = "testing")]
             test_clock: None,
             #[cfg(feature = "testing")]
@@ -172,6 +174,15 @@ impl Options {
     /// never pushes a wait past its deadline.
     pub fn jitter(mut self, jitter: Duration) -> Options {
         self.jitter = jitter;
+        self
+    }
+
+    /// Whether to use tollgate's Redis module (`crates/redis-module`) when the server has it
+    /// loaded (default on; detected with `COMMAND INFO` once): then a decision is one
+    /// round trip, made inside Redis by the same core on the same keys and bytes. Off, or
+    /// without the module, the portable scripts are used.
+    pub fn use_module(mut self, on: bool) -> Options {
+        self.use_module = on;
         self
     }
 

@@ -2,7 +2,7 @@
 
 use std::collections::HashMap;
 use std::num::NonZeroUsize;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -116,8 +116,14 @@ struct Inner<C> {
     lines: Mutex<HashMap<Group, Arc<tokio::sync::Mutex<()>>>>,
     denials: Mutex<HashMap<Group, Denial>>,
     down_until: Mutex<Option<Instant>>,
+    /// Whether the server has the module: [`UNKNOWN`], [`WITH_MODULE`] or [`WITHOUT_MODULE`].
+    module: AtomicU8,
     counters: Counters,
 }
+
+const UNKNOWN: u8 = 0;
+const WITH_MODULE: u8 = 1;
+const WITHOUT_MODULE: u8 = 2;
 
 /// The most denials remembered; past it the memory is cleared (it is only a shortcut).
 const MAX_DENIALS: usize = 100_000;
@@ -160,6 +166,7 @@ where
                 lines: Mutex::new(HashMap::new()),
                 denials: Mutex::new(HashMap::new()),
                 down_until: Mutex::new(None),
+                module: AtomicU8::new(UNKNOWN),
                 counters: Counters::default(),
             }),
         })
@@ -505,11 +512,19 @@ where
         Some(outcome)
     }
 
-    fn remember(&self, group: &Group, cost: u64, sent: Instant, decided: &StackDecision) {
+    /// `retry` is the denial's retry time, or a lower bound of it (the module reports
+    /// whole milliseconds, rounded up).
+    fn remember(
+        &self,
+        group: &Group,
+        cost: u64,
+        sent: Instant,
+        decided: &StackDecision,
+        retry: Nanos,
+    ) {
         // Only a denial with a retry time (a concurrency limit frees on release, which no
         // clock predicts) measured from when the read was sent, so the memory never
         // outlasts the true retry time.
-        let retry = decided.decision.retry_after;
         if !self.options.deny_cache || self.test_clock() || decided.decision.allowed || retry == 0 {
             return;
         }
@@ -579,6 +594,9 @@ where
             .collect();
         if self.is_down() {
             return self.fall_back(group, round, Why::Unreachable);
+        }
+        if self.has_module().await {
+            return self.decide_in_module(group, round).await;
         }
         let started = Instant::now();
         let mut view = match self.read(&keys).await {
@@ -658,7 +676,7 @@ where
                     Ok(Some(d)) => {
                         if let Op::Check(cost) | Op::Acquire { cost, .. } = p.op {
                             self.counters.redis.fetch_add(1, Relaxed);
-                            self.remember(group, cost, sent, &d);
+                            self.remember(group, cost, sent, &d, d.decision.retry_after);
                         }
                         Ok(Answer::Decided(Outcome {
                             decision: d.decision,
@@ -675,17 +693,158 @@ where
         }
     }
 
-    async fn read(&self, keys: &[String]) -> Result<View, Failure> {
-        let mut call = self.read.prepare_invoke();
-        call.key(keys);
+    /// Whether to decide with the server's module (asked once with `COMMAND INFO`).
+    async fn has_module(&self) -> bool {
+        if !self.options.use_module || self.test_clock() {
+            return false;
+        }
+        match self.module.load(Relaxed) {
+            WITH_MODULE => return true,
+            WITHOUT_MODULE => return false,
+            _ => {}
+        }
+        let mut conn = self.conn.clone();
+        let mut cmd = redis::cmd("COMMAND");
+        cmd.arg("INFO").arg("tollgate.check");
+        let reply = tokio::time::timeout(
+            self.options.timeout,
+            cmd.query_async::<redis::Value>(&mut conn),
+        )
+        .await;
+        match reply {
+            Ok(Ok(redis::Value::Array(v))) => {
+                let found = matches!(v.first(), Some(redis::Value::Array(_)));
+                self.module
+                    .store(if found { WITH_MODULE } else { WITHOUT_MODULE }, Relaxed);
+                found
+            }
+            // Not known yet (the read that follows reports the failure).
+            _ => false,
+        }
+    }
+
+    /// The limiter's arguments of a module command: the policy, a stack, or a fair share's
+    /// shared policy and the tenant window.
+    fn module_limits(&self, tenant: Option<&str>) -> Vec<String> {
+        let layers = self.limits.layers();
+        let mut args = match layers {
+            [one] => vec![one.to_string()],
+            many => {
+                let mut a = vec!["STACK".to_string(), many.len().to_string()];
+                a.extend(many.iter().map(ToString::to_string));
+                a
+            }
+        };
+        if let (Some(tp), Some(t)) = (self.limits.tenant(), tenant) {
+            args.extend(["TENANT".to_string(), t.to_string(), tp.to_string()]);
+        }
+        args
+    }
+
+    /// One round in the module: every queued request one command, all in one pipeline
+    /// (one round trip), each decided atomically inside Redis.
+    async fn decide_in_module(&self, group: &Group, round: Vec<Pending>) {
+        let base = self.layout.base(&group.key);
+        let limits = self.module_limits(group.tenant.as_deref());
+        let mut pipe = redis::pipe();
+        pipe.ignore_errors();
+        for p in &round {
+            let (name, cost) = match p.op {
+                Op::Check(c) | Op::Acquire { cost: c, .. } => ("TOLLGATE.CHECK", Some(c)),
+                Op::Peek => ("TOLLGATE.PEEK", None),
+                Op::Release(c) => ("TOLLGATE.RELEASE", Some(c)),
+            };
+            let cmd = pipe.cmd(name).arg(&base).arg(&limits);
+            if let Some(c) = cost {
+                cmd.arg("COST").arg(c);
+            }
+            if let Op::Acquire { max_delay, .. } = p.op {
+                cmd.arg("MAXDELAY").arg(max_delay / NANOS_PER_MS);
+            }
+        }
+        let sent = Instant::now();
         let mut conn = self.conn.clone();
         self.counters.round_trips.fetch_add(1, Relaxed);
-        let reply: Vec<Vec<u8>> =
-            match tokio::time::timeout(self.options.timeout, call.invoke_async(&mut conn)).await {
+        let replies: Vec<redis::RedisResult<redis::Value>> =
+            match tokio::time::timeout(self.options.timeout, pipe.query_async(&mut conn)).await {
                 Ok(Ok(r)) => r,
-                Ok(Err(e)) => return Err(classify(e)),
-                Err(_) => return Err(Failure::Unavailable(Why::Timeout)),
+                Ok(Err(e)) => match classify(e) {
+                    Failure::Unavailable(_) => {
+                        // The commands may have run: never sent again.
+                        self.counters.indeterminate.fetch_add(1, Relaxed);
+                        self.mark_down();
+                        return self.fall_back(group, round, Why::Indeterminate);
+                    }
+                    Failure::Fatal(e) => return answer_all(round, Err(Error::Redis(e))),
+                },
+                Err(_) => {
+                    self.counters.indeterminate.fetch_add(1, Relaxed);
+                    self.mark_down();
+                    return self.fall_back(group, round, Why::Indeterminate);
+                }
             };
+        for (p, reply) in round.into_iter().zip(replies) {
+            let answer = match (reply, &p.op) {
+                (Err(e), _) => Err(Error::Redis(e)),
+                (Ok(_), Op::Release(_)) => Ok(Answer::Released),
+                (Ok(v), op) => match module_decision(&v) {
+                    Some(d) => {
+                        if let Op::Check(cost) | Op::Acquire { cost, .. } = op {
+                            self.counters.redis.fetch_add(1, Relaxed);
+                            // Whole ms rounded up: remember the lower bound.
+                            let floor = d.decision.retry_after.saturating_sub(NANOS_PER_MS - 1);
+                            self.remember(group, *cost, sent, &d, floor);
+                        }
+                        Ok(Answer::Decided(Outcome {
+                            decision: d.decision,
+                            each: d.each,
+                            source: Source::Redis,
+                        }))
+                    }
+                    None => Err(Error::Redis(unexpected_reply())),
+                },
+            };
+            let _ = p.reply.send(answer);
+        }
+    }
+
+    /// Runs `script` (whose body is `source`) over `keys` and `args`: `EVALSHA` (the
+    /// server's script cache), and on `NOSCRIPT`, which means it did not run, `EVAL` with
+    /// its body, which needs no cache (and fills it again): a `SCRIPT FLUSH` or a restart
+    /// between a reload and the call cannot fail a request.
+    async fn eval(
+        &self,
+        script: &Script,
+        source: &str,
+        keys: &[String],
+        args: &[Vec<u8>],
+    ) -> redis::RedisResult<Vec<Vec<u8>>> {
+        let mut conn = self.conn.clone();
+        self.counters.round_trips.fetch_add(1, Relaxed);
+        let mut by_hash = redis::cmd("EVALSHA");
+        by_hash
+            .arg(script.get_hash())
+            .arg(keys.len())
+            .arg(keys)
+            .arg(args);
+        match by_hash.query_async(&mut conn).await {
+            Err(e) if e.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
+                self.counters.round_trips.fetch_add(1, Relaxed);
+                let mut by_body = redis::cmd("EVAL");
+                by_body.arg(source).arg(keys.len()).arg(keys).arg(args);
+                by_body.query_async(&mut conn).await
+            }
+            other => other,
+        }
+    }
+
+    async fn read(&self, keys: &[String]) -> Result<View, Failure> {
+        let call = self.eval(&self.read, READ_SCRIPT, keys, &[]);
+        let reply = match tokio::time::timeout(self.options.timeout, call).await {
+            Ok(Ok(r)) => r,
+            Ok(Err(e)) => return Err(classify(e)),
+            Err(_) => return Err(Failure::Unavailable(Why::Timeout)),
+        };
         view(&reply, 0, keys.len()).ok_or_else(|| Failure::Fatal(unexpected_reply()))
     }
 
@@ -695,8 +854,6 @@ where
         versions: &[Vec<u8>],
         batch: &Batch<'_>,
     ) -> Result<Committed, Failure> {
-        let mut call = self.commit.prepare_invoke();
-        call.key(keys);
         #[cfg(feature = "testing")]
         let mode = if self.options.blind_commit {
             "blind"
@@ -705,35 +862,34 @@ where
         };
         #[cfg(not(feature = "testing"))]
         let mode = "cas";
-        call.arg(mode);
+        let mut args: Vec<Vec<u8>> = vec![mode.into()];
         let mut writes: Vec<Option<Write>> = vec![None; keys.len()];
         for (i, w) in batch.writes() {
             writes[i] = Some(w);
         }
         for (version, write) in versions.iter().zip(writes) {
-            call.arg(version.as_slice());
-            match write {
-                None => call.arg("k").arg("").arg(""),
-                Some(Write::Delete) => call.arg("d").arg("").arg(""),
+            args.push(version.clone());
+            let (action, value, ttl) = match write {
+                None => ("k", Vec::new(), String::new()),
+                Some(Write::Delete) => ("d", Vec::new(), String::new()),
                 Some(Write::Put { state, fresh_after }) => {
                     let mut value = fastrand::u64(..).to_le_bytes().to_vec();
                     value.extend_from_slice(&state.to_bytes());
-                    call.arg("p").arg(value).arg(self.ttl_ms(fresh_after))
+                    ("p", value, self.ttl_ms(fresh_after).to_string())
                 }
             };
+            args.extend([action.into(), value, ttl.into_bytes()]);
         }
-        let mut conn = self.conn.clone();
-        self.counters.round_trips.fetch_add(1, Relaxed);
-        let reply: Vec<Vec<u8>> =
-            match tokio::time::timeout(self.options.timeout, call.invoke_async(&mut conn)).await {
-                Ok(Ok(r)) => r,
-                // Refused: the commit was never sent, so it is not indeterminate.
-                Ok(Err(e)) if e.is_connection_refusal() => {
-                    return Err(Failure::Unavailable(Why::Unreachable))
-                }
-                Ok(Err(e)) => return Err(classify(e)),
-                Err(_) => return Err(Failure::Unavailable(Why::Timeout)),
-            };
+        let call = self.eval(&self.commit, COMMIT_SCRIPT, keys, &args);
+        let reply = match tokio::time::timeout(self.options.timeout, call).await {
+            Ok(Ok(r)) => r,
+            // Refused: the commit was never sent, so it is not indeterminate.
+            Ok(Err(e)) if e.is_connection_refusal() => {
+                return Err(Failure::Unavailable(Why::Unreachable))
+            }
+            Ok(Err(e)) => return Err(classify(e)),
+            Err(_) => return Err(Failure::Unavailable(Why::Timeout)),
+        };
         match reply.first().map(Vec::as_slice) {
             Some(b"ok") => Ok(Committed::Written),
             Some(b"conflict") => view(&reply, 1, keys.len())
@@ -843,6 +999,37 @@ fn answer_all(round: Vec<Pending>, result: Result<Answer, Error>) {
         };
         let _ = p.reply.send(r);
     }
+}
+
+/// A module reply: six integers (durations in ms), then each limit's six.
+fn module_decision(v: &redis::Value) -> Option<StackDecision> {
+    fn decision(v: &redis::Value) -> Option<Decision> {
+        let redis::Value::Array(f) = v else {
+            return None;
+        };
+        let n = |i: usize| match f.get(i) {
+            Some(redis::Value::Int(x)) => u64::try_from(*x).ok(),
+            _ => None,
+        };
+        Some(Decision {
+            allowed: n(0)? == 1,
+            limit: n(1)?,
+            remaining: n(2)?,
+            reset_after: n(3)?.saturating_mul(NANOS_PER_MS),
+            retry_after: n(4)?.saturating_mul(NANOS_PER_MS),
+            delay: n(5)?.saturating_mul(NANOS_PER_MS),
+        })
+    }
+    let redis::Value::Array(f) = v else {
+        return None;
+    };
+    let redis::Value::Array(each) = f.get(6)? else {
+        return None;
+    };
+    Some(StackDecision {
+        decision: decision(v)?,
+        each: each.iter().map(decision).collect::<Option<Vec<_>>>()?,
+    })
 }
 
 fn unexpected_reply() -> RedisError {

@@ -60,13 +60,20 @@ impl Server {
             .arg("--dir")
             .arg(&self.dir)
             .args(["--daemonize", "no", "--protected-mode", "yes"])
+            .arg("--logfile")
+            .arg(self.dir.join("redis.log"))
             .args(&self.args)
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
+            .stderr(std::fs::File::create(self.dir.join("stderr.log")).unwrap())
             .spawn()
             .expect("redis-server on PATH (apt-get install redis-server)");
         self.child = Some(child);
-        wait_ready(self.port);
+        if !wait_ready(self.port) {
+            let log = std::fs::read_to_string(self.dir.join("redis.log")).unwrap_or_default()
+                + &std::fs::read_to_string(self.dir.join("stderr.log")).unwrap_or_default();
+            let tail: Vec<&str> = log.lines().rev().take(8).collect();
+            panic!("redis-server on port {} did not start: {tail:?}", self.port);
+        }
     }
 
     pub fn url(&self) -> String {
@@ -111,15 +118,15 @@ pub fn cli(port: u16, args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).trim().to_string()
 }
 
-fn wait_ready(port: u16) {
+fn wait_ready(port: u16) -> bool {
     let deadline = Instant::now() + Duration::from_secs(20);
     while Instant::now() < deadline {
         if cli(port, &["PING"]) == "PONG" {
-            return;
+            return true;
         }
         std::thread::sleep(Duration::from_millis(20));
     }
-    panic!("redis-server on port {port} did not start");
+    false
 }
 
 /// A local Redis Cluster of three primaries.

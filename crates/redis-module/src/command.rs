@@ -1,0 +1,325 @@
+//! The commands' arguments and their decision, as plain Rust (tested without a server):
+//! parse the limiter and options, then run one [`Batch`] over the loaded values.
+
+use tollgate::fair_share::FairShare;
+use tollgate::store::{Batch, Limits, Slot, Write};
+use tollgate::{ceil_millis, millis, Decision, Nanos, Policy, State, MAX_COUNT};
+
+/// Arguments after the key, parsed.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Request {
+    /// What decides.
+    pub limits: Limits,
+    /// Cost units (1 unless `COST`).
+    pub cost: u64,
+    /// The tenant (`TENANT t <policy>`), for a fair share.
+    pub tenant: Option<String>,
+    /// `NOW <ms>`: the test clock (only when the module was loaded with `TESTCLOCK`).
+    pub now_ms: Option<u64>,
+    /// `MAXDELAY <ms>`: keep an admission only if its queue delay is at most this (a
+    /// waiting caller's remaining time).
+    pub max_delay_ms: Option<u64>,
+}
+
+/// An argument error: the reply's message.
+pub type ArgError = String;
+
+fn text(arg: &[u8], what: &str) -> Result<String, ArgError> {
+    String::from_utf8(arg.to_vec()).map_err(|_| format!("ERR {what} is not UTF-8"))
+}
+
+fn policy(arg: &[u8]) -> Result<Policy, ArgError> {
+    text(arg, "the policy")?
+        .parse()
+        .map_err(|e| format!("ERR {e}"))
+}
+
+fn number(arg: Option<&[u8]>, what: &str, max: u64) -> Result<u64, ArgError> {
+    let arg = arg.ok_or_else(|| format!("ERR {what} needs a value"))?;
+    let n: u64 = std::str::from_utf8(arg)
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .ok_or_else(|| format!("ERR {what} must be a whole number"))?;
+    if n > max {
+        return Err(format!(
+            "ERR {what} {n} is above the largest allowed, {max}"
+        ));
+    }
+    Ok(n)
+}
+
+/// The most policies one stack may have.
+pub const MAX_STACK: u64 = 16;
+
+/// Parses `<policy> | STACK <n> <policy>...` and the options `COST n`, `TENANT t <policy>`,
+/// `NOW ms`, `MAXDELAY ms` (`args` excludes the command and the key).
+pub fn parse(args: &[&[u8]], test_clock: bool) -> Result<Request, ArgError> {
+    let mut rest = args;
+    let mut layers = Vec::new();
+    match rest {
+        [] => return Err("ERR wrong number of arguments: a policy is required".into()),
+        [kw, tail @ ..] if kw.eq_ignore_ascii_case(b"STACK") => {
+            let n = number(tail.first().copied(), "STACK", MAX_STACK)? as usize;
+            if n == 0 {
+                return Err("ERR STACK needs at least one policy".into());
+            }
+            let given = tail
+                .get(1..1 + n)
+                .ok_or("ERR STACK: fewer policies than its count")?;
+            for p in given {
+                layers.push(policy(p)?);
+            }
+            rest = &tail[1 + n..];
+        }
+        [p, tail @ ..] => {
+            layers.push(policy(p)?);
+            rest = tail;
+        }
+    }
+    let mut req = Request {
+        limits: Limits::stack(&layers).map_err(|e| format!("ERR {e}"))?,
+        cost: 1,
+        tenant: None,
+        now_ms: None,
+        max_delay_ms: None,
+    };
+    let mut tenant_policy = None;
+    while let [option, tail @ ..] = rest {
+        let upper = option.to_ascii_uppercase();
+        rest = tail;
+        match upper.as_slice() {
+            b"COST" => {
+                req.cost = number(rest.first().copied(), "COST", MAX_COUNT)?;
+                rest = &rest[1..];
+            }
+            b"NOW" if test_clock => {
+                req.now_ms = Some(number(rest.first().copied(), "NOW", u64::MAX)?);
+                rest = &rest[1..];
+            }
+            b"NOW" => return Err("ERR NOW needs the module loaded with TESTCLOCK".into()),
+            b"MAXDELAY" => {
+                req.max_delay_ms = Some(number(rest.first().copied(), "MAXDELAY", u64::MAX)?);
+                rest = &rest[1..];
+            }
+            b"TENANT" => {
+                let [t, p, tail @ ..] = rest else {
+                    return Err("ERR TENANT needs a tenant and its policy".into());
+                };
+                req.tenant = Some(text(t, "the tenant")?);
+                tenant_policy = Some(policy(p)?);
+                rest = tail;
+            }
+            _ => {
+                return Err(format!(
+                    "ERR unknown option {:?} (expected COST, TENANT, MAXDELAY or NOW)",
+                    String::from_utf8_lossy(option)
+                ))
+            }
+        }
+    }
+    if let Some(tp) = tenant_policy {
+        if layers.len() != 1 {
+            return Err("ERR TENANT applies to a single shared policy, not a stack".into());
+        }
+        let fair = FairShare::new(layers[0], tp).map_err(|e| format!("ERR {e}"))?;
+        req.limits = Limits::fair_share(fair);
+    }
+    Ok(req)
+}
+
+/// The Redis key of `slot` under `base` (`<prefix>:{<namespace>:<key>}`), as the fleet
+/// store names it.
+pub fn slot_key(base: &[u8], tenant: Option<&str>, slot: Slot) -> Vec<u8> {
+    let mut k = base.to_vec();
+    match slot {
+        Slot::Layer(i) => k.extend_from_slice(format!(":{i}").as_bytes()),
+        Slot::Tenant => {
+            k.extend_from_slice(b":t:");
+            k.extend_from_slice(tenant.unwrap_or_default().as_bytes());
+        }
+    }
+    k
+}
+
+/// What to do with one slot's key.
+#[derive(Debug, PartialEq, Eq)]
+pub enum KeyWrite {
+    /// `SET key value PX ttl_ms`.
+    Put {
+        /// The 8-byte version and the state's bytes.
+        value: Vec<u8>,
+        /// Time to live.
+        ttl_ms: u64,
+    },
+    /// `DEL key`.
+    Delete,
+}
+
+/// Times to live (ms).
+#[derive(Clone, Copy, Debug)]
+pub struct Ttl {
+    /// Added to the time a state needs to be fresh.
+    pub grace_ms: u64,
+    /// A concurrency count's lifetime after its last change.
+    pub lease_ms: u64,
+}
+
+/// The operation of a command.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Op {
+    /// Decide and charge.
+    Check,
+    /// Decide for a cost of 0, write nothing.
+    Peek,
+    /// Release the cost from every concurrency limit.
+    Release,
+}
+
+/// One command's result: the decision (none for a release) and the writes.
+pub struct Outcome {
+    /// The combined decision and each limit's.
+    pub decided: Option<(Decision, Vec<Decision>)>,
+    /// `(slot index, write)`.
+    pub writes: Vec<(usize, KeyWrite)>,
+}
+
+/// Decodes a stored value (8-byte version, then state bytes); `key` names it in errors.
+pub fn decode(key: &[u8], value: Option<&[u8]>) -> Result<Option<State>, ArgError> {
+    let Some(v) = value else { return Ok(None) };
+    let name = String::from_utf8_lossy(key);
+    if v.len() < 8 {
+        return Err(format!(
+            "ERR key {name}: corrupt value, shorter than its 8-byte version"
+        ));
+    }
+    State::from_bytes(&v[8..])
+        .map(Some)
+        .map_err(|e| format!("ERR key {name}: {e}"))
+}
+
+/// A decision error's reply: its stable code, then the sentence.
+fn decide_error(e: tollgate::DecideError) -> ArgError {
+    format!("ERR {}: {e}", e.code())
+}
+
+/// Runs `op` over the loaded states at `now`. Errors (a cost above the capacity, a
+/// release without a concurrency limit) write nothing.
+pub fn run(
+    req: &Request,
+    slots: &[Slot],
+    loaded: Vec<Option<State>>,
+    now: Nanos,
+    op: Op,
+    ttl: Option<Ttl>,
+) -> Result<Outcome, ArgError> {
+    let mut batch = Batch::new(&req.limits, slots, loaded, now);
+    let decided = match op {
+        Op::Check => {
+            let mut trial = batch.clone();
+            let d = trial.decide(req.cost).map_err(decide_error)?;
+            let too_late = req
+                .max_delay_ms
+                .is_some_and(|max| d.decision.allowed && d.decision.delay > millis(max));
+            if !too_late {
+                batch = trial;
+            }
+            Some((d.decision, d.each))
+        }
+        Op::Peek => {
+            let d = batch.clone().decide(0).map_err(decide_error)?;
+            Some((d.decision, d.each))
+        }
+        Op::Release => {
+            if !batch.release(req.cost) {
+                return Err(decide_error(tollgate::DecideError::NotConcurrency {
+                    policy: req.limits.layers()[0].algorithm(),
+                }));
+            }
+            None
+        }
+    };
+    let writes = if op == Op::Peek {
+        Vec::new()
+    } else {
+        batch
+            .writes()
+            .map(|(i, w)| {
+                let write = match w {
+                    Write::Delete => KeyWrite::Delete,
+                    Write::Put { state, fresh_after } => {
+                        let mut value = fastrand::u64(..).to_le_bytes().to_vec();
+                        value.extend_from_slice(&state.to_bytes());
+                        let ttl_ms = match (ttl, fresh_after) {
+                            // Under a test clock, a day: its time is not the server's.
+                            (None, _) => 86_400_000,
+                            (Some(t), Some(ns)) => ceil_millis(ns).saturating_add(t.grace_ms),
+                            (Some(t), None) => t.lease_ms,
+                        };
+                        KeyWrite::Put {
+                            value,
+                            ttl_ms: ttl_ms.max(1),
+                        }
+                    }
+                };
+                (i, write)
+            })
+            .collect()
+    };
+    Ok(Outcome { decided, writes })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Arguments separated by `|` (a policy has spaces).
+    fn args(s: &str) -> Vec<Vec<u8>> {
+        s.split('|').map(|a| a.as_bytes().to_vec()).collect()
+    }
+
+    fn parse_str(s: &str, test_clock: bool) -> Result<Request, ArgError> {
+        let a = args(s);
+        let refs: Vec<&[u8]> = a.iter().map(Vec::as_slice).collect();
+        parse(&refs, test_clock)
+    }
+
+    #[test]
+    fn forms() {
+        let r = parse_str("10/s|COST|3", false).unwrap();
+        assert_eq!((r.limits.layers().len(), r.cost), (1, 3));
+        let r = parse_str("STACK|2|10/s|100/min|cost|2", false).unwrap();
+        assert_eq!((r.limits.layers().len(), r.cost), (2, 2));
+        let r = parse_str("gcra 2/2000ms|TENANT|acme|gcra 1/2000ms", false).unwrap();
+        assert_eq!(r.tenant.as_deref(), Some("acme"));
+        assert_eq!(r.limits.tenant().unwrap().limit(), 1);
+    }
+
+    #[test]
+    fn errors_name_the_problem() {
+        let e = |s: &str| parse_str(s, false).unwrap_err();
+        assert!(e("10/fortnight").contains("ERR invalid policy: window \"fortnight\""));
+        assert!(e("10/s|COST").contains("COST needs a value"));
+        assert!(e("10/s|COST|-1").contains("whole number"));
+        assert!(e("10/s|COST|99999999999999999999").contains("whole number"));
+        assert!(e("10/s|COST|2000000000000").contains("above the largest"));
+        assert!(e("10/s|NOW|5").contains("TESTCLOCK"));
+        assert!(e("10/s|FOO").contains("unknown option"));
+        assert!(e("STACK|3|10/s|1/min").contains("fewer policies"));
+        assert!(e("STACK|99|10/s").contains("above the largest"));
+        assert!(e("STACK|0").contains("at least one"));
+        assert!(e("gcra 1/s|TENANT|a|gcra 5/s").contains("tenant"));
+        assert!(parse_str("10/s|NOW|5", true).is_ok());
+    }
+
+    #[test]
+    fn slot_keys_match_the_fleet_store() {
+        assert_eq!(
+            slot_key(b"tollgate:{api:k}", None, Slot::Layer(1)),
+            b"tollgate:{api:k}:1"
+        );
+        assert_eq!(
+            slot_key(b"tollgate:{api:k}", Some("acme"), Slot::Tenant),
+            b"tollgate:{api:k}:t:acme"
+        );
+    }
+}
