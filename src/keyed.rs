@@ -337,6 +337,7 @@ pub struct KeyedLimiter<K = alloc::string::String> {
     layers: Vec<Store<K>>,
     tenants: Option<Store<(K, Box<str>)>>,
     /// The lines of [`KeyedLimiter::acquire_with`]'s waiters, per key and tenant.
+    #[cfg(feature = "acquire")]
     waiters: waiting::Waiters<K>,
 }
 
@@ -346,6 +347,7 @@ impl<K: Hash + Eq + Clone> KeyedLimiter<K> {
         KeyedLimiter {
             layers: alloc::vec![Store::new(policy, max_keys)],
             tenants: None,
+            #[cfg(feature = "acquire")]
             waiters: Default::default(),
         }
     }
@@ -358,6 +360,7 @@ impl<K: Hash + Eq + Clone> KeyedLimiter<K> {
         Ok(KeyedLimiter {
             layers: policies.iter().map(|p| Store::new(*p, max_keys)).collect(),
             tenants: None,
+            #[cfg(feature = "acquire")]
             waiters: Default::default(),
         })
     }
@@ -367,6 +370,7 @@ impl<K: Hash + Eq + Clone> KeyedLimiter<K> {
         KeyedLimiter {
             layers: alloc::vec![Store::new(*fair.shared(), max_keys)],
             tenants: Some(Store::new(*fair.tenant(), max_keys)),
+            #[cfg(feature = "acquire")]
             waiters: Default::default(),
         }
     }

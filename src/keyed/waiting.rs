@@ -8,17 +8,19 @@
 //! How the waiters of one key are served, and what dropping a waiter charges: see
 //! [`KeyedLimiter::acquire_with`].
 
-use alloc::boxed::Box;
 use core::borrow::Borrow;
-use core::future::{poll_fn, Future};
 use core::hash::Hash;
-use core::pin::pin;
-use core::sync::atomic::{AtomicU64, Ordering};
-use core::task::{Poll, Waker};
-use std::collections::VecDeque;
-use std::sync::{Mutex, MutexGuard};
-
-use hashbrown::HashMap;
+#[cfg(feature = "acquire")]
+use {
+    alloc::boxed::Box,
+    core::future::{poll_fn, Future},
+    core::pin::pin,
+    core::sync::atomic::{AtomicU64, Ordering},
+    core::task::{Poll, Waker},
+    hashbrown::HashMap,
+    std::collections::VecDeque,
+    std::sync::{Mutex, MutexGuard},
+};
 
 use super::KeyedLimiter;
 use crate::wait::{step, Step};
@@ -119,21 +121,25 @@ impl core::error::Error for AcquireError {
     }
 }
 
+#[cfg(feature = "acquire")]
 /// One line of waiters: its key and tenant.
 type Line<K> = (K, Option<Box<str>>);
 
+#[cfg(feature = "acquire")]
 /// A waiter in a line: its number, and how to wake it when it becomes the head.
 struct Entry {
     id: u64,
     waker: Option<Waker>,
 }
 
+#[cfg(feature = "acquire")]
 /// The lines of waiters of one limiter, per key and tenant: only lines with waiters are kept.
 pub(crate) struct Waiters<K> {
     lines: Mutex<HashMap<Line<K>, VecDeque<Entry>>>,
     next: AtomicU64,
 }
 
+#[cfg(feature = "acquire")]
 impl<K> Default for Waiters<K> {
     fn default() -> Self {
         Waiters {
@@ -143,6 +149,7 @@ impl<K> Default for Waiters<K> {
     }
 }
 
+#[cfg(feature = "acquire")]
 impl<K: Hash + Eq> Waiters<K> {
     /// The lines, locked. No code panics while holding the lock; should one, the lines are
     /// still consistent (each change is one push or remove), so a poisoned lock is used.
@@ -151,6 +158,7 @@ impl<K: Hash + Eq> Waiters<K> {
     }
 }
 
+#[cfg(feature = "acquire")]
 /// A place in a line; leaving it (dropping the ticket) wakes the next waiter if this one
 /// was the head.
 struct Ticket<'a, K: Hash + Eq> {
@@ -159,6 +167,7 @@ struct Ticket<'a, K: Hash + Eq> {
     id: u64,
 }
 
+#[cfg(feature = "acquire")]
 impl<'a, K: Hash + Eq + Clone> Ticket<'a, K> {
     /// Joins the back of `line`.
     fn join(waiters: &'a Waiters<K>, line: Line<K>) -> Self {
@@ -188,6 +197,7 @@ impl<'a, K: Hash + Eq + Clone> Ticket<'a, K> {
     }
 }
 
+#[cfg(feature = "acquire")]
 impl<K: Hash + Eq> Drop for Ticket<'_, K> {
     fn drop(&mut self) {
         let next = {
@@ -256,6 +266,29 @@ impl<K: Hash + Eq + Clone> KeyedLimiter<K> {
         Ok((decision, rule(&decision)))
     }
 
+    /// [`Self::try_acquire`] without the charge: what the waiting rule would answer now,
+    /// with nothing stored. For a waiter behind others, to learn whether the key alone
+    /// already makes it miss its deadline.
+    pub fn would_acquire<Q>(
+        &self,
+        key: &Q,
+        wait: &Wait<'_>,
+        now: Nanos,
+        waited: Nanos,
+    ) -> Result<(Decision, Step), DecideError>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + alloc::borrow::ToOwned<Owned = K> + ?Sized,
+    {
+        let decision = self
+            .decide_if(key, wait.tenant, now, wait.cost, &|_| false)?
+            .decision;
+        Ok((
+            decision,
+            step(&decision, waited, wait.max_wait, wait.jitter),
+        ))
+    }
+
     /// Waits until the request is admitted, or gives up by its deadline: `clock` reads the
     /// limiter's clock (the one every caller of this limiter uses, in nanoseconds) and
     /// `sleep(d)` is a future that completes `d` nanoseconds later, on any runtime. Resolves
@@ -312,6 +345,7 @@ impl<K: Hash + Eq + Clone> KeyedLimiter<K> {
     /// assert_eq!(err, Err(AcquireError::Timeout { waited: 0, retry_after: ms(100) }));
     /// assert_eq!(now.get(), ms(100));
     /// ```
+    #[cfg(feature = "acquire")]
     pub async fn acquire_with<Q, C, S, F>(
         &self,
         key: &Q,
@@ -330,14 +364,12 @@ impl<K: Hash + Eq + Clone> KeyedLimiter<K> {
         let ticket = Ticket::join(&self.waiters, (key.to_owned(), wait.tenant.map(Box::from)));
         if !ticket.poll_head(None) {
             // Behind others. If the key alone already makes this request miss its deadline,
-            // the line ahead can only make it later: give up now. (Decided without a charge.)
-            let probe = |now: Nanos| -> Result<Decision, DecideError> {
-                Ok(self
-                    .decide_if(key, wait.tenant, now, wait.cost, &|_| false)?
-                    .decision)
-            };
-            let waited = clock().saturating_sub(start);
-            if let Step::GiveUp { retry_after } = step(&probe(clock())?, waited, wait.max_wait, 0) {
+            // the line ahead can only make it later: give up now (nothing charged).
+            let now = clock();
+            let waited = now.saturating_sub(start);
+            if let (_, Step::GiveUp { retry_after }) =
+                self.would_acquire(key, &Wait { jitter: 0, ..wait }, now, waited)?
+            {
                 return Err(AcquireError::Timeout {
                     waited,
                     retry_after,
@@ -365,9 +397,15 @@ impl<K: Hash + Eq + Clone> KeyedLimiter<K> {
             if !head {
                 let now = clock();
                 let waited = now.saturating_sub(start);
-                let retry_after = match step(&probe(now)?, Nanos::MAX, 0, 0) {
+                // The key's own retry time for this request (a passed deadline always gives
+                // up, and reports it).
+                let late = Wait {
+                    max_wait: 0,
+                    ..wait
+                };
+                let retry_after = match self.would_acquire(key, &late, now, Nanos::MAX)?.1 {
                     Step::GiveUp { retry_after } => retry_after,
-                    _ => 0, // cannot happen: a passed deadline always gives up
+                    _ => 0,
                 };
                 return Err(AcquireError::Timeout {
                     waited,
