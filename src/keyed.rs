@@ -436,8 +436,8 @@ impl<K: Hash + Eq + Clone> KeyedLimiter<K> {
     }
 
     /// [`Self::check_detailed`], keeping the charge of an admitted request only if `keep`
-    /// accepts the combined decision (the waiting rule's "go", see [`Self::try_acquire`]); otherwise
-    /// every key is left as it was, as for a denial.
+    /// accepts the combined decision (the waiting rule's "go", see [`Self::try_acquire`]);
+    /// otherwise every key is left as it was, as for a denial.
     fn decide_if<Q>(
         &self,
         key: &Q,
