@@ -56,11 +56,19 @@ test("five waiters wake at each algorithm's exact times", async (t) => {
 
 test("100 waiters on a 10/s key are admitted at 10/s, in arrival order, none early", async (t) => {
   mockClock(t);
+  // Counts the timers acquire sets (over the mock setTimeout).
+  const mocked = globalThis.setTimeout;
+  let timers = 0;
+  globalThis.setTimeout = (...args) => (timers++, mocked(...args));
+  t.after(() => (globalThis.setTimeout = mocked));
   const limiter = new Limiter("gcra 10/s burst 1");
   const { got, all } = waiters(limiter, 100, {});
   await advance(t, 9_950);
   await all;
   assert.deepEqual(got, Array.from({ length: 100 }, (_, i) => i * 100));
+  // One sleep per waiter after the first, to its retry time once it leads the line, and no
+  // more: waiters are woken one decision at a time, and none to a denial.
+  assert.equal(timers, 99);
 });
 
 test("a deadline shorter than the retry time rejects at once with WaitTimeoutError; nothing charged", async (t) => {
