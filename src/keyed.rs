@@ -32,6 +32,11 @@
 
 mod cell;
 mod table;
+mod waiting;
+
+#[cfg(feature = "tokio")]
+pub use self::waiting::unix_now;
+pub use self::waiting::{AcquireError, Wait};
 
 use alloc::borrow::ToOwned;
 use alloc::boxed::Box;
@@ -331,6 +336,9 @@ impl<'a, K: Hash + Eq> Held<'a, K> {
 pub struct KeyedLimiter<K = alloc::string::String> {
     layers: Vec<Store<K>>,
     tenants: Option<Store<(K, Box<str>)>>,
+    /// The lines of [`KeyedLimiter::acquire_with`]'s waiters, per key and tenant.
+    #[cfg(feature = "acquire")]
+    waiters: waiting::Waiters<K>,
 }
 
 impl<K: Hash + Eq + Clone> KeyedLimiter<K> {
@@ -339,6 +347,8 @@ impl<K: Hash + Eq + Clone> KeyedLimiter<K> {
         KeyedLimiter {
             layers: alloc::vec![Store::new(policy, max_keys)],
             tenants: None,
+            #[cfg(feature = "acquire")]
+            waiters: Default::default(),
         }
     }
 
@@ -350,6 +360,8 @@ impl<K: Hash + Eq + Clone> KeyedLimiter<K> {
         Ok(KeyedLimiter {
             layers: policies.iter().map(|p| Store::new(*p, max_keys)).collect(),
             tenants: None,
+            #[cfg(feature = "acquire")]
+            waiters: Default::default(),
         })
     }
 
@@ -358,6 +370,8 @@ impl<K: Hash + Eq + Clone> KeyedLimiter<K> {
         KeyedLimiter {
             layers: alloc::vec![Store::new(*fair.shared(), max_keys)],
             tenants: Some(Store::new(*fair.tenant(), max_keys)),
+            #[cfg(feature = "acquire")]
+            waiters: Default::default(),
         }
     }
 
@@ -418,6 +432,24 @@ impl<K: Hash + Eq + Clone> KeyedLimiter<K> {
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
+        self.decide_if(key, tenant, now, cost, &|_| true)
+    }
+
+    /// [`Self::check_detailed`], keeping the charge of an admitted request only if `keep`
+    /// accepts the combined decision (the waiting rule's "go", see [`Self::try_acquire`]);
+    /// otherwise every key is left as it was, as for a denial.
+    fn decide_if<Q>(
+        &self,
+        key: &Q,
+        tenant: Option<&str>,
+        now: Nanos,
+        cost: u64,
+        keep: &dyn Fn(&Decision) -> bool,
+    ) -> Result<StackDecision, DecideError>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
         // Lock every layer's shard for this key, in layer order.
         let mut held: Vec<Held<'_, K>> = self.layers.iter().map(|s| Held::get(s, key)).collect();
         let tenant_key = match (&self.tenants, tenant) {
@@ -440,18 +472,18 @@ impl<K: Hash + Eq + Clone> KeyedLimiter<K> {
             each.push(t.decide(now, cost)?);
         }
         let allowed = each.iter().all(|d| d.allowed);
-        // All or nothing: the decided states are written only if every limit admitted;
-        // otherwise every key keeps its state (and counts as used). Then unlock.
+        let decision = combine(&each, allowed);
+        let commit = allowed && keep(&decision);
+        // All or nothing: the decided states are written only if every limit admitted (and
+        // `keep` agreed); otherwise every key keeps its state (and counts as used). Then
+        // unlock.
         for h in held {
-            h.finish(allowed, || key.to_owned());
+            h.finish(commit, || key.to_owned());
         }
         if let (Some(t), Some(tk)) = (tenant_held, tenant_key) {
-            t.finish(allowed, || tk);
+            t.finish(commit, || tk);
         }
-        Ok(StackDecision {
-            decision: combine(&each, allowed),
-            each,
-        })
+        Ok(StackDecision { decision, each })
     }
 
     /// Reports the key's standing without charging it: the decision for a cost of 0 (always

@@ -4,8 +4,9 @@
 set -euo pipefail
 source scripts/tools.sh
 rust_targets
-# Every feature but `compact-store` (a store layout for the npm .wasm, tested on its own below).
-full=std,serde,headers,http-date
+# Every feature but `compact-store` (a store layout for the npm .wasm, tested on its own below);
+# `tokio` brings the ready-made `acquire` and its tests.
+full=std,serde,headers,http-date,tokio
 cargo fmt --all --check
 cargo clippy -p tollgate --all-targets --features "$full" -- -D warnings
 cargo clippy -p tollgate --all-targets --all-features -- -D warnings

@@ -5,6 +5,10 @@
 
 const ALLOWED = 1;
 const FAILED = 2;
+/** `acquireStep`'s status: the deadline cannot be met (the core's `GIVE_UP`). */
+const GIVE_UP = 3;
+/** The longest delay setTimeout takes (a longer one fires at once); longer waits re-decide. */
+const MAX_TIMER = 2 ** 31 - 1;
 const DEFAULT_MAX_KEYS = 100_000;
 
 /** The key buffer's first size in bytes (the core's KEY_MAX); longer keys grow it. */
@@ -59,6 +63,33 @@ function maxKeysOf(options) {
   return m; // range checked by the core
 }
 
+/** A duration option in ms: a number of 0 or more (`Infinity` allowed where `infinite`). */
+function checkMs(field, value, infinite) {
+  if (typeof value !== "number" || Number.isNaN(value) || (!infinite && !Number.isFinite(value))) {
+    throw optionError(TypeError, field, value, "not-a-number", "must be a number of milliseconds");
+  }
+  if (value < 0) throw optionError(RangeError, field, value, "negative", "must be 0 or more");
+  return value;
+}
+
+/**
+ * The rejection of `acquire` (and `throttle`'s wrapper) when the request cannot proceed by
+ * its `maxWait`: at once when the retry time is already beyond it. Nothing was charged.
+ */
+export class WaitTimeoutError extends Error {
+  /**
+   * @param {number} waited ms waited before giving up
+   * @param {number} retryAfter ms from now until the key itself would admit the request (0
+   *   when no clock can say: a full concurrency limit), not counting the waiters ahead
+   */
+  constructor(waited, retryAfter) {
+    super(`rate limit wait timed out after ${waited} ms (retry after ${retryAfter} ms)`);
+    this.name = "WaitTimeoutError";
+    this.waited = waited;
+    this.retryAfter = retryAfter;
+  }
+}
+
 function sleep(ms, signal) {
   return new Promise((resolve, reject) => {
     if (signal?.aborted) return reject(signal.reason);
@@ -69,6 +100,54 @@ function sleep(ms, signal) {
     function onAbort() {
       clearTimeout(timer);
       reject(signal.reason);
+    }
+    signal?.addEventListener("abort", onAbort, { once: true });
+  });
+}
+
+/**
+ * Leaves a line of waiters (once; later calls do nothing): the next waiter, if this one was
+ * the first, becomes the first and is woken.
+ */
+function leave(lines, id, me) {
+  const line = lines.get(id);
+  const at = line === undefined ? -1 : line.indexOf(me);
+  if (at < 0) return;
+  line.splice(at, 1);
+  if (line.length === 0) lines.delete(id);
+  else if (at === 0) line[0].wake?.();
+}
+
+/**
+ * Waits until `me` is woken as the first of its line (true), or `ms` pass (false: its
+ * deadline); rejects with the signal's reason on abort.
+ */
+function turn(me, ms, signal) {
+  return new Promise((resolve, reject) => {
+    let timer;
+    const done = () => {
+      clearTimeout(timer);
+      me.wake = null;
+      signal?.removeEventListener("abort", onAbort);
+    };
+    function onAbort() {
+      done();
+      reject(signal.reason);
+    }
+    me.wake = () => {
+      done();
+      resolve(true);
+    };
+    if (ms < Infinity) {
+      // A deadline beyond setTimeout's reach is checked again when the timer fires.
+      const arm = (left) => {
+        timer = setTimeout(() => {
+          if (left > MAX_TIMER) return arm(left - MAX_TIMER);
+          done();
+          resolve(false);
+        }, Math.min(Math.max(left, 0), MAX_TIMER));
+      };
+      arm(ms);
     }
     signal?.addEventListener("abort", onAbort, { once: true });
   });
@@ -121,6 +200,8 @@ export function bind(glue) {
     /** The key buffer's address and size in wasm memory. */
     #key;
     #room = KEY_MAX;
+    /** `acquire`'s lines of waiters: id of key and tenant -> waiters, the first deciding. */
+    #lines = new Map();
 
     /**
      * @param {string | object} policy `"10/s burst 20"` or `{ algorithm, limit, window, burst }`
@@ -206,6 +287,97 @@ export function bind(glue) {
       }
       const k = this.#put(key, 0);
       return this.#decision(this.#core.checkTenant(k, this.#put(tenant, k), now, cost));
+    }
+
+    /**
+     * Waits for a turn: resolves to the admitting decision (after a leaky queue's `delay`),
+     * or rejects with a `WaitTimeoutError` when the request cannot proceed within
+     * `maxWait` ms (at once when the retry time is already beyond it), with the signal's
+     * reason when `signal` aborts, or like `check` for invalid arguments. Waiters on one key
+     * (and tenant) are served in arrival order, one decision at a time: only the first
+     * decides, and wakes the next once it is admitted, gives up or is aborted. Nothing is
+     * charged until admitted (an abort during a queue's delay leaves the queue slot taken).
+     * The waiting rule is the core's (`acquireStep`); this code owns the timers and the line.
+     */
+    async acquire(key, opts) {
+      checkKey(key);
+      const cost = opts?.cost === undefined ? 1 : checkCost(opts.cost);
+      const maxWait = opts?.maxWait === undefined ? Infinity : checkMs("maxWait", opts.maxWait, true);
+      const jitter = opts?.jitter === undefined ? 0 : checkMs("jitter", opts.jitter, false);
+      const tenant = opts?.tenant ?? "";
+      if (typeof tenant !== "string") {
+        throw optionError(TypeError, "tenant", tenant, "not-a-string", "must be a string");
+      }
+      const signal = opts?.signal;
+      signal?.throwIfAborted();
+      const start = Date.now();
+      // One line per key and tenant ("-key" without a tenant, "<length>:tenant:key" with one).
+      const id = tenant === "" ? "-" + key : `${tenant.length}:${tenant}:${key}`;
+      let line = this.#lines.get(id);
+      if (line === undefined) this.#lines.set(id, (line = []));
+      const me = { wake: null };
+      line.push(me);
+      // One step of the core's rule: the status, and the ms to sleep (DENIED) or the
+      // timeout's retryAfter (GIVE_UP) from the output buffer.
+      const step = (now, waited, budget, charge) => {
+        const k = this.#put(key, 0);
+        const status = this.#core.acquireStep(k, this.#put(tenant, k), now, cost, waited, budget, jitter, charge);
+        if (status === FAILED) throw this.#core.takeError();
+        return status;
+      };
+      const slot = () => (f64.length === 0 ? view() : f64)[this.#out + 3];
+      try {
+        if (line[0] !== me) {
+          // Behind others: if the key alone already makes this request miss its deadline,
+          // the line ahead can only make it later.
+          let now = Date.now();
+          if (step(now, now - start, maxWait, false) === GIVE_UP) {
+            throw new WaitTimeoutError(now - start, slot());
+          }
+          if (!(await turn(me, maxWait - (now - start), signal))) {
+            now = Date.now();
+            step(now, Infinity, 0, false); // a passed deadline: the key's own retry time
+            throw new WaitTimeoutError(now - start, slot());
+          }
+        }
+        for (;;) {
+          const now = Date.now();
+          const status = step(now, now - start, maxWait, true);
+          if (status === ALLOWED) {
+            const decision = this.#decision(ALLOWED);
+            leave(this.#lines, id, me); // admitted and charged: the next may decide now
+            if (decision.delay > 0) await sleep(decision.delay, signal);
+            return decision;
+          }
+          if (status === GIVE_UP) throw new WaitTimeoutError(now - start, slot());
+          await sleep(Math.min(slot(), MAX_TIMER), signal);
+        }
+      } finally {
+        leave(this.#lines, id, me);
+      }
+    }
+
+    /**
+     * Wraps the async function `fn`: each call waits for a turn (`acquire` with `options`:
+     * `key`, a string or a function of the call's arguments, default `"default"`; `cost`,
+     * `maxWait`, `signal`, `tenant`, `jitter`), then calls `fn` with the same `this` and
+     * arguments and returns its result. A timeout rejects with `WaitTimeoutError` and does
+     * not call `fn`.
+     */
+    throttle(fn, options) {
+      if (typeof fn !== "function") {
+        throw optionError(TypeError, "fn", fn, "not-a-function", "must be a function");
+      }
+      const keyOf = options?.key ?? "default";
+      if (typeof keyOf !== "string" && typeof keyOf !== "function") {
+        throw optionError(TypeError, "key", keyOf, "not-a-string", "must be a string or a function of the arguments");
+      }
+      const limiter = this;
+      return async function throttled(...args) {
+        const key = typeof keyOf === "function" ? keyOf(...args) : keyOf;
+        await limiter.acquire(key, options);
+        return fn.apply(this, args);
+      };
     }
 
     /** The key's standing without charging it (a check of cost 0). */
@@ -376,6 +548,16 @@ export function bind(glue) {
     return glue.parseRetryAfter(String(value), +now);
   }
 
-  return { Limiter, headers, decide, parsePolicy, fetchWithBackoff, Backoff, isRetryable, parseRetryAfter };
+  return {
+    Limiter,
+    headers,
+    decide,
+    parsePolicy,
+    fetchWithBackoff,
+    Backoff,
+    isRetryable,
+    parseRetryAfter,
+    WaitTimeoutError,
+  };
 }
 

@@ -71,6 +71,49 @@ export interface CheckOptions {
   tenant?: string;
 }
 
+/** Options of {@link Limiter.acquire} and {@link Limiter.throttle}. */
+export interface AcquireOptions {
+  /** Units this request spends (default 1). A cost above the capacity rejects at once. */
+  cost?: number;
+  /**
+   * The longest to wait in ms, from the call until the request may proceed (a leaky
+   * queue's `delay` included); default `Infinity`. When the retry time is already beyond
+   * it, the promise rejects at once rather than at the deadline.
+   */
+  maxWait?: number;
+  /** Aborting rejects the wait with the signal's reason; nothing is charged. */
+  signal?: AbortSignal;
+  /** The tenant, for a {@link Limiter.fairShare} limiter; each tenant waits in its own line. */
+  tenant?: string;
+  /**
+   * Milliseconds added to each sleep (never past the deadline): a random value you draw,
+   * e.g. `Math.random() * 20`, to spread waiters of several processes. Default 0.
+   */
+  jitter?: number;
+}
+
+/** Options of {@link Limiter.throttle}: {@link AcquireOptions} and the key. */
+export interface ThrottleOptions<A extends unknown[]> extends AcquireOptions {
+  /** The key, or a function of the call's arguments giving it (default `"default"`). */
+  key?: string | ((...args: A) => string);
+}
+
+/**
+ * The rejection of {@link Limiter.acquire} when the request cannot proceed within
+ * `maxWait`. Nothing was charged.
+ */
+export class WaitTimeoutError extends Error {
+  constructor(waited: number, retryAfter: number);
+  readonly name: "WaitTimeoutError";
+  /** Milliseconds waited before giving up (0 when the retry time was beyond the deadline at once). */
+  waited: number;
+  /**
+   * Milliseconds from now until the key itself would admit the request, not counting the
+   * waiters ahead of it; 0 when no clock can say (a full concurrency limit).
+   */
+  retryAfter: number;
+}
+
 /**
  * Thrown for an invalid policy or option: a `TypeError` (a value of the wrong form) or a
  * `RangeError` (a number out of range, a cost above the capacity). The message names the
@@ -112,6 +155,22 @@ export class Limiter {
    * cost above the capacity (`rule: "cost-exceeds-capacity"`).
    */
   check(key: string, options?: CheckOptions): Decision;
+  /**
+   * Waits for a turn: resolves to the admitting decision (after a `leaky-queue`'s `delay`),
+   * or rejects with a {@link WaitTimeoutError} (at once when the retry time is beyond
+   * `maxWait`), with the signal's reason on abort, or with a {@link TollgateError} (a cost
+   * above the capacity). Waiters on one key (and tenant) are served in arrival order, one
+   * decision at a time. Nothing is charged until admitted.
+   */
+  acquire(key: string, options?: AcquireOptions): Promise<Decision>;
+  /**
+   * Wraps an async function: each call first waits for a turn ({@link Limiter.acquire}),
+   * then calls `fn` with the same `this` and arguments.
+   */
+  throttle<A extends unknown[], R>(
+    fn: (...args: A) => R | Promise<R>,
+    options?: ThrottleOptions<A>,
+  ): (...args: A) => Promise<R>;
   /** The key's standing without charging it. */
   peek(key: string, options?: { now?: number }): Decision;
   /** Gives back `cost` (default 1) slots of the concurrency policies for `key`. */

@@ -31,7 +31,8 @@ use std::cell::{Cell, RefCell, UnsafeCell};
 use std::num::NonZeroUsize;
 
 use tollgate::fair_share::FairShare;
-use tollgate::keyed::KeyedLimiter;
+use tollgate::keyed::{KeyedLimiter, Wait};
+use tollgate::wait::Step;
 use tollgate::{DecideError, Decision, Nanos, Policy};
 use wasm_bindgen::prelude::*;
 
@@ -60,6 +61,9 @@ pub const DENIED: u32 = 0;
 pub const ALLOWED: u32 = 1;
 /// Status of a decision call: it failed; [`Core::take_error`] gives the exception.
 pub const FAILED: u32 = 2;
+
+/// Status of [`Core::acquire_step`]: stop waiting, the deadline cannot be met.
+pub const GIVE_UP: u32 = 3;
 
 /// Number of `f64` slots in a limiter's output buffer.
 pub const OUT_LEN: usize = 5;
@@ -260,6 +264,62 @@ impl Core {
                 .map(|d| d.decision)
         });
         self.emit(result)
+    }
+
+    /// One step of waiting for a turn (the JS `acquire`, which owns the timers and the line
+    /// of waiters): decides a request of `cost` for the key (and tenant, `tenant_len` 0 for
+    /// none) in the key buffer at `now`, having waited `waited` of at most `max_wait`
+    /// (Infinity: no deadline), and applies the core's waiting rule
+    /// ([`tollgate::wait::step`]) before the charge is kept. Returns [`ALLOWED`] (go: the
+    /// decision in the output buffer, its `delay` to sleep), [`DENIED`] (sleep the output
+    /// buffer's `retryAfter` slot, which holds the wait: the retry time plus `jitter`, never
+    /// past the deadline, in whole ms rounded up), [`GIVE_UP`] (`retryAfter` as the timeout
+    /// reports it) or [`FAILED`]. With `charge` false nothing is stored (what the rule would
+    /// answer, for a waiter behind others). All times in ms.
+    #[allow(clippy::too_many_arguments)] // one call per step: numbers, not an options object
+    #[wasm_bindgen(js_name = acquireStep)]
+    pub fn acquire_step(
+        &self,
+        key_len: usize,
+        tenant_len: usize,
+        now: f64,
+        cost: f64,
+        waited: f64,
+        max_wait: f64,
+        jitter: f64,
+        charge: bool,
+    ) -> u32 {
+        let result = self.keys(key_len, tenant_len, |key, tenant| {
+            let wait = Wait {
+                cost: cost_units(cost),
+                max_wait: now_ns(max_wait),
+                tenant: Some(tenant),
+                jitter: now_ns(jitter),
+            };
+            let (now, waited) = (now_ns(now), now_ns(waited));
+            if charge {
+                self.limiter.try_acquire(key, &wait, now, waited)
+            } else {
+                self.limiter.would_acquire(key, &wait, now, waited)
+            }
+        });
+        match result {
+            Ok((decision, next)) => {
+                self.emit(Ok(decision));
+                match next {
+                    Step::Go { .. } => ALLOWED,
+                    Step::Wait(d) => {
+                        self.out[3].set(ms(d));
+                        DENIED
+                    }
+                    Step::GiveUp { retry_after } => {
+                        self.out[3].set(ms(retry_after));
+                        GIVE_UP
+                    }
+                }
+            }
+            Err(e) => self.emit(Err(e)),
+        }
     }
 
     /// Releases `cost` slots of the concurrency policies for the key in the key buffer

@@ -1,6 +1,6 @@
 // Compiled with `tsc --noEmit` against the package's .d.ts (test/types.test.js): the
 // documented API must type-check as users write it.
-import { Limiter, headers, fetchWithBackoff, Backoff, parsePolicy, type Decision, type TollgateError } from "tollgate";
+import { Limiter, headers, fetchWithBackoff, Backoff, parsePolicy, WaitTimeoutError, type Decision, type TollgateError } from "tollgate";
 import init, { Limiter as WebLimiter } from "tollgate/web";
 import { rateLimit } from "tollgate/express";
 import { rateLimiter } from "tollgate/hono";
@@ -19,6 +19,16 @@ const ra: string | undefined = h["Retry-After"];
 headers(d, "per-ip", { policy: { algorithm: "gcra", limit: 10, window: "1s", burst: 5 } });
 Limiter.all(["10/s", { algorithm: "fixed-window", limit: 100, window: 60_000 }]);
 Limiter.fairShare("10/s", "sliding-window 4/s");
+const turn: Promise<Decision> = limiter.acquire("whois", { cost: 1, maxWait: 5_000, signal: AbortSignal.timeout(10_000), tenant: "acme", jitter: 3 });
+turn.catch((e) => {
+  if (e instanceof WaitTimeoutError) {
+    const ms: number = e.waited + e.retryAfter;
+    void ms;
+  }
+});
+const lookup = limiter.throttle(async (domain: string, port: number) => `${domain}:${port}`, { key: (domain) => domain, maxWait: 1_000 });
+const out: Promise<string> = lookup("example.com", 43);
+void out;
 parsePolicy("100/min");
 new Backoff({ baseMs: 100, capMs: 1000, maxAttempts: 3 }).delay(1, "5");
 const res: Promise<Response> = fetchWithBackoff("https://example.invalid/", { method: "GET" }, { maxAttempts: 3 });
