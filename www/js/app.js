@@ -46,7 +46,7 @@ function syncBurstField(algorithm) {
   if (!algorithm.bucket && !f.disabled) {
     f.dataset.saved = f.value;
     f.value = "";
-    f.placeholder = "not used";
+    f.placeholder = "–";
   } else if (algorithm.bucket && f.disabled) {
     f.value = f.dataset.saved ?? "";
     f.placeholder = "= limit";
@@ -222,7 +222,11 @@ function render() {
   const s = sim.session;
   const at = sim.preview ?? { index: s.index, now: s.instant };
   const view = s.view(at.index, at.now);
-  const events = s.happened(at.index);
+  // Only the requests a drawing can show: those in the timeline's span, or still waiting in
+  // the queue (at most capacity × window/limit), or still arriving (animated).
+  const maxWait = sim.algorithm.id === "leaky-queue" ? (sim.capacity * sim.windowMs) / sim.limit : 0;
+  const since = Math.min(at.now, s.instant) - sim.zoom - maxWait - 1000;
+  const events = s.happened(at.index, since);
   drawState($("state-svg"), $("formula"), {
     algorithm: sim.algorithm.id,
     ...view,
@@ -242,7 +246,7 @@ function render() {
     sim.shown = s.index;
     showDecision(s.index);
   }
-  const all = s.happened();
+  const all = s.happened(s.index, since);
   const counts = drawTimeline($("timeline-svg"), {
     events: all,
     ahead: s.events.slice(s.index).map((e) => e.t),

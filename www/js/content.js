@@ -120,7 +120,7 @@ export const EXPERIMENTS = [
     question: "Send 10 just before the window boundary at 1 s and 10 just after: which algorithms let 20 through in one second?",
     algorithm: "fixed-window", limit: 10, windowMs: 1000, speed: 0.25,
     trace: [...run(900, 10, 10), ...run(1000, 10, 10)],
-    explain: "The fixed window forgets everything at the boundary, so both bursts fit. The sliding log remembers each request for exactly one window, so the second burst is refused. The sliding counter estimates the previous window's 10 as spread evenly, so right after the boundary it still counts almost all of them.",
+    explain: "The fixed window forgets everything at the boundary, so both bursts fit. The sliding log remembers each request for exactly one window, so the second burst is refused. The sliding counter estimates the previous window's 10 as spread evenly, so right after the boundary it still counts almost all of them, and lets one more in only as their weight fades.",
   },
   {
     id: "saved",

@@ -78,7 +78,7 @@ function tokenBucket(svg, W, v) {
     const t = (v.now / 200) % 1;
     svg.append(el("circle", { cx: x + 23, cy: 22 + t * (level - 24), r: 4, class: "token" }));
   }
-  svg.append(el("text", { x: x + bw / 2, y: top + h + 24, "text-anchor": "middle", class: "label strong" }, `${num(tokens, 2)} of ${v.capacity} tokens`));
+  svg.append(el("text", { x: x + bw / 2, y: top + h + 24, "text-anchor": "middle", class: "label strong" }, `${num(tokens)} of ${v.capacity} tokens`));
   // Each request arriving: an admitted one takes a token out to the right; a rejected one
   // finds none and turns back.
   const outX = Math.min(W - 20, x + bw + 120);
@@ -101,7 +101,7 @@ function leakyBucket(svg, W, v) {
     svg.append(el("circle", { cx: x + bw / 2, cy: top + h + 4 + t * 8, r: 3, class: "drip" }));
   }
   svg.append(el("text", { x: x + bw / 2, y: 24, "text-anchor": "middle", class: "label" }, "requests pour in"));
-  svg.append(el("text", { x: x + bw / 2, y: top + h + 30, "text-anchor": "middle", class: "label strong" }, `level ${num(level, 2)} of ${v.capacity}`));
+  svg.append(el("text", { x: x + bw / 2, y: top + h + 30, "text-anchor": "middle", class: "label strong" }, `level ${num(level)} of ${v.capacity}`));
   svg.append(el("text", { x: x + bw + 6, y: top + h / 2, class: "label" }, `drains ${v.limit} per ${winText(v.windowMs)}`));
   for (const r of recent(v)) {
     const cx = x + bw / 2;
@@ -293,6 +293,14 @@ const DRAW = {
 const esc = (s) => String(s).replace(/[&<>"]/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;" })[c]);
 const b = (s) => `<b>${esc(s)}</b>`;
 
+/** A number as shown (rounded by `num`). */
+const shown = (v) => Number(num(v));
+/**
+ * "=" when the shown operands give the shown result, "≈" when rounding them (to 3 decimals)
+ * moved the result: the page never prints an equation its own numbers contradict.
+ */
+const eq = (fromShown, exact, digits = 3) => (num(fromShown, digits) === num(exact, digits) ? "=" : "≈");
+
 function nextLine(v, what) {
   const fits = v.peek.decision.remaining >= 1;
   return `<p class="formula verdict-line ${fits ? "ok" : "no"}">Next request now: ${fits ? "admitted" : "rejected"} <span class="why">(${esc(what)})</span></p>`;
@@ -308,7 +316,7 @@ function tokenFormula(v) {
   const tokens = v.state === null ? B : v.state["token-bucket"].credit / windowNs;
   return [
     `<p class="formula">tokens = min(B, t₀ + r × Δt)</p>`,
-    `<p class="formula">= min(${B}, ${num(t0)} + ${num(r)}/s × ${sec(dt)}) = ${b(num(tokens))}</p>`,
+    `<p class="formula">= min(${B}, ${num(t0)} + ${num(r)}/s × ${sec(dt)}) ${eq(Math.min(B, shown(t0) + shown(r) * shown(dt / 1000)), tokens)} ${b(num(tokens))}</p>`,
     `<p class="formula small">t₀: tokens left after the last request at ${sec(lastMs)}; Δt: time since then</p>`,
     nextLine(v, `${num(tokens)} ${tokens >= 1 ? "≥" : "<"} 1; remaining ${v.peek.decision.remaining}`),
   ];
@@ -323,7 +331,7 @@ function leakyFormula(v) {
   const level = v.state === null ? 0 : v.state["leaky-bucket"].level / windowNs;
   return [
     `<p class="formula">level = max(0, l₀ − r × Δt)</p>`,
-    `<p class="formula">= max(0, ${num(l0)} − ${num(r)}/s × ${sec(v.now - lastMs)}) = ${b(num(level))}</p>`,
+    `<p class="formula">= max(0, ${num(l0)} − ${num(r)}/s × ${sec(v.now - lastMs)}) ${eq(Math.max(0, shown(l0) - shown(r) * shown((v.now - lastMs) / 1000)), level)} ${b(num(level))}</p>`,
     `<p class="formula small">l₀: the level after the last request at ${sec(lastMs)}</p>`,
     nextLine(v, `${num(level)} + 1 ${level + 1 <= C ? "≤" : ">"} ${C}`),
   ];
@@ -337,7 +345,7 @@ function gcraFormula(v) {
   return [
     `<p class="formula">T = window ÷ limit = ${num(T, 2)} ms; tolerance τ = burst × T = ${num(tau, 2)} ms</p>`,
     `<p class="formula">TAT − now = ${b(`${num(ahead, 2)} ms`)}</p>`,
-    `<p class="formula">next: TAT′ − now = max(TAT − now, 0) + T = ${num(ahead, 2)} + ${num(T, 2)} = ${num(pushed, 2)} ms</p>`,
+    `<p class="formula">next: TAT′ − now = max(TAT − now, 0) + T = ${num(ahead, 2)} + ${num(T, 2)} ${eq(Number(num(ahead, 2)) + Number(num(T, 2)), pushed, 2)} ${num(pushed, 2)} ms</p>`,
     nextLine(v, `${num(pushed, 2)} ${pushed <= tau ? "≤" : ">"} ${num(tau, 2)}`),
   ];
 }
@@ -351,8 +359,8 @@ function queueFormula(v) {
   const lines = [
     `<p class="formula">leaves at max(now, last departure) + T, T = ${num(T, 2)} ms</p>`,
     lastMs === null
-      ? `<p class="formula">empty queue: the next would leave at ${sec(v.now)} + ${num(T, 2)} ms = ${b(sec(leaves))}</p>`
-      : `<p class="formula">= max(${sec(v.now)}, ${sec(lastMs)}) + ${num(T, 2)} ms = ${b(sec(leaves))} (waits ${msText(leaves - v.now)})</p>`,
+      ? `<p class="formula">empty queue: the next would leave at ${sec(v.now)} + ${num(T, 2)} ms ${eq(Number(num(v.now / 1000)) + Number(num(T, 2)) / 1000, leaves / 1000)} ${b(sec(leaves))}</p>`
+      : `<p class="formula">= max(${sec(v.now)}, ${sec(lastMs)}) + ${num(T, 2)} ms ${eq(Math.max(Number(num(v.now / 1000)), Number(num(lastMs / 1000))) + Number(num(T, 2)) / 1000, leaves / 1000)} ${b(sec(leaves))} (waits ${msText(leaves - v.now)})</p>`,
     `<p class="formula small">waiting now: ${waiting} of ${v.capacity}; the longest wait is ${v.capacity} × T = ${msText(v.capacity * T)}</p>`,
     nextLine(v, `${waiting} + 1 ${waiting + 1 <= v.capacity ? "≤" : ">"} ${v.capacity} slots`),
   ];

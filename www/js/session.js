@@ -153,9 +153,13 @@ export class Session {
     };
   }
 
-  /** Happened requests with their decisions: { i, t, cost, allowed, delay, decision }. */
-  happened(index = this.index) {
+  /**
+   * Happened requests (those before `index`, from the first at or after `since` ms) with the
+   * core's decisions: { i, t, cost, decision }.
+   */
+  happened(index = this.index, since = -Infinity) {
     this.resultsUpTo(index);
-    return this.events.slice(0, index).map((e, i) => ({ i, ...e, decision: this.results[i].decision }));
+    const from = since === -Infinity ? 0 : Math.min(index, upperBound(this.events, Math.ceil(since) - 1));
+    return this.events.slice(from, index).map((e, k) => ({ i: from + k, ...e, decision: this.results[from + k].decision }));
   }
 }

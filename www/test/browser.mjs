@@ -91,6 +91,9 @@ export async function labelProblems(page, root = "body", html = ".formula, .pane
       if (s.width === 0) continue; // hidden (a closed <details>)
       const texts = [...svg.querySelectorAll("text")].map((t) => ({ t, b: box(t.getBoundingClientRect()) }));
       for (const { t, b } of texts) {
+        // An outline around the letters (the old page's layout class .grid also stroked SVG
+        // grid lines, and every label inherited the stroke).
+        if (getComputedStyle(t).stroke !== "none") problems.push(`${svg.id || "svg"}: ${name(t)} is outlined (stroke ${getComputedStyle(t).stroke})`);
         if (b.l < s.left - 1 || b.r > s.right + 1 || b.t < s.top - 1 || b.b > s.bottom + 1) {
           problems.push(`${svg.id || svg.getAttribute("aria-label")?.slice(0, 30)}: ${name(t)} outside its figure (${Math.round(b.l - s.left)}..${Math.round(b.r - s.left)} of ${Math.round(s.width)})`);
         }

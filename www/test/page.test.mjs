@@ -171,6 +171,34 @@ test("the sliding counter's worked formula is consistent: operands and result ro
   }
 });
 
+test("the token bucket's worked formula: '=' only when the shown numbers give the shown result", async () => {
+  // 7 per 3 s: a token is 428.571... ms, so the numbers do not all round exactly.
+  const csv = ["time_ms,key", "0,a", "0,a", "0,a", "0,a", "0,a", "0,a", "0,a", "100,a", "333,a"].join("\n");
+  await playTrace("token-bucket", csv, "7");
+  await page.selectOption("#window", "5000");
+  await page.click("#play"); // pause
+  let exact = 0;
+  for (const at of [333, 334, 500, 777, 1001, 1234, 2500, 3001]) {
+    await setScrub(at);
+    await frames();
+    const text = await page.textContent("#formula");
+    const m = text.match(/= min\((\d+), ([\d.]+) \+ ([\d.]+)\/s × ([\d.]+) s\) ([=≈]) ([\d.]+)/);
+    assert.ok(m, text);
+    const [, cap, t0, r, dt, sign, tokens] = m;
+    const fromShown = Number(Math.min(Number(cap), Number(t0) + Number(r) * Number(dt)).toFixed(3));
+    if (sign === "=") {
+      exact++;
+      assert.equal(fromShown, Number(tokens), `${at} ms: ${m[0]}`);
+    } else {
+      assert.notEqual(fromShown, Number(tokens), `${at} ms: ≈ only when rounding moved the result: ${m[0]}`);
+    }
+    // The result is the core's state, rounded like every other number.
+    const credit = JSON.parse(await page.textContent("#state-json"))["token-bucket"].credit;
+    assert.equal(Number(tokens), Number((credit / 5e9).toFixed(3)), `${at} ms`);
+  }
+  assert.ok(exact > 0);
+});
+
 // A trace with bursts at one instant, a boundary and a stream: for the clock test.
 const TRACE = [
   ...Array.from({ length: 6 }, () => 0),
@@ -332,6 +360,7 @@ test("the burst experiment: small multiples with the core's maxima, bounds, and 
   assert.ok(end >= lastOut + 1000, `chart ends at ${end} ms, the queue's output at ${lastOut} ms`);
   assert.deepEqual(await labelProblems(page, "#experiment"), []);
   await (await page.$("#experiment")).screenshot({ path: join(shots, "burst-experiment.png") });
+  await page.screenshot({ path: join(shots, "desktop.png"), fullPage: true });
 });
 
 test("a pasted trace: a bad line is named; a good one is compared side by side", async () => {
@@ -375,10 +404,12 @@ test("a stream at R/s runs on the reader's clock and stops with it", async () =>
   assert.equal(await page.getAttribute("#stream", "aria-pressed"), "true");
   await page.waitForFunction(() => Number(document.getElementById("count-rejected").textContent) >= 3, null, { timeout: 10_000 });
   await page.click("#play");
+  await frames(); // the counts are redrawn on the next frame
   const paused = await counts();
   await page.waitForTimeout(300);
   assert.deepEqual(await counts(), paused, "a paused clock sends nothing");
   await page.click("#step");
+  await frames();
   const stepped = await counts();
   assert.equal(stepped.admitted + stepped.rejected, paused.admitted + paused.rejected + 1, "a step sends the stream's next request");
   await page.click("#stream");
@@ -439,7 +470,8 @@ test("on a phone: no sideways scrolling, SVG text at least 12 px, no clipped or 
     const [px, text] = await smallestSvgText(phone);
     assert.ok(px >= 12, `${id}: "${text}" is ${px.toFixed(1)} px`);
     assert.deepEqual(await labelProblems(phone), [], id);
-    await (await phone.$("#playground")).screenshot({ path: join(shots, `phone-${id}.png`) });
+    await (await phone.$("#playground .state")).screenshot({ path: join(shots, `phone-${id}-state.png`) });
+    await (await phone.$("#playground .timeline")).screenshot({ path: join(shots, `phone-${id}-timeline.png`) });
   }
   const overflow = await phone.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
   assert.ok(overflow <= 0, `scrolls sideways by ${overflow}px`);
