@@ -1,5 +1,5 @@
 // What the page says about each algorithm: one paragraph, the rule it applies, pros and cons
-// (after the seeds' guide and the core's module docs). Text only: every decision the page
+// (after the core's module docs). Text only: every decision the page
 // shows comes from the core (the npm package's web build).
 
 /** @typedef {{ id: string, name: string, bucket: boolean, about: string, rule: string, pros: string[], cons: string[], watch: string }} Algorithm */
@@ -106,11 +106,54 @@ export const ALGORITHMS = [
   },
 ];
 
-/** The burst experiment's five algorithms (limit 10 per 1 s; bucket capacity 10, rate 10/s). */
-export const EXPERIMENT = [
-  { id: "fixed-window", name: "Fixed window", policy: "fixed-window 10/s", color: "#d9480f" },
-  { id: "sliding-log", name: "Sliding log", policy: "sliding-log 10/s", color: "#2b8a3e" },
-  { id: "sliding-window", name: "Sliding counter", policy: "sliding-window 10/s", color: "#1c7ed6" },
-  { id: "token-bucket", name: "Token bucket", policy: "token-bucket 10/s", color: "#ae3ec9" },
-  { id: "leaky-queue", name: "Leaky bucket queue (output)", policy: "leaky-queue 10/s", color: "#495057" },
+/** Times (ms) of `n` requests from `start`, `gap` ms apart. */
+const run = (start, n, gap = 0) => Array.from({ length: n }, (_, i) => ({ t: start + i * gap, cost: 1 }));
+
+/**
+ * Guided experiments: a question, a trace and the algorithm to watch it with. The answer is
+ * read off the comparison of the same trace (every number in it comes from the core).
+ */
+export const EXPERIMENTS = [
+  {
+    id: "boundary",
+    title: "The boundary burst",
+    question: "Send 10 just before the window boundary at 1 s and 10 just after: which algorithms let 20 through in one second?",
+    algorithm: "fixed-window", limit: 10, windowMs: 1000, speed: 0.25,
+    trace: [...run(900, 10, 10), ...run(1000, 10, 10)],
+    explain: "The fixed window forgets everything at the boundary, so both bursts fit. The sliding log remembers each request for exactly one window, so the second burst is refused. The sliding counter estimates the previous window's 10 as spread evenly, so right after the boundary it still counts almost all of them, and lets one more in only as their weight fades.",
+  },
+  {
+    id: "saved",
+    title: "Saving up",
+    question: "A client that was quiet sends 25 at once, then a steady 20 per second. With a token bucket of 10/s and burst 20: how many of the 25 pass, and how much of the stream?",
+    algorithm: "token-bucket", limit: 10, windowMs: 1000, burst: 20, speed: 0.25,
+    trace: [...run(0, 25), ...run(500, 40, 50)],
+    explain: "A full bucket holds 20 tokens, so 20 of the 25 pass at once. After that it admits only what drips in: the 5 tokens saved up by 0.5 s, then 10 per second, half of the stream. Compare the panel with its bound, B + r × W = 30 in one second.",
+  },
+  {
+    id: "queue",
+    title: "Waiting instead of failing",
+    question: "Twelve requests at once into a leaky-bucket queue of 8 that drains 10 per second: how many are rejected, and when does the last admitted one reach the service?",
+    algorithm: "leaky-queue", limit: 10, windowMs: 1000, burst: 8, speed: 0.25,
+    trace: run(0, 12),
+    explain: "The queue takes 8 and refuses 4. The 8 leave one every 100 ms, the first 100 ms after arriving, the last at 800 ms: the service behind never sees more than 10 per second, and the price is the wait.",
+  },
+  {
+    id: "guess",
+    title: "The counter's guess",
+    question: "Ten requests in the last 50 ms of a window, ten more at once half a window later (at 1.5 s): how many does the sliding counter let through that the sliding log refuses?",
+    algorithm: "sliding-window", limit: 10, windowMs: 1000, speed: 0.25,
+    trace: [...run(950, 10, 5), ...run(1500, 10)],
+    explain: "At 1.5 s the counter weighs the previous window's 10 by 1 − 500/1000 = 0.5 and estimates 5, so it admits 5 more: 15 within one second, because the 10 were bunched at the end, not spread. The sliding log knows exactly when they came and refuses all 10 until 1.95 s.",
+  },
+];
+
+/** "Which one should I use": a need, the algorithm that fits, why. */
+export const CHOOSE = [
+  ["An API where clients may burst a little, then must slow down", "Token bucket (or GCRA: the same decisions in one number of state)", "Burst and rate are separate knobs; two numbers (one) per key."],
+  ["A partner's hard cap: never more than N in any window", "Sliding log, or a token bucket with B + r × T ≤ N", "The log is exact, at the cost of one entry per admitted request."],
+  ["Many keys, memory matters, approximately right is fine", "Sliding window counter", "Two counters per key, no boundary burst; a small error when traffic bunches."],
+  ["A quota per calendar period (per day, per month)", "Fixed window", "The simplest state; accept up to 2 × limit around a boundary."],
+  ["A fragile backend that must see a steady rate, and waiting is acceptable", "Leaky bucket as a queue", "Smooth output whatever comes in; latency up to capacity ÷ rate."],
+  ["Show users “how full” they are", "Leaky bucket as a meter", "The token bucket's mirror image: the same admissions, read as a level."],
 ];

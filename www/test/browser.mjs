@@ -75,3 +75,59 @@ export async function artifacts() {
   await mkdir(ARTIFACTS, { recursive: true });
   return ARTIFACTS;
 }
+
+/**
+ * Labels that do not fit: every SVG <text> inside `root` must lie within its <svg> (1 px
+ * tolerance) and overlap no other text of the same SVG; every element matching `html` must not
+ * be wider than its box (clipped or scrolling text). Returns a list of problems (empty: fine).
+ */
+export async function labelProblems(page, root = "body", html = ".formula, .panel-sub, .verdict, figcaption, .hint, .numbers dd, #clock-time") {
+  return page.evaluate(({ root, html }) => {
+    const problems = [];
+    const box = (r) => ({ l: r.left, r: r.right, t: r.top, b: r.bottom });
+    const name = (t) => `"${t.textContent}"`;
+    for (const svg of document.querySelector(root).querySelectorAll("svg")) {
+      const s = svg.getBoundingClientRect();
+      if (s.width === 0) continue; // hidden (a closed <details>)
+      const texts = [...svg.querySelectorAll("text")].map((t) => ({ t, b: box(t.getBoundingClientRect()) }));
+      for (const { t, b } of texts) {
+        // An outline around the letters (the old page's layout class .grid also stroked SVG
+        // grid lines, and every label inherited the stroke).
+        if (getComputedStyle(t).stroke !== "none") problems.push(`${svg.id || "svg"}: ${name(t)} is outlined (stroke ${getComputedStyle(t).stroke})`);
+        if (b.l < s.left - 1 || b.r > s.right + 1 || b.t < s.top - 1 || b.b > s.bottom + 1) {
+          problems.push(`${svg.id || svg.getAttribute("aria-label")?.slice(0, 30)}: ${name(t)} outside its figure (${Math.round(b.l - s.left)}..${Math.round(b.r - s.left)} of ${Math.round(s.width)})`);
+        }
+      }
+      for (let i = 0; i < texts.length; i++) {
+        for (let j = i + 1; j < texts.length; j++) {
+          const a = texts[i].b, c = texts[j].b;
+          const w = Math.min(a.r, c.r) - Math.max(a.l, c.l), h = Math.min(a.b, c.b) - Math.max(a.t, c.t);
+          if (w > 1 && h > 1) problems.push(`${svg.id || "svg"}: ${name(texts[i].t)} overlaps ${name(texts[j].t)}`);
+        }
+      }
+    }
+    for (const e of document.querySelector(root).querySelectorAll(html)) {
+      if (e.offsetParent === null) continue;
+      if (e.scrollWidth > e.clientWidth + 1) problems.push(`${e.id || e.className}: "${e.textContent.slice(0, 40)}" is wider than its box (${e.scrollWidth} > ${e.clientWidth})`);
+    }
+    return problems;
+  }, { root, html });
+}
+
+/** The smallest rendered SVG text in `root`, in CSS pixels: [size, text]. */
+export async function smallestSvgText(page, root = "body") {
+  return page.evaluate((root) => {
+    let min = [Infinity, ""];
+    for (const svg of document.querySelector(root).querySelectorAll("svg")) {
+      const r = svg.getBoundingClientRect();
+      if (r.width === 0) continue;
+      const vb = svg.viewBox.baseVal;
+      const scale = vb && vb.width ? r.width / vb.width : 1;
+      for (const t of svg.querySelectorAll("text")) {
+        const px = parseFloat(getComputedStyle(t).fontSize) * scale;
+        if (px < min[0]) min = [px, t.textContent];
+      }
+    }
+    return min;
+  }, root);
+}

@@ -27,6 +27,9 @@ test("live mode shows the edge worker's decisions, and a 429 with its rate-limit
   // The browser logs every 429 response as a failed resource load; that is the point here.
   const page = await open(chrome.context, `${base}/`, { ignore: (t) => /status of 429/.test(t) });
   assert.match(await page.textContent("#boot"), /Core loaded/);
+  // The edge decides in real time: the live card's clock controls are shown disabled.
+  const realtime = await page.$$eval("#live .realtime button", (bs) => bs.map((b) => b.disabled));
+  assert.deepEqual(realtime, [true, true]);
   const send = async (method, path, count) => {
     await page.selectOption("#live-method", method);
     await page.fill("#live-path", path);
