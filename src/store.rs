@@ -19,6 +19,12 @@
 //!    ([`Write::Put::fresh_after`]), so a store may let the key expire then, and an expired key is
 //!    exactly a fresh one.
 //!
+//! The stores that follow it: the in-memory [`crate::keyed::KeyedLimiter`] (a slot is a
+//! key's entry in a limit's table; loading takes the entry's shard lock, the lock is held
+//! through the decision, and the write-back is all or nothing across the stack), the edge
+//! worker's Durable Object (its SQLite storage, serialised by the object), and the Redis
+//! fleet store `tollgate-redis` (versioned values, a compare-and-set commit) and its module.
+//!
 //! States cross process and language boundaries as [`State::to_bytes`] /
 //! [`State::from_bytes`]: a small versioned binary layout, the same in every runtime, so
 //! that a Rust process and a JavaScript process can share one limit in one store.
