@@ -17,8 +17,8 @@ export type LimiterSpec =
  * `reply: true`).
  */
 export type RedisClient =
-  | { callBuffer(command: string, args: (string | Buffer)[]): Promise<unknown> }
-  | { sendCommand(args: (string | Buffer)[], options?: object): Promise<unknown> };
+  | { callBuffer(command: string, args: (string | Uint8Array)[]): Promise<unknown> }
+  | { sendCommand(args: (string | Uint8Array)[], options?: object): Promise<unknown> };
 
 /** Where a decision was made. */
 export type Source = "redis" | "deny-cache" | "fallback";
