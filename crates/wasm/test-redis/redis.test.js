@@ -333,3 +333,39 @@ test("Redis stopped: the declared fallback decides within the timeout, then Redi
     await s.stop();
   }
 });
+
+test("a commit whose answer is lost is indeterminate: the fallback decides, it is never sent again, applied at most once", async () => {
+  const c = ioredis(server, { autoResendUnfulfilledCommands: false });
+  const admin = ioredis();
+  // The commit script's SHA1, to recognise it among the calls (the read script is the other one).
+  const { createHash } = await import("node:crypto");
+  const { COMMIT_SCRIPT } = await import("../pkg/redis/scripts.js");
+  const commitSha = createHash("sha1").update(COMMIT_SCRIPT).digest("hex");
+  assert.equal(await admin.script("LOAD", COMMIT_SCRIPT), commitSha); // no NOSCRIPT detour
+  let commits = 0;
+  const send = async (args) => {
+    if (args[0] === "EVALSHA" && args[1] === commitSha) {
+      commits++;
+      // Redis stops serving clients for 400 ms, right as this commit is sent: its answer
+      // comes after the limiter's 100 ms timeout.
+      await admin.call("CLIENT", "PAUSE", "400", "ALL");
+    }
+    return c.callBuffer(args[0], args.slice(1));
+  };
+  const limiter = new RedisLimiter({ sendCommand: send }, "fixed-window 10/hour", {
+    namespace: "indeterminate",
+    fallback: "open",
+    timeout: 100,
+    probeEvery: 50,
+  });
+  const d = await limiter.check("k");
+  assert.equal(d.source, "fallback");
+  assert.equal(d.why, "indeterminate");
+  assert.equal(limiter.stats().indeterminate, 1);
+  assert.equal(commits, 1);
+  await new Promise((r) => setTimeout(r, 500)); // the pause ends; Redis runs the commit it holds
+  const after = await limiter.peek("k");
+  assert.equal(after.source, "redis");
+  assert.equal(commits, 1, "never sent again");
+  assert.equal(after.remaining, 9, "applied once, by Redis, after the answer was lost");
+});
