@@ -9,7 +9,7 @@
 //! storm serve <redis url> <namespace>
 //!     the same for every line `<policy>\t<key>\t<checks>` read from stdin (one connection,
 //!     one limiter per line), one JSON line each: no process start per round.
-//! storm bench <redis url> <namespace> <policy> <keys> <in flight> <ms>
+//! storm bench <redis url> <namespace> <policy> <keys> <in flight> <ms> [--warm <ms>]
 //!     checks on <keys> keys (1: one hot key) with <in flight> requests in flight for
 //!     <ms> milliseconds; prints checks/s and p50/p99 latency as JSON.
 //! ```
@@ -25,7 +25,9 @@ use tollgate_redis::{Fallback, Options, RedisLimiter, Source};
 fn usage() -> ! {
     eprintln!("usage: storm <url> <namespace> <policy> <key> <checks> [--wait]");
     eprintln!("       storm serve <url> <namespace>   (lines: <policy>\\t<key>\\t<checks>)");
-    eprintln!("       storm bench <url> <namespace> <policy> <keys> <in flight> <ms>");
+    eprintln!(
+        "       storm bench <url> <namespace> <policy> <keys> <in flight> <ms> [--warm <ms>]"
+    );
     std::process::exit(2);
 }
 
@@ -150,8 +152,45 @@ async fn bench(args: &[String]) {
     let in_flight: usize = arg(args, 4, "in flight");
     let ms: u64 = arg(args, 5, "ms");
     let limiter = limiter(connect(&url).await, &namespace, &policy);
+    if args.get(6).map(String::as_str) == Some("--warm") {
+        // --warm <ms>: run that long first, print {"warm":true} and wait for a line on stdin
+        // (the caller resets Redis's counters in between).
+        let warm: u64 = arg(args, 7, "warm-up ms");
+        run_for(&limiter, keys, in_flight, Duration::from_millis(warm)).await;
+        println!("{{\"warm\":true}}");
+        let mut line = String::new();
+        std::io::stdin().lock().read_line(&mut line).expect("stdin");
+    }
+    let before = limiter.stats();
+    let cpu = cpu_ms();
     let started = Instant::now();
-    let deadline = started + Duration::from_millis(ms);
+    let (mut all, allowed) = run_for(&limiter, keys, in_flight, Duration::from_millis(ms)).await;
+    let seconds = started.elapsed().as_secs_f64();
+    let cpu = cpu_ms() - cpu;
+    all.sort_unstable();
+    let pct = |p: f64| all[((all.len() as f64 * p) as usize).min(all.len() - 1)] as f64 / 1e6;
+    let s = limiter.stats();
+    println!(
+        "{{\"checks\":{},\"seconds\":{seconds:.3},\"perSec\":{:.0},\"p50Ms\":{:.3},\"p99Ms\":{:.3},\"allowed\":{allowed},\"cpuMs\":{cpu:.1},\"roundTrips\":{},\"denyCache\":{},\"conflicts\":{}}}",
+        all.len(),
+        all.len() as f64 / seconds,
+        pct(0.50),
+        pct(0.99),
+        s.round_trips - before.round_trips,
+        s.deny_cache - before.deny_cache,
+        s.conflicts - before.conflicts
+    );
+}
+
+/// `in_flight` workers checking random keys among `keys` for `time`: every latency (ns) and
+/// the admitted count.
+async fn run_for(
+    limiter: &RedisLimiter<redis::aio::ConnectionManager>,
+    keys: u64,
+    in_flight: usize,
+    time: Duration,
+) -> (Vec<u64>, u64) {
+    let deadline = Instant::now() + time;
     let workers: Vec<_> = (0..in_flight)
         .map(|_| {
             let l = limiter.clone();
@@ -176,18 +215,24 @@ async fn bench(args: &[String]) {
         all.extend(l);
         allowed += a;
     }
-    let seconds = started.elapsed().as_secs_f64();
-    all.sort_unstable();
-    let pct = |p: f64| all[((all.len() as f64 * p) as usize).min(all.len() - 1)] as f64 / 1e6;
-    let s = limiter.stats();
-    println!(
-        "{{\"checks\":{},\"seconds\":{seconds:.3},\"perSec\":{:.0},\"p50Ms\":{:.3},\"p99Ms\":{:.3},\"allowed\":{allowed},\"roundTrips\":{},\"denyCache\":{},\"conflicts\":{}}}",
-        all.len(),
-        all.len() as f64 / seconds,
-        pct(0.50),
-        pct(0.99),
-        s.round_trips,
-        s.deny_cache,
-        s.conflicts
-    );
+    (all, allowed)
+}
+
+/// This process's CPU time (user and system) in ms, from /proc/self/stat (Linux; NaN
+/// elsewhere). Clock ticks are 10 ms: enough for a bench of seconds.
+fn cpu_ms() -> f64 {
+    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {
+        return f64::NAN;
+    };
+    // The fields after the command name (which is in parentheses and may hold spaces).
+    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|f| f.parse::<f64>().ok())
+            .unwrap_or(f64::NAN)
+    };
+    // utime and stime are fields 14 and 15 of the line: 11 and 12 after the name and state.
+    (ticks(11) + ticks(12)) * 10.0
 }
