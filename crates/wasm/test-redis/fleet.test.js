@@ -30,7 +30,7 @@ before(async () => {
   ]);
 });
 after(async () => {
-  for (const c of clients) c.stop();
+  await Promise.all(clients.map((c) => c.stop()));
   await server?.stop();
 });
 
@@ -41,6 +41,7 @@ function client(command, args) {
   const waiting = [];
   let failed;
   lines.on("line", (line) => waiting.shift()?.resolve(JSON.parse(line)));
+  const exited = new Promise((resolve) => child.once("exit", resolve));
   child.on("exit", (code) => {
     failed = new Error(`${command} ${args.join(" ")} exited with ${code}`);
     for (const w of waiting.splice(0)) w.reject(failed);
@@ -52,8 +53,10 @@ function client(command, args) {
       child.stdin.write(`${line}\n`);
       return answer;
     },
+    /** Ends its input; resolves when it exited (before the server stops under it). */
     stop() {
       child.stdin.end();
+      return exited;
     },
   }));
 }

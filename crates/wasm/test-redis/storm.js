@@ -17,6 +17,7 @@ const kind = flags.includes("--client") ? flags[flags.indexOf("--client") + 1] :
 let client;
 if (kind === "node-redis") {
   client = createClient({ url });
+  client.on("error", (e) => console.error(`storm: ${e.message}`));
   await client.connect();
 } else {
   client = new Redis(url);
