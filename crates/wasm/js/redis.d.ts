@@ -10,7 +10,7 @@ export type LimiterSpec =
   | { fairShare: { shared: Policy; tenant: Policy } };
 
 /**
- * The caller's Redis client: an ioredis client (`callBuffer` is used), a node-redis 5 client
+ * The caller's Redis client: an ioredis client (`callBuffer` is used), a node-redis 5 or 6 client
  * (`sendCommand`, with strings answered as Buffers), or any object whose
  * `sendCommand(args)` sends one command and resolves with its reply (bulk strings as
  * Buffers or strings; errors from Redis itself rejected with `name: "ReplyError"` or

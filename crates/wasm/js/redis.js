@@ -59,7 +59,7 @@ export class RedisLimiterError extends Error {
 
 /**
  * `sendCommand(args) => Promise<reply>` for the caller's client: ioredis (`callBuffer`),
- * node-redis 5 (`sendCommand` with Buffers for strings), or an object that already has a
+ * node-redis 5 or 6 (`sendCommand` with Buffers for strings), or an object that already has a
  * `sendCommand(args)` of that form (any other client, a cluster router).
  */
 function adapter(client) {
@@ -79,13 +79,19 @@ function adapter(client) {
     "client",
     client,
     "not-a-client",
-    "must be an ioredis client, a node-redis 5 client, or { sendCommand(args) => Promise }",
+    "must be an ioredis client, a node-redis 5 or 6 client, or { sendCommand(args) => Promise }",
   );
 }
 
-/** A reply error from Redis itself (as opposed to a connection that failed). */
+/** The error classes of an error reply: ioredis' ReplyError, node-redis' ErrorReply and its subclasses. */
+const REPLY_ERRORS = ["ReplyError", "ErrorReply", "SimpleError", "BlobError"];
+
+/**
+ * A reply error from Redis itself (as opposed to a connection that failed). node-redis 6's
+ * are named `Error`: their class tells.
+ */
 function isReply(e) {
-  return e?.name === "ReplyError" || e?.name === "ErrorReply" || e?.name === "SimpleError" || e?.reply === true;
+  return e?.reply === true || REPLY_ERRORS.includes(e?.name) || REPLY_ERRORS.includes(e?.constructor?.name);
 }
 
 /** Reply errors that say the server cannot serve now: the fallback decides. */
