@@ -287,7 +287,7 @@ export class RedisLimiter {
   async check(key, options) {
     const cost = this.#cost(options?.cost);
     const group = this.#group(key, options?.tenant);
-    this.#limits.checkCost(cost); // refused before any round trip, with the core's error
+    this.#limits.checkCost(cost, group.tenant); // refused before any round trip, with the core's error
     const remembered = this.#remembered(group, cost);
     if (remembered !== undefined) return remembered;
     return this.#submit(group, OP_CHECK, cost);

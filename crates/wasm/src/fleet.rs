@@ -145,10 +145,19 @@ impl FleetLimits {
     }
 
     /// Throws the core's `RangeError` (`rule: "cost-exceeds-capacity"`) for a cost no
-    /// request may have, so that it is refused before any round trip.
+    /// request from `tenant` may have (above the smallest capacity of the limits it touches:
+    /// a request that skips the tenant window is not bound by it, as in the in-memory
+    /// limiter), so that it is refused before any round trip.
     #[wasm_bindgen(js_name = checkCost)]
-    pub fn check_cost(&self, cost: f64) -> Result<(), JsValue> {
-        let (cost, capacity) = (cost_units(cost), self.limits.capacity());
+    pub fn check_cost(&self, cost: f64, tenant: Option<String>) -> Result<(), JsValue> {
+        let cost = cost_units(cost);
+        let capacity = self
+            .limits
+            .slots(tenant.as_deref())
+            .into_iter()
+            .map(|s| self.limits.policy(s).limit())
+            .min()
+            .unwrap_or(0);
         if cost > capacity {
             return Err(errors::decide_error(&DecideError::CostExceedsCapacity {
                 cost,
