@@ -11,9 +11,8 @@ import { READ_SCRIPT, COMMIT_SCRIPT } from "./redis/scripts.js";
 
 const { FleetLimits } = glue;
 
-// FleetLimits' statuses and request kinds (crates/wasm/src/fleet.rs).
-const DENIED = 0;
-const ALLOWED = 1;
+// FleetLimits' statuses (0 denied, 1 allowed, as a decision's `allowed`) and request kinds
+// (crates/wasm/src/fleet.rs).
 const FAILED = 2;
 const RELEASED = 3;
 const OP_CHECK = 0;
