@@ -37,6 +37,8 @@ use tollgate::{DecideError, Decision, Nanos, Policy};
 use wasm_bindgen::prelude::*;
 
 mod errors;
+#[cfg(feature = "store")]
+mod fleet;
 mod http;
 mod spec;
 #[cfg(feature = "state-json")]
@@ -51,6 +53,8 @@ mod stateless;
 #[global_allocator]
 static ALLOCATOR: talc::TalckWasm = unsafe { talc::TalckWasm::new_global() };
 
+#[cfg(feature = "store")]
+pub use fleet::FleetLimits;
 pub use http::{Backoff, *};
 #[cfg(feature = "state-json")]
 pub use stateless::decide_state;

@@ -29,12 +29,17 @@ test("npm pack -> npm install -> import works; the tarball holds every build and
       "pkg/web/tollgate_wasm_bg.wasm",
       "pkg/bundler/index.js",
       "pkg/workers/index.js",
+      "pkg/redis.js",
+      "pkg/redis.d.ts",
+      "pkg/redis/scripts.js",
+      "pkg/redis/tollgate_wasm.cjs",
     ]) {
       assert.ok(files.includes(f), `${f} missing from the tarball`);
     }
     assert.ok(!files.some((f) => f.startsWith("node_modules/") || f.startsWith("src/") || f.startsWith("test/")));
-    // One .wasm: Node and the bundler build (its glue sits next to it) share web's.
-    assert.deepEqual(files.filter((f) => f.endsWith(".wasm")), ["pkg/web/tollgate_wasm_bg.wasm"]);
+    // One .wasm for every build (Node and the bundler build share web's), and tollgate/redis'
+    // own (with the store feature, Node only).
+    assert.deepEqual(files.filter((f) => f.endsWith(".wasm")).sort(), ["pkg/redis/tollgate_wasm_bg.wasm", "pkg/web/tollgate_wasm_bg.wasm"]);
     const app = join(dir, "app");
     execFileSync("mkdir", ["-p", app]);
     writeFileSync(join(app, "package.json"), JSON.stringify({ name: "app", private: true, type: "module" }));
@@ -47,9 +52,11 @@ test("npm pack -> npm install -> import works; the tarball holds every build and
       `import { Limiter, headers, fetchWithBackoff } from "tollgate";
        import { rateLimit } from "tollgate/express";
        import { rateLimiter } from "tollgate/hono";
+       import { RedisLimiter } from "tollgate/redis";
        const l = new Limiter("3/min");
        const d = l.check("x", { now: 0 });
-       console.log(JSON.stringify({ d, express: typeof rateLimit, hono: typeof rateLimiter, fetch: typeof fetchWithBackoff }));`,
+       const r = new RedisLimiter({ sendCommand: async () => [] }, "3/min", { namespace: "n", fallback: "open" });
+       console.log(JSON.stringify({ d, express: typeof rateLimit, hono: typeof rateLimiter, fetch: typeof fetchWithBackoff, redis: r.policies }));`,
     );
     const out = JSON.parse(execFileSync("node", ["main.js"], { cwd: app, encoding: "utf8" }));
     assert.deepEqual(out, {
@@ -57,6 +64,7 @@ test("npm pack -> npm install -> import works; the tarball holds every build and
       express: "function",
       hono: "function",
       fetch: "function",
+      redis: ["token-bucket 3/min"],
     });
     console.log(`# tarball ${info.filename}: ${statSync(join(dir, info.filename)).size} bytes packed, ${info.unpackedSize} unpacked, ${files.length} files`);
   } finally {

@@ -44,3 +44,25 @@ new WebLimiter("1/s");
 rateLimit({ limiter, header: "x-api-key", exempt: ["/health", /^\/static\//] });
 rateLimiter({ limiter, name: "per-ip", key: () => "k" });
 void allowed, wait, forgot, n, ps, ra, res;
+
+// tollgate/redis (the client is the caller's: any object with sendCommand, ioredis, node-redis).
+import { RedisLimiter, RedisLimiterError, type FleetDecision, type RedisLimiterStats } from "tollgate/redis";
+const client = { sendCommand: async (args: (string | Uint8Array)[]): Promise<unknown> => args.length };
+const fleet = new RedisLimiter(client, { fairShare: { shared: "2/2s", tenant: "1/2s" } }, { namespace: "whois", fallback: "local", timeout: 50 });
+new RedisLimiter(client, ["10/s", "fixed-window 100/min"], { namespace: "dns", fallback: "closed", prefix: "tg" });
+async function fleetUse(): Promise<void> {
+  const fd: FleetDecision = await fleet.check("1.2.3.4", { cost: 1, tenant: "acme" });
+  const where: "redis" | "deny-cache" | "fallback" = fd.source;
+  const first: boolean = fd.each[0].allowed && fd.allowed;
+  await fleet.peek("1.2.3.4", { tenant: "acme" });
+  await fleet.release("1.2.3.4");
+  const was: boolean = await fleet.reset("1.2.3.4");
+  const s: RedisLimiterStats = fleet.stats();
+  void [where, first, was, s.redis + s.denyCache + s.fallback + s.indeterminate + s.conflicts + s.roundTrips];
+  try {
+    await fleet.check("x");
+  } catch (e) {
+    if (e instanceof RedisLimiterError && e.code === "corrupt-state") void e.key;
+  }
+}
+void fleetUse;

@@ -1,0 +1,131 @@
+// Types of `tollgate/redis`: one exact limit for a fleet of processes sharing one Redis.
+import type { Decision, Policy } from "./index.js";
+
+/** What a {@link RedisLimiter} decides over: a policy, a stack (an array, or `{ stack }`) or a fair share. */
+export type LimiterSpec =
+  | Policy
+  | Policy[]
+  | { policy: Policy }
+  | { stack: Policy[] }
+  | { fairShare: { shared: Policy; tenant: Policy } };
+
+/**
+ * The caller's Redis client: an ioredis client (`callBuffer` is used), a node-redis 5 or 6 client
+ * (`sendCommand`, with strings answered as Buffers), or any object whose
+ * `sendCommand(args)` sends one command and resolves with its reply (bulk strings as
+ * Buffers or strings; errors from Redis itself rejected with `name: "ReplyError"` or
+ * `reply: true`).
+ */
+export type RedisClient =
+  | { callBuffer(command: string, args: (string | Uint8Array)[]): Promise<unknown> }
+  | { sendCommand(args: (string | Uint8Array)[], options?: object): Promise<unknown> };
+
+/** Where a decision was made. */
+export type Source = "redis" | "deny-cache" | "fallback";
+
+/** The answer to one request: {@link Decision}, each limit's decision, and where it was made. */
+export interface FleetDecision extends Decision {
+  /** Each limit's decision, in slot order (the stack's limits, then a fair share's tenant window). */
+  each: Decision[];
+  /**
+   * `"redis"`: decided by the core on the states read from Redis, at Redis's clock (and
+   * committed there when admitted); `"deny-cache"`: a denial this process remembers, which
+   * still holds (no round trip); `"fallback"`: by the declared fallback.
+   */
+  source: Source;
+  /**
+   * Fallback decisions only: `"unreachable"` (Redis refused or failed recently; the fallback
+   * decides until the next probe), `"timeout"` (a read did not answer in time) or
+   * `"indeterminate"` (a commit was sent and its answer lost: it may or may not have been
+   * applied, and it is never sent again).
+   */
+  why?: "unreachable" | "timeout" | "indeterminate";
+}
+
+/** Options of a {@link RedisLimiter}. Times are milliseconds. */
+export interface RedisLimiterOptions {
+  /** The limiter's namespace (e.g. `"whois"`, `"whois:com"`): part of every key; no braces. */
+  namespace: string;
+  /** The first part of every key (default `"tollgate"`); no braces. */
+  prefix?: string;
+  /**
+   * What decides when Redis cannot be reached in time. No default: `"local"` (this process's
+   * memory, with the same limits: each process then enforces its own budget), `"open"`
+   * (admit every request) or `"closed"` (deny, with `retryAfter` at the next probe).
+   */
+  fallback: "local" | "open" | "closed";
+  /** The `"local"` fallback's most keys (default 100 000). */
+  maxKeys?: number;
+  /** The longest one round trip may take before the fallback decides (default 250). */
+  timeout?: number;
+  /** How long conflicting writes by other clients are retried (default: the timeout). */
+  retryFor?: number;
+  /** After Redis failed, how long the fallback decides before Redis is tried again (default 1000). */
+  probeEvery?: number;
+  /** Added to every key's time to live (the time its state needs to be fresh again; default 1000). */
+  grace?: number;
+  /** How long a concurrency count lives after its last acquire or release (default 60 000). */
+  lease?: number;
+  /** Whether denials are remembered until their retry time (default true). */
+  denyCache?: boolean;
+}
+
+/** Counts since the limiter was built. */
+export interface RedisLimiterStats {
+  /** Requests decided on Redis's states. */
+  redis: number;
+  /** Requests denied from the deny cache. */
+  denyCache: number;
+  /** Requests decided by the fallback. */
+  fallback: number;
+  /** Commits whose answer was lost (never sent again). */
+  indeterminate: number;
+  /** Commits refused because another client wrote first (each retried). */
+  conflicts: number;
+  /** Script and command calls sent to Redis. */
+  roundTrips: number;
+}
+
+/**
+ * Errors of the store: `code` `"corrupt-state"` (a stored value that is not a state; `key`
+ * names it; nothing was charged), `"contended"` (other clients kept writing the key first
+ * for longer than `retryFor`; nothing was charged) or `"redis"` (Redis answered an error
+ * that is not about its availability).
+ */
+export class RedisLimiterError extends Error {
+  code: "corrupt-state" | "contended" | "redis";
+  key?: string;
+}
+
+/**
+ * A fleet-wide limiter on Redis: the same key layout, values and scripts as the Rust crate
+ * `tollgate-redis`, so Node and Rust processes share one limit.
+ *
+ * Keys: `<prefix>:{<namespace>:<key>}:<i>` (the stack's limit i) and
+ * `<prefix>:{<namespace>:<key>}:t:<tenant>` (a fair share's tenant window).
+ */
+export class RedisLimiter {
+  /** Throws a `TypeError`/`RangeError` naming the option for invalid options or policies. */
+  constructor(client: RedisClient, spec: LimiterSpec, options: RedisLimiterOptions);
+  /**
+   * Decides one request of `cost` (default 1) for `key`, on behalf of `tenant` for a fair
+   * share. A denial is a decision; rejects with a `RangeError` for a cost above the capacity
+   * (before any round trip) or a {@link RedisLimiterError}.
+   */
+  check(key: string, options?: { cost?: number; tenant?: string }): Promise<FleetDecision>;
+  /** The key's standing without charging it. */
+  peek(key: string, options?: { tenant?: string }): Promise<FleetDecision>;
+  /** Gives back `cost` (default 1) slots of the concurrency limits for `key`. */
+  release(key: string, options?: { cost?: number }): Promise<void>;
+  /** Forgets `key` in every limit of the stack; whether anything was stored. */
+  reset(key: string): Promise<boolean>;
+  /** Where decisions were made so far. */
+  stats(): RedisLimiterStats;
+  /** The policies in canonical compact form, in slot order. */
+  readonly policies: string[];
+  /** Frees the wasm memory now instead of at garbage collection. */
+  free(): void;
+}
+
+/** Test-only options key (see the package README). */
+export const TESTING: unique symbol;

@@ -1,0 +1,614 @@
+// tollgate/redis: one exact limit for a fleet of Node (and Rust) processes sharing one Redis.
+// The core (wasm, FleetLimits) makes every decision; this file runs the protocol of the Rust
+// crate tollgate-redis, byte for byte: the same key layout, the same values (an 8-byte write
+// id as version, then the core's state bytes) and the same two Lua scripts (read, then a
+// compare-and-set commit), so Node and Rust processes can share one limit. See index.d.ts
+// (redis.d.ts) and crates/redis/src/lib.rs for the design.
+
+import { createHash, randomFillSync } from "node:crypto";
+import glue from "./redis/tollgate_wasm.cjs";
+import { READ_SCRIPT, COMMIT_SCRIPT } from "./redis/scripts.js";
+
+const { FleetLimits } = glue;
+
+// FleetLimits' statuses (0 denied, 1 allowed, as a decision's `allowed`) and request kinds
+// (crates/wasm/src/fleet.rs).
+const FAILED = 2;
+const RELEASED = 3;
+const OP_CHECK = 0;
+const OP_PEEK = 1;
+const OP_RELEASE = 2;
+
+/** The most denials remembered; past it the memory is cleared (it is only a shortcut). */
+const MAX_DENIALS = 100_000;
+/** A key's time to live under a test clock (its time is not Redis's): a day. */
+const TEST_TTL_MS = 86_400_000;
+
+/**
+ * Test-only options (the Rust crate's `testing` feature): `options[TESTING] = { clock, blindCommit }`.
+ * `clock()` returns the time in whole ms to decide at instead of Redis `TIME` (and turns the deny
+ * cache off); `blindCommit` commits without comparing versions (a control run that must over-admit).
+ */
+export const TESTING = Symbol.for("tollgate.redis.testing");
+
+const sha1 = (text) => createHash("sha1").update(text).digest("hex");
+const READ_SHA = sha1(READ_SCRIPT);
+const COMMIT_SHA = sha1(COMMIT_SCRIPT);
+
+/** node-redis' RESP type codes for bulk and simple strings: answered as Buffers. */
+const NODE_REDIS_BUFFERS = { 36: Buffer, 43: Buffer };
+
+function optionError(Kind, field, value, rule, explanation) {
+  const e = new Kind(`invalid option: ${field}: ${explanation} [${rule}]`);
+  e.field = field;
+  e.rule = rule;
+  e.value = value;
+  return e;
+}
+
+/** An error of the Redis store: `code` is `corrupt-state`, `contended` or `redis`. */
+export class RedisLimiterError extends Error {
+  constructor(code, message, extra) {
+    super(message);
+    this.name = "RedisLimiterError";
+    this.code = code;
+    Object.assign(this, extra);
+  }
+}
+
+/**
+ * `sendCommand(args) => Promise<reply>` for the caller's client: ioredis (`callBuffer`),
+ * node-redis 5 or 6 (`sendCommand` with Buffers for strings), or an object that already has a
+ * `sendCommand(args)` of that form (any other client, a cluster router).
+ */
+function adapter(client) {
+  if (client !== null && typeof client === "object") {
+    if (typeof client.callBuffer === "function") {
+      return (args) => client.callBuffer(args[0], args.slice(1));
+    }
+    if (typeof client.sendCommand === "function" && typeof client.withTypeMapping === "function") {
+      return (args) => client.sendCommand(args, { typeMapping: NODE_REDIS_BUFFERS });
+    }
+    if (typeof client.sendCommand === "function") {
+      return (args) => client.sendCommand(args);
+    }
+  }
+  throw optionError(
+    TypeError,
+    "client",
+    client,
+    "not-a-client",
+    "must be an ioredis client, a node-redis 5 or 6 client, or { sendCommand(args) => Promise }",
+  );
+}
+
+/** The error classes of an error reply: ioredis' ReplyError, node-redis' ErrorReply and its subclasses. */
+const REPLY_ERRORS = ["ReplyError", "ErrorReply", "SimpleError", "BlobError"];
+
+/**
+ * A reply error from Redis itself (as opposed to a connection that failed). node-redis 6's
+ * are named `Error`: their class tells.
+ */
+function isReply(e) {
+  return e?.reply === true || REPLY_ERRORS.includes(e?.name) || REPLY_ERRORS.includes(e?.constructor?.name);
+}
+
+/** Reply errors that say the server cannot serve now: the fallback decides. */
+const UNAVAILABLE = /^(LOADING|TRYAGAIN|CLUSTERDOWN|MASTERDOWN|READONLY|BUSY)\b/;
+
+class Timeout extends Error {}
+class Unavailable extends Error {
+  constructor(why, cause) {
+    super(why);
+    this.why = why;
+    this.cause = cause;
+  }
+}
+
+function positive(options, field, fallback) {
+  const v = options[field];
+  if (v === undefined) return fallback;
+  if (typeof v !== "number" || !Number.isFinite(v)) {
+    throw optionError(TypeError, field, v, "not-a-number", "must be a number of milliseconds");
+  }
+  if (v <= 0) throw optionError(RangeError, field, v, "zero", "must be more than zero");
+  return v;
+}
+
+function layoutPart(field, value) {
+  if (typeof value !== "string") throw optionError(TypeError, field, value, "not-a-string", "must be a string");
+  if (value === "") throw optionError(RangeError, field, value, "empty", "must not be empty");
+  if (/[{}]/.test(value)) {
+    throw optionError(TypeError, field, value, "brace", `${JSON.stringify(value)} contains a brace, which would move the hash tag`);
+  }
+  return value;
+}
+
+/** FleetLimits from a limiter spec: a policy, an array (a stack), `{ policy }`, `{ stack }` or `{ fairShare: { shared, tenant } }`. */
+function fleetLimits(spec, localMaxKeys) {
+  if (Array.isArray(spec)) return FleetLimits.stack(spec, localMaxKeys);
+  if (spec !== null && typeof spec === "object") {
+    if (spec.stack !== undefined) {
+      if (!Array.isArray(spec.stack)) throw optionError(TypeError, "stack", spec.stack, "not-an-array", "must be an array of policies");
+      return FleetLimits.stack(spec.stack, localMaxKeys);
+    }
+    if (spec.fairShare !== undefined) {
+      const f = spec.fairShare;
+      if (f === null || typeof f !== "object") {
+        throw optionError(TypeError, "fairShare", f, "not-an-object", "must be { shared, tenant }");
+      }
+      return FleetLimits.fairShare(f.shared, f.tenant, localMaxKeys);
+    }
+    if (spec.policy !== undefined) return FleetLimits.single(spec.policy, localMaxKeys);
+  }
+  return FleetLimits.single(spec, localMaxKeys);
+}
+
+/** Random 8-byte write ids, drawn from a pool (one `randomFillSync` per 1024 writes). */
+let pool = Buffer.alloc(0);
+let poolAt = 0;
+function writeId() {
+  if (poolAt >= pool.length) {
+    pool = randomFillSync(Buffer.allocUnsafe(8 * 1024));
+    poolAt = 0;
+  }
+  poolAt += 8;
+  return pool.subarray(poolAt - 8, poolAt);
+}
+
+const toBuffer = (v) => (Buffer.isBuffer(v) ? v : v == null ? Buffer.alloc(0) : Buffer.from(String(v)));
+const number = (v) => Number(Buffer.isBuffer(v) ? v.toString("latin1") : v);
+
+function sleep(ms) {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+/** A decision from FleetLimits' output at `at`: the combined one, with `each` limit's. */
+function decisionAt(out, at, n, source, why) {
+  const one = (i) => ({
+    allowed: out[i] === 1,
+    limit: out[i + 1],
+    remaining: out[i + 2],
+    resetAfter: out[i + 3],
+    retryAfter: out[i + 4],
+    delay: out[i + 5],
+  });
+  const d = one(at + 1);
+  d.each = [];
+  for (let k = 0; k < n; k++) d.each.push(one(at + 7 + 6 * k));
+  d.source = source;
+  if (why !== undefined) d.why = why;
+  return d;
+}
+
+/**
+ * A fleet-wide limiter on Redis. See redis.d.ts.
+ */
+export class RedisLimiter {
+  #send;
+  #limits;
+  #base;
+  #fair;
+  #prefix;
+  #namespace;
+  #fallback;
+  #timeout;
+  #retryFor;
+  #probeEvery;
+  #grace;
+  #lease;
+  #denyCache;
+  #clock;
+  #blind;
+  #epoch = performance.now();
+  #groups = new Map();
+  #denials = new Map();
+  #downUntil = 0;
+  #stats = { redis: 0, denyCache: 0, fallback: 0, indeterminate: 0, conflicts: 0, roundTrips: 0 };
+
+  constructor(client, spec, options) {
+    if (options === null || typeof options !== "object") {
+      throw optionError(TypeError, "options", options, "not-an-object", "must be an object like { namespace, fallback }");
+    }
+    this.#send = adapter(client);
+    this.#namespace = layoutPart("namespace", options.namespace);
+    this.#prefix = layoutPart("prefix", options.prefix ?? "tollgate");
+    const fallback = options.fallback;
+    if (fallback !== "local" && fallback !== "open" && fallback !== "closed") {
+      throw optionError(
+        fallback === undefined ? TypeError : RangeError,
+        "fallback",
+        fallback,
+        fallback === undefined ? "missing" : "unknown",
+        "must be declared: 'local' (this process's memory), 'open' (admit) or 'closed' (deny)",
+      );
+    }
+    this.#fallback = fallback;
+    this.#timeout = positive(options, "timeout", 250);
+    this.#retryFor = positive(options, "retryFor", this.#timeout);
+    this.#probeEvery = positive(options, "probeEvery", 1000);
+    this.#grace = options.grace === 0 ? 0 : positive(options, "grace", 1000);
+    this.#lease = positive(options, "lease", 60_000);
+    this.#denyCache = options.denyCache ?? true;
+    if (typeof this.#denyCache !== "boolean") {
+      throw optionError(TypeError, "denyCache", options.denyCache, "not-a-boolean", "must be true or false");
+    }
+    const testing = options[TESTING];
+    this.#clock = testing?.clock;
+    this.#blind = testing?.blindCommit === true;
+    if (this.#clock !== undefined && typeof this.#clock !== "function") {
+      throw optionError(TypeError, "clock", this.#clock, "not-a-function", "must return the time in ms");
+    }
+    if (fallback === "local" && options.maxKeys !== undefined && typeof options.maxKeys !== "number") {
+      throw optionError(TypeError, "maxKeys", options.maxKeys, "not-a-number", "must be a whole number");
+    }
+    this.#limits = fleetLimits(spec, fallback === "local" ? options.maxKeys ?? 100_000 : undefined);
+    this.#base = this.#limits.slots(undefined);
+    this.#fair = this.#limits.policies().length > this.#base.length;
+  }
+
+  /** The limits in canonical compact form, in slot order (a fair share's tenant policy last). */
+  get policies() {
+    return this.#limits.policies();
+  }
+
+  /** The Redis key of a slot: `<prefix>:{<namespace>:<key>}:<suffix>` (crates/redis/src/keys.rs). */
+  #key(key, suffix) {
+    return `${this.#prefix}:{${this.#namespace}:${key}}:${suffix}`;
+  }
+
+  /** The requests for one key (and tenant, for a fair share's tenant window) share their slots. */
+  #group(key, tenant) {
+    if (typeof key !== "string") throw optionError(TypeError, "key", key, "not-a-string", "must be a string");
+    if (tenant !== undefined && tenant !== null && typeof tenant !== "string") {
+      throw optionError(TypeError, "tenant", tenant, "not-a-string", "must be a string");
+    }
+    const suffixes = this.#fair && tenant != null ? this.#limits.slots(tenant) : this.#base;
+    const withTenant = suffixes.length > this.#base.length;
+    return {
+      id: withTenant ? `t${key.length}:${key}${tenant}` : `k${key}`,
+      key,
+      tenant: withTenant ? tenant : undefined,
+      keys: suffixes.map((s) => this.#key(key, s)),
+    };
+  }
+
+  #cost(cost) {
+    if (cost === undefined) return 1;
+    if (typeof cost !== "number" || !Number.isInteger(cost)) {
+      throw optionError(TypeError, "cost", cost, "not-a-number", "must be a whole number");
+    }
+    if (cost < 0) throw optionError(RangeError, "cost", cost, "negative", "must be 0 or more");
+    return cost;
+  }
+
+  /** Decides one request of `cost` (default 1) for `key` (on behalf of `tenant`, for a fair share). */
+  async check(key, options) {
+    const cost = this.#cost(options?.cost);
+    const group = this.#group(key, options?.tenant);
+    this.#limits.checkCost(cost, group.tenant); // refused before any round trip, with the core's error
+    const remembered = this.#remembered(group, cost);
+    if (remembered !== undefined) return remembered;
+    return this.#submit(group, OP_CHECK, cost);
+  }
+
+  /** The key's standing without charging it. */
+  async peek(key, options) {
+    return this.#submit(this.#group(key, options?.tenant), OP_PEEK, 0);
+  }
+
+  /** Gives back `cost` (default 1) slots of the concurrency limits for `key`. */
+  async release(key, options) {
+    await this.#submit(this.#group(key, undefined), OP_RELEASE, this.#cost(options?.cost));
+  }
+
+  /** Forgets `key` in every limit of the stack (tenant windows expire by themselves); whether anything was stored. */
+  async reset(key) {
+    const group = this.#group(key, undefined);
+    for (const [id, d] of this.#denials) if (d.key === key) this.#denials.delete(id);
+    if (this.#fallback === "local") this.#limits.localReset(key);
+    this.#stats.roundTrips++;
+    try {
+      return number(await this.#call(["DEL", ...group.keys])) > 0;
+    } catch (e) {
+      throw e instanceof Timeout ? new RedisLimiterError("redis", "redis: reset timed out") : this.#fatal(e);
+    }
+  }
+
+  /** Where decisions were made so far: `{ redis, denyCache, fallback, indeterminate, conflicts, roundTrips }`. */
+  stats() {
+    return { ...this.#stats };
+  }
+
+  /** Frees the wasm memory now (otherwise at garbage collection). */
+  free() {
+    this.#limits.free();
+  }
+
+  /** One command, bounded by the timeout (a late answer is ignored). */
+  #call(args) {
+    const sent = this.#send(args);
+    let timer;
+    const timeout = new Promise((_, reject) => {
+      timer = setTimeout(() => reject(new Timeout()), this.#timeout);
+    });
+    sent.catch(() => {}); // an answer after the timeout is dropped
+    return Promise.race([sent, timeout]).finally(() => clearTimeout(timer));
+  }
+
+  /** A script by its SHA1; when Redis lost its script cache (NOSCRIPT), once more with its text. */
+  async #script(sha, text, keys, args) {
+    this.#stats.roundTrips++;
+    try {
+      return await this.#call(["EVALSHA", sha, String(keys.length), ...keys, ...args]);
+    } catch (e) {
+      if (!(isReply(e) && String(e.message).startsWith("NOSCRIPT"))) throw e;
+    }
+    // NOSCRIPT: the script did not run, so sending it again charges nothing twice.
+    this.#stats.roundTrips++;
+    return this.#call(["EVAL", text, String(keys.length), ...keys, ...args]);
+  }
+
+  #fatal(e) {
+    return new RedisLimiterError("redis", `redis: ${e?.message ?? e}`, { cause: e });
+  }
+
+  /** Sorts a failed call: Redis unavailable (the fallback decides) or an error for the caller. */
+  #classify(e) {
+    if (e instanceof Timeout) return new Unavailable("timeout");
+    if (isReply(e)) return UNAVAILABLE.test(String(e.message)) ? new Unavailable("unreachable", e) : this.#fatal(e);
+    return new Unavailable("unreachable", e);
+  }
+
+  /** A denial remembered for `group` that still holds for `cost`. */
+  #remembered(group, cost) {
+    if (!this.#denyCache || this.#clock !== undefined) return undefined;
+    const d = this.#denials.get(group.id);
+    if (d === undefined) return undefined;
+    const now = performance.now();
+    if (now >= d.until) {
+      this.#denials.delete(group.id);
+      return undefined;
+    }
+    if (cost < d.cost) return undefined;
+    const elapsed = now - d.at;
+    const age = (x) => ({
+      ...x,
+      resetAfter: Math.max(0, Math.ceil(x.resetAfter - elapsed)),
+      retryAfter: Math.max(0, Math.ceil(x.retryAfter - elapsed)),
+    });
+    const out = age(d.decision);
+    out.each = d.decision.each.map(age);
+    out.source = "deny-cache";
+    this.#stats.denyCache++;
+    return out;
+  }
+
+  #remember(group, cost, sent, decision) {
+    // Only a denial with a retry time (a concurrency limit frees on release, which no clock
+    // predicts), measured from when the read was sent. retryAfter is whole ms rounded up, so
+    // the memory ends 1 ms earlier: it never outlasts the true retry time.
+    const retry = decision.retryAfter;
+    if (!this.#denyCache || this.#clock !== undefined || decision.allowed || retry === 0) return;
+    if (this.#denials.size >= MAX_DENIALS) this.#denials.clear();
+    const until = sent + retry - 1;
+    const old = this.#denials.get(group.id);
+    if (old === undefined || old.until < until || old.cost > cost) {
+      this.#denials.set(group.id, { key: group.key, cost, until, at: sent, decision });
+    }
+  }
+
+  /** Queues a request for its group; the first of an idle group runs the group's rounds. */
+  #submit(group, kind, cost) {
+    return new Promise((resolve, reject) => {
+      const pending = { kind, cost, resolve, reject };
+      const queue = this.#groups.get(group.id);
+      if (queue !== undefined) {
+        queue.push(pending);
+        return;
+      }
+      this.#groups.set(group.id, []);
+      this.#run(group, [pending]);
+    });
+  }
+
+  /** Serves a group until its queue is empty, one round (every request queued so far) at a time. */
+  async #run(group, round) {
+    for (;;) {
+      try {
+        await this.#round(group, round);
+      } catch (e) {
+        for (const p of round) p.reject(e);
+      }
+      const queue = this.#groups.get(group.id);
+      if (queue.length === 0) {
+        this.#groups.delete(group.id);
+        return;
+      }
+      round = queue.splice(0);
+    }
+  }
+
+  /** The clock as `[seconds, microseconds]`: Redis's, or the test clock's. */
+  #now(secs, micros) {
+    if (this.#clock === undefined) return [secs, micros];
+    const ms = this.#clock();
+    return [Math.floor(ms / 1000), (ms % 1000) * 1000];
+  }
+
+  /** One round: read the slots, decide every queued request in order, commit (retrying on conflicts), answer. */
+  async #round(group, round) {
+    const n = group.keys.length;
+    if (this.#downUntil !== 0) {
+      if (performance.now() < this.#downUntil) return this.#fallBack(group, round, "unreachable");
+      this.#downUntil = 0; // time to probe: this round tries Redis again
+    }
+    const started = performance.now();
+    let reply;
+    try {
+      reply = await this.#script(READ_SHA, READ_SCRIPT, group.keys, []);
+    } catch (e) {
+      const c = this.#classify(e);
+      if (!(c instanceof Unavailable)) throw c;
+      this.#downUntil = performance.now() + this.#probeEvery;
+      return this.#fallBack(group, round, c.why);
+    }
+    let view = this.#view(reply, 0, n);
+    let sent = started;
+    let retries = 0;
+    const ops = new Float64Array(2 * round.length);
+    round.forEach((p, i) => {
+      ops[2 * i] = p.kind;
+      ops[2 * i + 1] = p.cost;
+    });
+    for (;;) {
+      const { versions, states, lens } = this.#decode(group, view.values);
+      const [secs, micros] = this.#now(view.secs, view.micros);
+      let out;
+      try {
+        out = this.#limits.decide(group.tenant, states, lens, secs, micros, ops);
+      } catch (e) {
+        if (e?.rule === "corrupt-state") {
+          throw new RedisLimiterError("corrupt-state", `key ${group.keys[e.value]}: ${e.message}`, { key: group.keys[e.value] });
+        }
+        throw e;
+      }
+      const stride = 1 + 6 * (1 + n);
+      const w = round.length * stride;
+      const errors = round.map((_, i) => (out[i * stride] === FAILED ? this.#limits.error(i) : undefined));
+      let changed = false;
+      for (let i = 0; i < n; i++) if (out[w + 3 * i] !== 0) changed = true;
+      if (changed) {
+        const args = [this.#blind ? "blind" : "cas"];
+        const bytes = this.#limits.takeBytes();
+        let at = 0;
+        for (let i = 0; i < n; i++) {
+          const action = out[w + 3 * i];
+          const ttl = out[w + 3 * i + 1];
+          const len = out[w + 3 * i + 2];
+          args.push(versions[i]);
+          if (action === 0) args.push("k", "", "");
+          else if (action === 1) args.push("d", "", "");
+          else {
+            const value = Buffer.concat([writeId(), bytes.subarray(at, at + len)]);
+            at += len;
+            args.push("p", value, String(this.#ttl(ttl)));
+          }
+        }
+        let answer;
+        try {
+          answer = await this.#script(COMMIT_SHA, COMMIT_SCRIPT, group.keys, args);
+        } catch (e) {
+          const c = this.#classify(e);
+          if (!(c instanceof Unavailable)) throw c;
+          // The commit may have been applied: never sent again; the fallback decides.
+          this.#stats.indeterminate++;
+          this.#downUntil = performance.now() + this.#probeEvery;
+          return this.#fallBack(group, round, "indeterminate");
+        }
+        const status = toBuffer(answer?.[0]).toString("latin1");
+        if (status === "conflict") {
+          this.#stats.conflicts++;
+          const waited = performance.now() - started;
+          if (waited >= this.#retryFor) {
+            throw new RedisLimiterError("contended", `gave up after ${Math.round(waited)} ms of conflicting writes by other clients`, { waited });
+          }
+          retries++;
+          // Jitter: clients that collided do not collide again in step.
+          await sleep(Math.random() * Math.min(retries, 10));
+          view = this.#view(answer, 1, n);
+          sent = performance.now();
+          continue;
+        }
+        if (status !== "ok") throw new RedisLimiterError("redis", "redis: unexpected script reply");
+      }
+      round.forEach((p, i) => {
+        const at = i * stride;
+        const status = out[at];
+        if (status === FAILED) return p.reject(errors[i]);
+        if (status === RELEASED) return p.resolve(undefined);
+        const d = decisionAt(out, at, n, "redis");
+        if (p.kind === OP_CHECK) {
+          this.#stats.redis++;
+          this.#remember(group, p.cost, sent, d);
+        }
+        p.resolve(d);
+      });
+      return;
+    }
+  }
+
+  /** A key's time to live: until its state is fresh, plus the grace; a concurrency count lives for the lease. */
+  #ttl(freshMs) {
+    if (this.#clock !== undefined) return TEST_TTL_MS;
+    return freshMs < 0 ? Math.max(1, Math.ceil(this.#lease)) : Math.max(1, freshMs + Math.ceil(this.#grace));
+  }
+
+  /** Parses `{ seconds, microseconds, value... }` starting at `at`. */
+  #view(reply, at, n) {
+    if (!Array.isArray(reply) || reply.length !== at + n + 2) {
+      throw new RedisLimiterError("redis", "redis: unexpected script reply");
+    }
+    return { secs: number(reply[at]), micros: number(reply[at + 1]), values: reply.slice(at + 2).map(toBuffer) };
+  }
+
+  /** Splits each value into its version and its state bytes. */
+  #decode(group, values) {
+    const versions = [];
+    const lens = new Uint32Array(values.length);
+    const parts = [];
+    values.forEach((v, i) => {
+      if (v.length === 0) {
+        versions.push("");
+        return;
+      }
+      if (v.length < 8) {
+        const key = group.keys[i];
+        throw new RedisLimiterError("corrupt-state", `key ${key}: corrupt value, shorter than its 8-byte version`, { key });
+      }
+      versions.push(v.subarray(0, 8));
+      parts.push(v.subarray(8));
+      lens[i] = v.length - 8;
+    });
+    return { versions, lens, states: parts.length === 1 ? parts[0] : Buffer.concat(parts) };
+  }
+
+  /** Decides a round with the declared fallback. */
+  #fallBack(group, round, why) {
+    for (const p of round) {
+      try {
+        if (p.kind === OP_RELEASE) {
+          if (this.#fallback === "local" && this.#limits.localRelease(group.key, p.cost) === FAILED) {
+            p.reject(this.#limits.error(0));
+          } else p.resolve(undefined);
+          continue;
+        }
+        if (p.kind === OP_CHECK) this.#stats.fallback++;
+        p.resolve(this.#fallbackDecide(group, p.cost, why));
+      } catch (e) {
+        p.reject(e);
+      }
+    }
+  }
+
+  #fallbackDecide(group, cost, why) {
+    if (this.#fallback === "local") {
+      const out = this.#limits.localCheck(group.key, group.tenant, performance.now() - this.#epoch, cost);
+      if (out[0] === FAILED) throw this.#limits.error(0);
+      return decisionAt(out, 0, (out.length - 7) / 6, "fallback", why);
+    }
+    const limits = Array.from(this.#limits.limits());
+    const retry = Math.ceil(this.#probeEvery);
+    const closed = this.#fallback === "closed";
+    const each = limits.map((limit) => ({
+      allowed: !closed,
+      limit,
+      remaining: closed ? 0 : limit,
+      resetAfter: closed ? retry : 0,
+      retryAfter: closed ? retry : 0,
+      delay: 0,
+    }));
+    const binding = closed ? each[0] : each.reduce((a, b) => (b.limit < a.limit ? b : a));
+    return { ...binding, each, source: "fallback", why };
+  }
+}

@@ -1,0 +1,346 @@
+//! The wasm half of the npm entry `tollgate/redis` (the `store` feature, built only into
+//! `pkg/redis/`, so the main package's `.wasm` does not carry it).
+//!
+//! JavaScript runs the Redis protocol (the scripts in `crates/redis/lua/`, shared with the
+//! Rust crate `tollgate-redis`); every decision is made here, by the core's store contract
+//! ([`tollgate::store`]): [`FleetLimits::decide`] takes the states read from Redis (the
+//! bytes after each value's 8-byte version), Redis's clock and a round of queued requests,
+//! decides them in order with one [`Batch`], and returns each request's decision and the
+//! writes to commit, all or nothing.
+//!
+//! Numbers cross as one `Float64Array` (see [`FleetLimits::decide`] for its layout); the
+//! states to write cross as one byte array ([`FleetLimits::take_bytes`]).
+
+use std::cell::RefCell;
+
+use tollgate::fair_share::FairShare;
+use tollgate::keyed::KeyedLimiter;
+use tollgate::stack::StackDecision;
+use tollgate::store::{Batch, Limits, Slot, Write};
+use tollgate::{DecideError, Decision, Policy, State, NANOS_PER_SEC};
+use wasm_bindgen::prelude::*;
+
+use crate::{cost_units, errors, max_keys, ms, now_ns, spec, ALLOWED, DENIED, FAILED};
+
+/// Status of a request in [`FleetLimits::decide`]'s output: a release was applied.
+pub const RELEASED: u32 = 3;
+
+/// A request kind in [`FleetLimits::decide`]'s input: a check of `cost`.
+pub const OP_CHECK: u32 = 0;
+/// A request kind: a peek (decided on a copy, charges nothing).
+pub const OP_PEEK: u32 = 1;
+/// A request kind: a release of `cost` concurrency slots.
+pub const OP_RELEASE: u32 = 2;
+
+/// The limits of one `RedisLimiter` (a policy, a stack or a fair share), the decisions on
+/// states read from Redis, and the in-memory limiter of the `local` fallback.
+#[wasm_bindgen]
+pub struct FleetLimits {
+    limits: Limits,
+    /// The `local` fallback's limiter over the same limits, if that fallback was declared.
+    local: Option<KeyedLimiter<String>>,
+    /// The error of each failed request of the last call, by position.
+    errors: RefCell<Vec<Option<DecideError>>>,
+    /// The states to write of the last [`FleetLimits::decide`], one after the other.
+    bytes: RefCell<Vec<u8>>,
+}
+
+/// Appends a decision as six numbers: allowed (0/1), limit, remaining, then resetAfter,
+/// retryAfter and delay in whole ms rounded up (as `Limiter.check`).
+fn push(out: &mut Vec<f64>, d: &Decision) {
+    out.extend([
+        d.allowed as u32 as f64,
+        d.limit as f64,
+        d.remaining as f64,
+        ms(d.reset_after),
+        ms(d.retry_after),
+        ms(d.delay),
+    ]);
+}
+
+/// Appends a request's answer: its status, then (when decided) the combined decision and
+/// each limit's.
+fn answer(out: &mut Vec<f64>, d: &StackDecision) {
+    out.push(if d.decision.allowed { ALLOWED } else { DENIED } as f64);
+    push(out, &d.decision);
+    for e in &d.each {
+        push(out, e);
+    }
+}
+
+fn local_limiter(
+    limits: &Limits,
+    max: Option<f64>,
+) -> Result<Option<KeyedLimiter<String>>, JsValue> {
+    let Some(max) = max else { return Ok(None) };
+    let max = max_keys(max)?;
+    Ok(Some(match limits.tenant() {
+        Some(tenant) => KeyedLimiter::fair_share(
+            FairShare::new(limits.layers()[0], *tenant).map_err(|e| errors::policy_error(&e))?,
+            max,
+        ),
+        None => KeyedLimiter::stack(limits.layers(), max).map_err(|e| errors::policy_error(&e))?,
+    }))
+}
+
+#[wasm_bindgen]
+impl FleetLimits {
+    fn with(limits: Limits, local_max_keys: Option<f64>) -> Result<FleetLimits, JsValue> {
+        Ok(FleetLimits {
+            local: local_limiter(&limits, local_max_keys)?,
+            limits,
+            errors: RefCell::new(Vec::new()),
+            bytes: RefCell::new(Vec::new()),
+        })
+    }
+
+    /// One policy (a string or a `PolicyObject`). `localMaxKeys`: the size of the `local`
+    /// fallback's in-memory limiter (`undefined`: no local fallback).
+    pub fn single(policy: &JsValue, local_max_keys: Option<f64>) -> Result<FleetLimits, JsValue> {
+        FleetLimits::with(Limits::single(spec::policy(policy)?), local_max_keys)
+    }
+
+    /// An all-or-nothing stack.
+    pub fn stack(
+        policies: Vec<JsValue>,
+        local_max_keys: Option<f64>,
+    ) -> Result<FleetLimits, JsValue> {
+        let policies = policies
+            .iter()
+            .map(spec::policy)
+            .collect::<Result<Vec<Policy>, JsValue>>()?;
+        let limits = Limits::stack(&policies).map_err(|e| errors::policy_error(&e))?;
+        FleetLimits::with(limits, local_max_keys)
+    }
+
+    /// A fair share: `shared` per key, `tenant` per key and tenant.
+    #[wasm_bindgen(js_name = fairShare)]
+    pub fn fair_share(
+        shared: &JsValue,
+        tenant: &JsValue,
+        local_max_keys: Option<f64>,
+    ) -> Result<FleetLimits, JsValue> {
+        let fair = FairShare::new(spec::policy(shared)?, spec::policy(tenant)?)
+            .map_err(|e| errors::policy_error(&e))?;
+        FleetLimits::with(Limits::fair_share(fair), local_max_keys)
+    }
+
+    /// The key suffixes of a request's slots, in decision order (`tollgate-redis`'s layout:
+    /// `"<i>"` for the stack's limit i, `"t:<tenant>"` for a fair share's tenant window,
+    /// which requests without a tenant, or with `""` or `"default"`, skip).
+    pub fn slots(&self, tenant: Option<String>) -> Vec<String> {
+        self.limits
+            .slots(tenant.as_deref())
+            .into_iter()
+            .map(|s| match s {
+                Slot::Layer(i) => i.to_string(),
+                Slot::Tenant => format!("t:{}", tenant.as_deref().unwrap_or_default()),
+            })
+            .collect()
+    }
+
+    /// The largest cost a request can have (the smallest capacity).
+    pub fn capacity(&self) -> f64 {
+        self.limits.capacity() as f64
+    }
+
+    /// Throws the core's `RangeError` (`rule: "cost-exceeds-capacity"`) for a cost no
+    /// request from `tenant` may have (above the smallest capacity of the limits it touches:
+    /// a request that skips the tenant window is not bound by it, as in the in-memory
+    /// limiter), so that it is refused before any round trip.
+    #[wasm_bindgen(js_name = checkCost)]
+    pub fn check_cost(&self, cost: f64, tenant: Option<String>) -> Result<(), JsValue> {
+        let cost = cost_units(cost);
+        let capacity = self
+            .limits
+            .slots(tenant.as_deref())
+            .into_iter()
+            .map(|s| self.limits.policy(s).limit())
+            .min()
+            .unwrap_or(0);
+        if cost > capacity {
+            return Err(errors::decide_error(&DecideError::CostExceedsCapacity {
+                cost,
+                capacity,
+            }));
+        }
+        Ok(())
+    }
+
+    /// Each policy's limit, in slot order (the tenant policy last).
+    pub fn limits(&self) -> Vec<f64> {
+        self.limits
+            .policies()
+            .iter()
+            .map(|p| p.limit() as f64)
+            .collect()
+    }
+
+    /// The policies in canonical compact form, in slot order.
+    pub fn policies(&self) -> Vec<String> {
+        self.limits
+            .policies()
+            .iter()
+            .map(|p| p.to_string())
+            .collect()
+    }
+
+    /// Decides a round of requests on the states read from Redis.
+    ///
+    /// * `tenant`: the requests' tenant (they share their slots: [`FleetLimits::slots`]).
+    /// * `states`, `lens`: each slot's state bytes (the value after its 8-byte version),
+    ///   one after the other; a length of 0 is an absent key.
+    /// * `secs`, `micros`: the clock, as Redis `TIME` answers it.
+    /// * `ops`: pairs of (kind, cost): [`OP_CHECK`], [`OP_PEEK`], [`OP_RELEASE`].
+    ///
+    /// Returns, for each request, `1 + 6 * (1 + slots)` numbers: its status ([`ALLOWED`],
+    /// [`DENIED`], [`RELEASED`], or [`FAILED`]: [`FleetLimits::error`] gives the exception),
+    /// then the combined decision and each slot's (six numbers each: allowed, limit,
+    /// remaining, resetAfter, retryAfter, delay; zeros when not decided). Then, for each
+    /// slot, the write: action (0 keep, 1 delete, 2 put), time to live in ms (the state's
+    /// `fresh_after` rounded up; -1 for a concurrency count, which no clock frees) and the
+    /// length of its state bytes in [`FleetLimits::take_bytes`]. Throws a `TypeError`
+    /// (`field: "state"`, `rule: "corrupt-state"`, `value`: the slot's index) for bytes that
+    /// are not a state; nothing is decided then.
+    pub fn decide(
+        &self,
+        tenant: Option<String>,
+        states: &[u8],
+        lens: &[u32],
+        secs: f64,
+        micros: f64,
+        ops: &[f64],
+    ) -> Result<Vec<f64>, JsValue> {
+        let slots = self.limits.slots(tenant.as_deref());
+        let mut loaded = Vec::with_capacity(slots.len());
+        let mut at = 0usize;
+        for (i, len) in lens.iter().take(slots.len()).enumerate() {
+            let bytes = states.get(at..at + *len as usize).unwrap_or_default();
+            at += *len as usize;
+            loaded.push(if bytes.is_empty() {
+                None
+            } else {
+                Some(State::from_bytes(bytes).map_err(|e| {
+                    errors::option_error(
+                        "state",
+                        &JsValue::from_f64(i as f64),
+                        "corrupt-state",
+                        &e.to_string(),
+                        false,
+                    )
+                })?)
+            });
+        }
+        loaded.resize(slots.len(), None);
+        let now = (secs as u64)
+            .saturating_mul(NANOS_PER_SEC)
+            .saturating_add((micros as u64).saturating_mul(1_000));
+        let mut batch = Batch::new(&self.limits, &slots, loaded, now);
+        let stride = 1 + 6 * (1 + slots.len());
+        let mut out = Vec::with_capacity(ops.len() / 2 * stride + 3 * slots.len());
+        let mut errors = self.errors.borrow_mut();
+        errors.clear();
+        for op in ops.chunks_exact(2) {
+            let (kind, cost) = (op[0] as u32, cost_units(op[1]));
+            let start = out.len();
+            let result = match kind {
+                OP_CHECK => batch.decide(cost).map(Some),
+                OP_PEEK => batch.clone().decide(0).map(Some),
+                OP_RELEASE if batch.release(cost) => Ok(None),
+                _ => Err(DecideError::NotConcurrency {
+                    policy: self.limits.layers()[0].algorithm(),
+                }),
+            };
+            errors.push(None);
+            match result {
+                Ok(Some(d)) => answer(&mut out, &d),
+                Ok(None) => out.push(RELEASED as f64),
+                Err(e) => {
+                    out.push(FAILED as f64);
+                    *errors.last_mut().unwrap_or(&mut None) = Some(e);
+                }
+            }
+            out.resize(start + stride, 0.0);
+        }
+        let mut writes: Vec<Option<Write>> = vec![None; slots.len()];
+        for (i, w) in batch.writes() {
+            writes[i] = Some(w);
+        }
+        let mut bytes = self.bytes.borrow_mut();
+        bytes.clear();
+        for w in writes {
+            match w {
+                None => out.extend([0.0, 0.0, 0.0]),
+                Some(Write::Delete) => out.extend([1.0, 0.0, 0.0]),
+                Some(Write::Put { state, fresh_after }) => {
+                    let s = state.to_bytes();
+                    bytes.extend_from_slice(&s);
+                    let ttl = fresh_after.map_or(-1.0, ms);
+                    out.extend([2.0, ttl, s.len() as f64]);
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// The state bytes to write from the last [`FleetLimits::decide`], one after the other
+    /// (their lengths are in its output).
+    #[wasm_bindgen(js_name = takeBytes)]
+    pub fn take_bytes(&self) -> Vec<u8> {
+        std::mem::take(&mut *self.bytes.borrow_mut())
+    }
+
+    /// The exception of the failed request at position `i` of the last call.
+    pub fn error(&self, i: usize) -> JsValue {
+        match self.errors.borrow_mut().get_mut(i).and_then(Option::take) {
+            Some(e) => errors::decide_error(&e),
+            None => JsValue::UNDEFINED,
+        }
+    }
+
+    /// The `local` fallback: decides a request of `cost` (0: a peek) for `key` (and
+    /// `tenant`) in this process's memory at `now` (ms). The output of one request of
+    /// [`FleetLimits::decide`], with as many limits as the request had.
+    #[wasm_bindgen(js_name = localCheck)]
+    pub fn local_check(&self, key: &str, tenant: Option<String>, now: f64, cost: f64) -> Vec<f64> {
+        let mut out = Vec::new();
+        let errors = &mut *self.errors.borrow_mut();
+        errors.clear();
+        let Some(local) = &self.local else {
+            return out;
+        };
+        match local.check_detailed(key, tenant.as_deref(), now_ns(now), cost_units(cost)) {
+            Ok(d) => answer(&mut out, &d),
+            Err(e) => {
+                out.push(FAILED as f64);
+                errors.push(Some(e));
+            }
+        }
+        out
+    }
+
+    /// The `local` fallback: releases `cost` concurrency slots of `key`; [`ALLOWED`] or
+    /// [`FAILED`] ([`FleetLimits::error`] at 0).
+    #[wasm_bindgen(js_name = localRelease)]
+    pub fn local_release(&self, key: &str, cost: f64) -> u32 {
+        let errors = &mut *self.errors.borrow_mut();
+        errors.clear();
+        match self
+            .local
+            .as_ref()
+            .map(|l| l.release(key, cost_units(cost)))
+        {
+            Some(Err(e)) => {
+                errors.push(Some(e));
+                FAILED
+            }
+            _ => ALLOWED,
+        }
+    }
+
+    /// The `local` fallback: forgets `key`.
+    #[wasm_bindgen(js_name = localReset)]
+    pub fn local_reset(&self, key: &str) -> bool {
+        self.local.as_ref().is_some_and(|l| l.reset(key))
+    }
+}

@@ -1,0 +1,91 @@
+// Real redis-server processes for the tests of tollgate/redis: each on a free loopback port
+// with its own temporary directory, stopped (and the directory removed) by stop(). No mock.
+import { spawn, spawnSync } from "node:child_process";
+import { mkdtempSync, rmSync } from "node:fs";
+import { createServer } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+
+export const repo = fileURLToPath(new URL("../../..", import.meta.url));
+
+export function freePort() {
+  return new Promise((resolve, reject) => {
+    const s = createServer();
+    s.on("error", reject);
+    s.listen(0, "127.0.0.1", () => {
+      const { port } = s.address();
+      s.close(() => resolve(port));
+    });
+  });
+}
+
+export function cli(port, ...args) {
+  const r = spawnSync("redis-cli", ["-h", "127.0.0.1", "-p", String(port), ...args], { encoding: "utf8" });
+  return r.stdout.trim();
+}
+
+/** A running redis-server; `extra` are configuration arguments. */
+export class Server {
+  static async start(extra = ["--save", "", "--appendonly", "no"]) {
+    const s = new Server();
+    s.port = await freePort();
+    s.dir = mkdtempSync(join(tmpdir(), "tollgate-redis-npm-"));
+    s.extra = extra;
+    await s.spawn();
+    return s;
+  }
+
+  get url() {
+    return `redis://127.0.0.1:${this.port}/`;
+  }
+
+  async spawn() {
+    this.child = spawn(
+      "redis-server",
+      ["--port", String(this.port), "--bind", "127.0.0.1", "--dir", this.dir, "--daemonize", "no", ...this.extra],
+      { stdio: "ignore" },
+    );
+    const deadline = Date.now() + 20_000;
+    while (cli(this.port, "PING") !== "PONG") {
+      if (Date.now() > deadline) throw new Error(`redis-server on port ${this.port} did not start`);
+      await new Promise((r) => setTimeout(r, 20));
+    }
+  }
+
+  cli(...args) {
+    return cli(this.port, ...args);
+  }
+
+  /** Stops the server at once (SIGKILL). */
+  async kill() {
+    if (!this.child) return;
+    const c = this.child;
+    this.child = undefined;
+    const exited = new Promise((r) => c.once("exit", r));
+    c.kill("SIGKILL");
+    await exited;
+  }
+
+  async restart() {
+    await this.kill();
+    await this.spawn();
+  }
+
+  async stop() {
+    await this.kill();
+    rmSync(this.dir, { recursive: true, force: true });
+  }
+}
+
+/** One policy of every algorithm, each admitting 50 requests at one instant. */
+export const FIFTY = [
+  "token-bucket 50/min",
+  "gcra 50/min",
+  "sliding-window 50/min",
+  "fixed-window 50/min",
+  "sliding-log 50/min",
+  "leaky-bucket 50/min",
+  "leaky-queue 50/min",
+  "concurrency 50",
+];

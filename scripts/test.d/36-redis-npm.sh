@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# The npm entry `tollgate/redis` (crates/wasm/js/redis.js over the wasm crate's `store`
+# feature) against real redis-server processes (Debian's package), which the tests start on
+# free loopback ports with temporary directories and stop afterwards: the shared vectors
+# through Redis with ioredis and node-redis, exactness under concurrency, and 2 Node + 2 Rust
+# client processes (crates/redis/examples/storm.rs) sharing one limit.
+set -euo pipefail
+source scripts/tools.sh
+wasm_tools
+apt_packages redis-server
+npm_ci .
+npm_ci crates/wasm
+
+echo "--- lint"
+cargo fmt -p tollgate-wasm -p tollgate-redis --check
+cargo clippy -q -p tollgate-wasm --all-targets --features store --target wasm32-unknown-unknown -- -D warnings
+cargo clippy -q -p tollgate-redis --examples -- -D warnings
+
+echo "--- build (pkg/ with pkg/redis/, and the Rust client of the cross-runtime test)"
+crates/wasm/build.sh
+cargo build -q -p tollgate-redis --example storm
+
+echo "--- node --test test-redis/"
+(cd crates/wasm && node --test --test-reporter=spec test-redis/)
