@@ -55,6 +55,8 @@
 //! assert_eq!(*fresh_after, Some(20 * NANOS_PER_SEC)); // 1000 s is 40 s into its minute
 //! ```
 
+use alloc::borrow::Cow;
+use alloc::string::String;
 use alloc::vec::Vec;
 use core::fmt;
 
@@ -88,6 +90,60 @@ pub enum Slot {
     Layer(usize),
     /// The fair share's tenant window, per key and tenant.
     Tenant,
+}
+
+impl Slot {
+    /// The slot's part of a store's key name: `<i>` for a stack's limit, `t:<tenant>` for
+    /// the tenant window (the tenant through [`key_part`]). Every store that names keys
+    /// (Redis, the Redis module, the npm entry) appends this to the key's own name.
+    ///
+    /// ```
+    /// use tollgate::store::Slot;
+    /// assert_eq!(Slot::Layer(1).suffix(None), "1");
+    /// assert_eq!(Slot::Tenant.suffix(Some("acme")), "t:acme");
+    /// assert_eq!(Slot::Tenant.suffix(Some("a}b")), "t:a%7Db");
+    /// ```
+    pub fn suffix(&self, tenant: Option<&str>) -> String {
+        match self {
+            Slot::Layer(i) => alloc::format!("{i}"),
+            Slot::Tenant => alloc::format!("t:{}", key_part(tenant.unwrap_or_default())),
+        }
+    }
+
+    /// The smallest capacity among `slots`: the largest cost a request over them can have.
+    pub fn capacity(limits: &Limits, slots: &[Slot]) -> u64 {
+        slots
+            .iter()
+            .map(|s| limits.policy(*s).limit())
+            .min()
+            .unwrap_or(0)
+    }
+}
+
+/// A key or tenant as it appears in a store's key names: `%` and `}` percent-encoded
+/// (`%25`, `%7D`), everything else as it is. A `}` would end a Redis hash tag early, and
+/// could make one key's slot name equal to another's (key `a}:t:b` with tenant `c`, and
+/// key `a` with tenant `b}:t:c`); encoded, every (key, tenant, slot) has its own name.
+///
+/// ```
+/// use tollgate::store::key_part;
+/// assert_eq!(key_part("203.0.113.7"), "203.0.113.7");
+/// assert_eq!(key_part("a}:t:b"), "a%7D:t:b");
+/// assert_eq!(key_part("100%"), "100%25");
+/// ```
+pub fn key_part(text: &str) -> Cow<'_, str> {
+    if !text.contains(['%', '}']) {
+        return Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 4);
+    for c in text.chars() {
+        match c {
+            '%' => out.push_str("%25"),
+            '}' => out.push_str("%7D"),
+            c => out.push(c),
+        }
+    }
+    Cow::Owned(out)
 }
 
 impl Limits {

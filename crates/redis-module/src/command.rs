@@ -127,17 +127,12 @@ pub fn parse(args: &[&[u8]], test_clock: bool) -> Result<Request, ArgError> {
     Ok(req)
 }
 
-/// The Redis key of `slot` under `base` (`<prefix>:{<namespace>:<key>}`), as the fleet
-/// store names it.
+/// The Redis key of `slot` under `base` (`<prefix>:{<namespace>:<key>}`, the key already
+/// encoded by the client), as the fleet store names it.
 pub fn slot_key(base: &[u8], tenant: Option<&str>, slot: Slot) -> Vec<u8> {
     let mut k = base.to_vec();
-    match slot {
-        Slot::Layer(i) => k.extend_from_slice(format!(":{i}").as_bytes()),
-        Slot::Tenant => {
-            k.extend_from_slice(b":t:");
-            k.extend_from_slice(tenant.unwrap_or_default().as_bytes());
-        }
-    }
+    k.push(b':');
+    k.extend_from_slice(slot.suffix(tenant).as_bytes());
     k
 }
 

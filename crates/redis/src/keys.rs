@@ -7,11 +7,12 @@
 //!
 //! Every slot of one key shares the hash tag `{<namespace>:<key>}`, so Redis Cluster keeps
 //! them on one node and a script may touch them together (no CROSSSLOT). The prefix and
-//! the namespace may not contain braces (they would move the tag); a key may hold any
-//! bytes. Each value is an 8-byte write id (its version) followed by the state's bytes
+//! the namespace may not contain braces (they would move the tag); keys and tenants may be
+//! any text, with `%` and `}` percent-encoded ([`tollgate::store::key_part`]), so that no two
+//! slots share a name. Each value is an 8-byte write id (its version) followed by the state's bytes
 //! ([`tollgate::State::to_bytes`]).
 
-use tollgate::store::Slot;
+use tollgate::store::{key_part, Slot};
 
 use crate::Error;
 
@@ -48,16 +49,12 @@ impl KeyLayout {
     /// The name every slot of `key` starts with, `<prefix>:{<namespace>:<key>}` (what the
     /// Redis module's commands take).
     pub fn base(&self, key: &str) -> String {
-        format!("{}:{{{}:{}}}", self.prefix, self.namespace, key)
+        format!("{}:{{{}:{}}}", self.prefix, self.namespace, key_part(key))
     }
 
     /// The Redis key of `slot` for `key` (and `tenant`, for the tenant slot).
     pub fn slot_key(&self, key: &str, tenant: Option<&str>, slot: Slot) -> String {
-        let base = self.base(key);
-        match slot {
-            Slot::Layer(i) => format!("{base}:{i}"),
-            Slot::Tenant => format!("{base}:t:{}", tenant.unwrap_or_default()),
-        }
+        format!("{}:{}", self.base(key), slot.suffix(tenant))
     }
 }
 
@@ -75,6 +72,19 @@ mod tests {
         assert_eq!(
             k.slot_key("global", Some("acme"), Slot::Tenant),
             "tollgate:{whois:com:global}:t:acme"
+        );
+    }
+
+    #[test]
+    fn no_two_slots_share_a_name() {
+        let k = KeyLayout::new("tollgate", "n").unwrap();
+        let a = k.slot_key("a}:t:b", Some("c"), Slot::Tenant);
+        let b = k.slot_key("a", Some("b}:t:c"), Slot::Tenant);
+        assert_ne!(a, b);
+        assert_eq!(a, "tollgate:{n:a%7D:t:b}:t:c");
+        assert_ne!(
+            k.slot_key("a}:t:x", None, Slot::Layer(0)),
+            k.slot_key("a", Some("x}:0"), Slot::Tenant)
         );
     }
 

@@ -195,12 +195,8 @@ where
         tenant: Option<&str>,
         cost: u64,
     ) -> Result<Outcome, Error> {
-        // An impossible cost is refused before any round trip.
-        let capacity = self.inner.limits.capacity();
-        if cost > capacity {
-            return Err(DecideError::CostExceedsCapacity { cost, capacity }.into());
-        }
         let group = self.group(key, tenant);
+        self.inner.check_cost(&group, cost)?;
         if let Some(outcome) = self.inner.remembered(&group, cost) {
             return Ok(outcome);
         }
@@ -229,13 +225,10 @@ where
         cost: u64,
         max_wait: Duration,
     ) -> Result<Outcome, Error> {
-        let capacity = self.inner.limits.capacity();
-        if cost > capacity {
-            return Err(DecideError::CostExceedsCapacity { cost, capacity }.into());
-        }
+        let group = self.group(key, tenant);
+        self.inner.check_cost(&group, cost)?;
         let started = Instant::now();
         let max = u64::try_from(max_wait.as_nanos()).unwrap_or(u64::MAX);
-        let group = self.group(key, tenant);
         let line = self.inner.line(&group);
         let turn = tokio::time::timeout(max_wait, Arc::clone(&line).lock_owned()).await;
         let result = match turn {
@@ -465,6 +458,18 @@ where
             }
             round = std::mem::take(queue);
         }
+    }
+
+    /// Refuses, before any round trip, a cost above the smallest capacity among the slots
+    /// the request touches (a request that skips a fair share's tenant window is not held
+    /// to the tenant's capacity).
+    fn check_cost(&self, group: &Group, cost: u64) -> Result<(), Error> {
+        let slots = self.limits.slots(group.tenant.as_deref());
+        let capacity = tollgate::store::Slot::capacity(&self.limits, &slots);
+        if cost > capacity {
+            return Err(DecideError::CostExceedsCapacity { cost, capacity }.into());
+        }
+        Ok(())
     }
 
     /// The line of waiters of `group` (a fair lock: first come, first served).

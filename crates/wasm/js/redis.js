@@ -252,9 +252,14 @@ export class RedisLimiter {
     return this.#limits.policies();
   }
 
-  /** The Redis key of a slot: `<prefix>:{<namespace>:<key>}:<suffix>` (crates/redis/src/keys.rs). */
+  /**
+   * The Redis key of a slot: `<prefix>:{<namespace>:<key>}:<suffix>` (crates/redis/src/keys.rs),
+   * the key with `%` and `}` percent-encoded by the core (`keyPart`; keys without them are
+   * used as they are).
+   */
   #key(key, suffix) {
-    return `${this.#prefix}:{${this.#namespace}:${key}}:${suffix}`;
+    const part = key.includes("}") || key.includes("%") ? FleetLimits.keyPart(key) : key;
+    return `${this.#prefix}:{${this.#namespace}:${part}}:${suffix}`;
   }
 
   /** The requests for one key (and tenant, for a fair share's tenant window) share their slots. */

@@ -125,6 +125,13 @@ impl FleetLimits {
         FleetLimits::with(Limits::fair_share(fair), local_max_keys)
     }
 
+    /// A key as it appears in key names (`%` and `}` percent-encoded: the core's
+    /// `store::key_part`).
+    #[wasm_bindgen(js_name = keyPart)]
+    pub fn key_part(key: &str) -> String {
+        tollgate::store::key_part(key).into_owned()
+    }
+
     /// The key suffixes of a request's slots, in decision order (`tollgate-redis`'s layout:
     /// `"<i>"` for the stack's limit i, `"t:<tenant>"` for a fair share's tenant window,
     /// which requests without a tenant, or with `""` or `"default"`, skip).
@@ -132,10 +139,7 @@ impl FleetLimits {
         self.limits
             .slots(tenant.as_deref())
             .into_iter()
-            .map(|s| match s {
-                Slot::Layer(i) => i.to_string(),
-                Slot::Tenant => format!("t:{}", tenant.as_deref().unwrap_or_default()),
-            })
+            .map(|s| s.suffix(tenant.as_deref()))
             .collect()
     }
 
