@@ -124,6 +124,7 @@ struct RawSettings {
     stats_flush_ms: Option<u64>,
     lease_ms: Option<u64>,
     max_delay_ms: Option<u64>,
+    api_keys: Option<Vec<String>>,
 }
 
 #[derive(Deserialize)]
@@ -197,6 +198,10 @@ pub struct Settings {
     /// The longest a route may hold a request for a leaky queue's delay (default 10 s): a
     /// leaky-queue policy on a route whose queue could ask for more is refused.
     pub max_delay_ms: u64,
+    /// SHA-256 (lower-case hex) of the valid API keys. When set, a request whose key is
+    /// not listed counts as having no key (by IP). When empty, every route keyed by API
+    /// key must also stack a policy keyed by `ip` or `global`.
+    pub api_keys: std::collections::BTreeSet<String>,
 }
 
 /// One named policy entry: one limit or an all-or-nothing stack of limits on the same key,
@@ -378,6 +383,16 @@ impl Config {
                 format!("{max_delay_ms} must be at most 60000"),
             ));
         }
+        let mut api_keys = std::collections::BTreeSet::new();
+        for (i, h) in s.api_keys.unwrap_or_default().into_iter().enumerate() {
+            if h.len() != 64 || !h.bytes().all(|b| b.is_ascii_hexdigit()) {
+                return Err(ConfigError::new(
+                    format!("settings.api_keys[{i}]"),
+                    "a key is listed by its SHA-256, 64 hex digits (`printf %s KEY | sha256sum`)",
+                ));
+            }
+            api_keys.insert(h.to_ascii_lowercase());
+        }
         let settings = Settings {
             trust_forwarded_for: s.trust_forwarded_for.unwrap_or(false),
             ipv6_prefix: ipv6_prefix as u8,
@@ -393,6 +408,7 @@ impl Config {
             stats_flush_ms,
             lease_ms,
             max_delay_ms,
+            api_keys,
         };
 
         // Policies.
@@ -513,6 +529,9 @@ impl Config {
                     format!("{at}.policies"),
                     "a route needs at least one policy (or exempt = true)",
                 ));
+            }
+            if settings.api_keys.is_empty() {
+                check_key_bypass(&at, &ids, &policies)?;
             }
             let cost = r.cost.unwrap_or(1);
             if cost == 0 || cost > MAX_COST {
@@ -642,6 +661,32 @@ pub fn capacity(entry: &PolicyEntry) -> u64 {
         .map(|p| p.limit())
         .min()
         .unwrap_or(0)
+}
+
+/// A route counted only by API keys the edge cannot check lets a client invent a key per
+/// request, each with a fresh bucket: unless `settings.api_keys` lists the valid keys, such
+/// a route must also stack a policy counted by `ip` (or `global`).
+fn check_key_bypass(at: &str, ids: &[usize], policies: &[PolicyEntry]) -> Result<(), ConfigError> {
+    let by_key = ids
+        .iter()
+        .map(|&k| &policies[k])
+        .find(|p| matches!(p.key, KeyKind::ApiKey | KeyKind::IpApiKey));
+    let bounded = ids
+        .iter()
+        .any(|&k| matches!(policies[k].key, KeyKind::Ip | KeyKind::Global));
+    match by_key {
+        Some(p) if !bounded => Err(ConfigError::new(
+            format!("{at}.policies"),
+            format!(
+                "policy {:?} counts by {}, and invented keys would each get a fresh bucket: \
+                 stack a policy with key = \"ip\" on this route, or list the valid keys' \
+                 SHA-256 in settings.api_keys",
+                p.name,
+                p.key.name()
+            ),
+        )),
+        _ => Ok(()),
+    }
 }
 
 /// The longest delay (ms) a leaky queue can give a request: a full queue drains in
@@ -780,6 +825,29 @@ mod tests {
         )
         .unwrap_err();
         assert_eq!(e.field, "routes[0].policies");
+    }
+
+    #[test]
+    fn api_key_routes_need_an_ip_policy_or_listed_keys() {
+        let base = "[policies.key]\nlimit = \"10/s\"\nkey = \"api-key\"\n\
+                    [policies.ip]\nlimit = \"100/s\"\n";
+        let e = Config::parse(&format!(
+            "{base}[[routes]]\npath = \"/k\"\npolicies = [\"key\"]\n"
+        ))
+        .unwrap_err();
+        assert_eq!(e.field, "routes[0].policies");
+        assert!(e.message.contains("invented keys"), "{e}");
+        assert!(Config::parse(&format!(
+            "{base}[[routes]]\npath = \"/k\"\npolicies = [\"key\", \"ip\"]\n"
+        ))
+        .is_ok());
+        let listed = format!("[settings]\napi_keys = [\"{}\"]\n", "ab".repeat(32));
+        assert!(Config::parse(&format!(
+            "{listed}{base}[[routes]]\npath = \"/k\"\npolicies = [\"key\"]\n"
+        ))
+        .is_ok());
+        let e = Config::parse("[settings]\napi_keys = [\"nope\"]\n").unwrap_err();
+        assert_eq!(e.field, "settings.api_keys[0]");
     }
 
     #[test]
