@@ -4,6 +4,7 @@
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { start, hit } from "./harness.mjs";
+import { startOrigin } from "./origin.mjs";
 
 const CONFIG = {
   settings: { stats_flush_ms: 3600000 },
@@ -18,9 +19,15 @@ const CONFIG = {
   ],
 };
 
-let edge;
-before(async () => { edge = await start({ config: CONFIG }); });
-after(async () => { await edge?.dispose(); });
+let edge, origin;
+before(async () => {
+  origin = await startOrigin();
+  edge = await start({ config: CONFIG, bindings: { ORIGIN: origin.url } });
+});
+after(async () => {
+  await edge?.dispose();
+  await origin?.close();
+});
 
 test("every spelling of /api/x is limited as /api/x and forwarded as /api/x", async () => {
   const spellings = ["//api/x", "/%61pi/x", "/API/x", "/a/../api/x", "/./api//x", "/%2e/api/x"];
@@ -29,7 +36,7 @@ test("every spelling of /api/x is limited as /api/x and forwarded as /api/x", as
     const first = await hit(edge, p, { ip });
     assert.equal(first.status, 200, p);
     assert.equal(first.headers.get("ratelimit-policy"), '"per-ip";q=2;w=60', `${p} is on the api route`);
-    // The origin saw the matched path, not the spelling.
+    // The origin (a real HTTP server) saw the matched path, not the spelling (case kept).
     assert.equal(JSON.parse(first.text).path, p === "/API/x" ? "/API/x" : "/api/x", p);
     // Same bucket whatever the spelling: the plain path is denied after one more.
     assert.equal((await hit(edge, "/api/x", { ip })).status, 200, p);
