@@ -67,9 +67,12 @@ pub fn expire(leases: &mut Vec<Lease>, now_ms: u64) -> u64 {
     freed
 }
 
-/// The part of a timeout kept for the answer's way back: a quarter, at most 250 ms.
+/// The part of a timeout kept for the answer's way back: half of it. Under load the way
+/// back (the commit, the output gate, the caller's busy event loop) is the slow part:
+/// measured with 400 concurrent calls on one object locally, a quarter still let calls
+/// decided in time come back after the timeout.
 pub fn margin(timeout_ms: u64) -> u64 {
-    (timeout_ms / 4).min(250)
+    timeout_ms / 2
 }
 
 /// The deadline sent with a call made at `sent_ms` (the isolate's clock) that the isolate
@@ -116,11 +119,11 @@ mod tests {
 
     #[test]
     fn deadlines_keep_a_margin() {
-        assert_eq!(deadline(10_000, 1000), 10_750);
-        assert_eq!(deadline(10_000, 4000), 13_750);
+        assert_eq!(deadline(10_000, 1000), 10_500);
+        assert_eq!(deadline(10_000, 3000), 11_500);
         assert_eq!(deadline(10_000, 1), 10_001);
-        assert!(!late(10_750, Some(10_750)));
-        assert!(late(10_751, Some(10_750)));
+        assert!(!late(10_500, Some(10_500)));
+        assert!(late(10_501, Some(10_500)));
         assert!(!late(u64::MAX, None));
     }
 }
