@@ -179,7 +179,7 @@ pub struct Settings {
     pub tenant_header: String,
     /// Default number of objects each policy group is sharded over (default 8).
     pub shards: u32,
-    /// How long to wait for the coordinator before degrading (default 2000 ms); the object
+    /// How long to wait for the coordinator before degrading (default 3000 ms); the object
     /// must start deciding within the first half (see [`crate::lease::deadline`]).
     pub timeout_ms: u64,
     /// Also send `X-RateLimit-Limit/Remaining/Reset`.
@@ -335,7 +335,7 @@ impl Config {
         }
         let shards = s.shards.unwrap_or(8);
         check_shards("settings.shards", shards)?;
-        let timeout_ms = s.timeout_ms.unwrap_or(2000);
+        let timeout_ms = s.timeout_ms.unwrap_or(3000);
         if !(1..=30_000).contains(&timeout_ms) {
             return Err(ConfigError::new(
                 "settings.timeout_ms",
