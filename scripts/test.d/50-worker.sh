@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The edge worker (crates/worker): format, clippy (host and wasm32), host unit tests, a
 # release build with the pinned tools, then end-to-end tests under the real local runtime:
-# Miniflare (workerd) for the limiter, the vectors and restarts, and `wrangler dev` via
-# scripts/run for the served page.
+# Miniflare (workerd) for the limiter, the vectors and restarts, paths, concurrency leases,
+# leaky queues, timeouts and API keys (against a real loopback origin where the origin
+# matters), and `wrangler dev` via scripts/run for the served page, the single build and
+# the config check.
 set -euo pipefail
 source scripts/tools.sh
 worker_tools
@@ -17,4 +19,9 @@ node --test --test-concurrency=1 \
   crates/worker/test/edge.test.mjs \
   crates/worker/test/vectors.test.mjs \
   crates/worker/test/resilience.test.mjs \
+  crates/worker/test/paths.test.mjs \
+  crates/worker/test/concurrency.test.mjs \
+  crates/worker/test/queue.test.mjs \
+  crates/worker/test/timeout.test.mjs \
+  crates/worker/test/apikeys.test.mjs \
   crates/worker/test/wrangler.test.mjs

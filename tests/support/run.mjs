@@ -27,7 +27,8 @@ export async function freePort() {
 /**
  * Runs `scripts/run` until `/health` answers (at most 5 minutes: the first run builds).
  * `port` defaults to a free one; `env` adds to the environment (e.g. secrets).
- * Returns `{ base, stop }`; a failure to start throws with wrangler's output.
+ * Returns `{ base, stop, log }` (`log()`: the output so far); a failure to start throws
+ * with the output.
  */
 export async function startRun({ port, env = {} } = {}) {
   port ??= await freePort();
@@ -65,5 +66,5 @@ export async function startRun({ port, env = {} } = {}) {
     }
     await new Promise((r) => setTimeout(r, 1000));
   }
-  return { base, stop };
+  return { base, stop, log: () => log };
 }
