@@ -28,10 +28,11 @@
 //! assert_eq!(retry_after(&decision), None);
 //! ```
 
-use alloc::string::String;
+use alloc::string::{String, ToString};
 use alloc::vec::Vec;
+use core::fmt::Write;
 
-use crate::{Decision, Nanos, Policy, Snippet, NANOS_PER_SEC};
+use crate::{Decision, Nanos, Policy, NANOS_PER_SEC};
 
 /// One policy's part of the response: its public name, the policy and its decision.
 #[derive(Clone, Copy, Debug)]
@@ -78,9 +79,9 @@ pub fn window_secs(policy: &Policy) -> Option<u64> {
 /// One Integer parameter of an Item: its key (lowercase letters, a valid sf-key) and value.
 type Param = Option<(&'static str, u64)>;
 
-/// `v` in decimal (no `core::fmt`: the npm package's `.wasm` pays for every formatting path).
+/// `v` in decimal.
 fn decimal(v: u64) -> String {
-    String::from(Snippet::number(v).as_str())
+    v.to_string()
 }
 
 /// A List of one String Item per policy, each with its Integer parameters.
@@ -92,10 +93,8 @@ fn list(items: &[Named<'_>], params: fn(&Named<'_>) -> [Param; 2]) -> String {
         }
         push_string(&mut out, item.name);
         for (k, v) in params(item).into_iter().flatten() {
-            out.push(';');
-            out.push_str(k);
-            out.push('=');
-            out.push_str(Snippet::number(v.min(MAX_INTEGER)).as_str());
+            // Writing to a String cannot fail.
+            let _ = write!(out, ";{k}={}", v.min(MAX_INTEGER));
         }
     }
     out
