@@ -1,4 +1,4 @@
-// The seeds' burst experiment, side by side: the trace data/burst80.csv (copied from
+// The burst experiment (tests/burst.rs), side by side: the trace data/burst80.csv (copied from
 // tests/data by www/build.sh) through five algorithms, decided by the core, charted as the
 // number admitted in the sliding second (t - 1 s, t]. For the queue, what counts is its
 // output: arrival + the core's delay. Only the counting happens here.

@@ -1,5 +1,5 @@
 // What the page says about each algorithm: one paragraph, the rule it applies, pros and cons
-// (after the seeds' guide and the core's module docs). Text only: every decision the page
+// (after the core's module docs). Text only: every decision the page
 // shows comes from the core (the npm package's web build).
 
 /** @typedef {{ id: string, name: string, bucket: boolean, about: string, rule: string, pros: string[], cons: string[], watch: string }} Algorithm */
