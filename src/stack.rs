@@ -134,7 +134,7 @@ pub fn decide_all(
 /// What a limit that would have admitted a request reports when another limit of its stack
 /// denied it: allowed, with `limit`, `remaining` and `reset_after` of `state` as it stands at
 /// `now`, uncharged (a cost-0 decision); `retry_after` and `delay` 0. `state` is not changed.
-/// Errors as [`decide`] (a state made by another algorithm).
+/// Errors as [`decide()`] (a state made by another algorithm).
 pub fn uncharged(
     policy: &Policy,
     state: &Option<State>,
