@@ -13,7 +13,7 @@
 //! use core::num::NonZeroU32;
 //! use tollgate::backoff::Backoff;
 //! let ms = 1_000_000;
-//! // The seeds' example: base 0.5 s, cap 10 s; the 6th retry would be 16 s, capped at 10 s.
+//! // Base 0.5 s, cap 10 s: the 6th retry would be 16 s, capped at 10 s.
 //! let b = Backoff::new(500 * ms, 10_000 * ms, NonZeroU32::new(10).unwrap());
 //! assert_eq!(b.ceiling(1), 500 * ms);
 //! assert_eq!(b.ceiling(5), 8_000 * ms);

@@ -66,8 +66,8 @@ pub enum Rule {
     Unexpected,
     /// `burst` given to an algorithm that has no bucket (the window algorithms).
     BurstNotApplicable,
-    /// A per-tenant limit above the shared limit it sits on (ADR-0041: the tenant window
-    /// would silently become the global limit).
+    /// A per-tenant limit above the shared limit it sits on (the tenant window would never
+    /// bind: the shared limit would silently be every tenant's real limit).
     TenantAboveShared,
     /// A stack with no policy in it.
     EmptyStack,

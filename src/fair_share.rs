@@ -1,4 +1,4 @@
-//! Per-tenant fair share (the seeds' ADR-0041): a shared bucket protects the upstream, and
+//! Per-tenant fair share: a shared bucket protects the upstream, and
 //! on top of it every tenant has its own window, so that one tenant cannot starve the
 //! others. A request passes only when both have room (all or nothing, as in
 //! [`crate::stack`]). The `default` tenant, an empty tenant and requests without a tenant

@@ -1,4 +1,4 @@
-//! The seeds' burst experiment: the same 80 requests through the five algorithms (limit 10
+//! The burst experiment: the same 80 requests through the five algorithms (limit 10
 //! per 1 s window; bucket capacity 10, rate 10/s), and the largest number admitted in any
 //! 1-second interval `(t - 1 s, t]`. For the leaky-bucket queue, what counts is its output
 //! (arrival + delay), since that is what the upstream sees.
@@ -10,7 +10,7 @@
 //! * two boundary bursts: 10 requests at 2900..2990 ms and 10 at 3000..3090 ms, and again
 //!   at 4900..4990 and 5000..5090 ms (the fixed window admits all 20 within 200 ms).
 //!
-//! It reproduces the seeds' figures: fixed window 20, sliding log 10, sliding counter 11,
+//! The figures: fixed window 20, sliding log 10, sliding counter 11,
 //! token bucket 19, queue output 10. The sliding counter's error depends on the traffic:
 //! [`sliding_counter_error_under_sustained_overload`] shows it reaching 19 when a boundary
 //! burst is followed by sustained overload.
@@ -90,7 +90,7 @@ fn burst_experiment() {
     assert!(max["sliding log"] <= 10);
     assert!(max["token bucket"] <= 20); // B + r*T
     assert!(max["leaky bucket (queue)"] <= 10);
-    // ...and the numbers this trace is designed to show (the seeds' run).
+    // ...and the numbers this trace is designed to show.
     assert_eq!(max["fixed window"], 20, "the 2L boundary burst");
     assert_eq!(max["sliding log"], 10);
     assert_eq!(

@@ -3,8 +3,8 @@
 //! A request acquires `cost` slots when `in_flight + cost <= n` and must release them when it
 //! completes ([`release`]). By Little's law, `n` slots held for a service time `S` admit at
 //! most `n / S` requests per second, and the admitted rate falls by itself when the upstream
-//! slows down, which a rate limit would not notice (the seeds' example: 30 slots at 0.25 s
-//! admit 120 per second).
+//! slows down, which a rate limit would not notice (by Little's law, L = λW:
+//! 30 slots held 0.25 s each admit 120 per second).
 //!
 //! Pros: protects a slow or struggling upstream; no clock involved. Cons: every acquire
 //! needs a release (a crashed holder keeps its slot until the store resets the key); a

@@ -8,7 +8,7 @@
 //! than the drain rate, whatever the bursts; the price is latency, at most
 //! `capacity * window/limit`.
 //!
-//! The seeds' example: 9 requests at once, 6 slots, one every 0.5 s: 6 leave at 0.5, 1.0,
+//! For example: 9 requests at once, 6 slots, one every 0.5 s: 6 leave at 0.5, 1.0,
 //! ..., 3.0 s and 3 are rejected.
 //!
 //! ```

@@ -3,14 +3,14 @@
 //! Each key keeps the cost admitted in the previous window (`prev`) and in the current one
 //! (`cur`). The cost in the last `W` is estimated, before counting the new request, as
 //! `estimate = prev * (1 - elapsed/W) + cur`, and a request of cost `c` is admitted when
-//! `estimate + (c - 1) < limit` (the seeds' `estimate < limit` for `c = 1`), computed exactly
+//! `estimate + (c - 1) < limit` (`estimate < limit` for `c = 1`), computed exactly
 //! in integers as `prev*(W - elapsed) + (cur + c - 1)*W < limit*W`. Only admitted requests
 //! are counted.
 //!
 //! Pros: two counters per key, no boundary burst, capacity comes back gradually. Cons: an
 //! approximation that assumes the previous window's requests were spread evenly: requests
 //! bunched at its end are under-counted (it can admit a little more than the limit in some
-//! `W`; the seeds' burst experiment reached 11 for a limit of 10) and requests bunched at
+//! `W`; the burst experiment in `tests/burst.rs` reaches 11 for a limit of 10) and requests bunched at
 //! its start are over-counted (it rejects some requests the exact log would admit).
 //!
 //! Time that goes backwards stays in the stored window and counts the previous window in
@@ -20,7 +20,7 @@
 //! use tollgate::algorithms::sliding_window::{decide, SlidingWindowState};
 //! use tollgate::Quota;
 //! use core::num::NonZeroU32;
-//! // The seeds' example: limit 100 per 60 s, prev 80, cur 30, 15 s into the window:
+//! // Limit 100 per 60 s, prev 80, cur 30, 15 s into the window:
 //! // estimate 80 * 0.75 + 30 = 90 < 100, admitted.
 //! let q = Quota::per_minute(NonZeroU32::new(100).unwrap());
 //! let state = SlidingWindowState { window: 1, prev: 80, cur: 30 };

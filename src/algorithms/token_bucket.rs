@@ -8,7 +8,7 @@
 //!
 //! Pros: burst and sustained rate are two separate knobs; idle clients build up credit.
 //! Cons: a full bucket lets `B` through at once; pick `r` with `B + r*T <= N` when a peer
-//! allows at most `N` per `T` (the seeds' example: at most 100 per 10 s with a burst of 40
+//! allows at most `N` per `T` (for example, at most 100 per 10 s with a burst of 40
 //! gives `r = 6/s`).
 //!
 //! Exactness: credit is kept in "token-windows" (`tokens * window`), so that `elapsed *

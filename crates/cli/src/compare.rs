@@ -1,5 +1,5 @@
-//! `tollgate compare`: every algorithm on the same trace, side by side (the seeds' burst
-//! experiment as a tool).
+//! `tollgate compare`: every algorithm on the same trace, side by side (the burst
+//! experiment of `tests/burst.rs` as a tool).
 //!
 //! For each algorithm it counts the admitted and rejected requests, the largest cost admitted
 //! for one key in any interval `[t, t + T)` of `--window-ms` (for the leaky queue, on its

@@ -431,7 +431,7 @@ fn compare_burst80_within_the_design_bounds() {
     assert!(peak("gcra") <= b + r_t);
     assert!(peak("leaky-bucket") <= b + r_t);
     assert!(peak("leaky-queue") <= r_t, "queue output");
-    // ...and the seeds' figures the trace is designed to show.
+    // ...and the figures the trace is designed to show.
     assert_eq!(peak("fixed-window"), 20, "2L near the 1 s boundary");
     assert_eq!(row(&report, "fixed-window")["max_window_start_ms"], 900);
     assert_eq!(peak("sliding-log"), 10);

@@ -8,7 +8,7 @@ const { keyed } = await import(componentJs);
 const { KeyedLimiter } = keyed;
 const seconds = Number(process.argv[2] ?? 1);
 
-function measure(name, limiter, keys, cost = 1) {
+function measure(name, limiter, keys, cost = 1n) {
   let n = 0;
   let allowed = 0;
   let now = 0n;

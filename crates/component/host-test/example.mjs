@@ -8,7 +8,7 @@ const { KeyedLimiter } = keyed;
 const limiter = KeyedLimiter.create('2/s', 10_000);
 for (const t of [0, 0, 0, 500]) {
   // Time is an argument (ms since any epoch you keep; Date.now() in a server). u64 -> BigInt.
-  const d = limiter.check('alice', BigInt(t), 1);
+  const d = limiter.check('alice', BigInt(t), 1n);
   console.log(`t=${t}ms alice: allowed=${d.allowed} remaining=${d.remaining} retry-after=${d.retryAfterMs}ms`);
 }
 

@@ -75,20 +75,26 @@ export function makeLimiter(keyed, spec, maxKeys = MAX_KEYS) {
 
 /**
  * Runs one step; returns what a vector file would say about it (`undefined` for steps that
- * answer nothing), with the defaults of tests/vectors.rs (op check, t 0, cost 1).
+ * answer nothing), with the defaults of tests/vectors.rs (op check, t 0, cost 1); `stacked`
+ * (a stack or fair share) adds each limit's decision to a check's answer.
  */
-export function runStep(limiter, step) {
+export function runStep(limiter, step, stacked = false) {
   const op = step.op ?? 'check';
   if (typeof step.key !== 'string') throw new Error(`step without a key: ${JSON.stringify(step)}`);
   const now = BigInt(step.t ?? 0);
-  const cost = step.cost ?? 1;
+  const cost = BigInt(step.cost ?? 1);
   const decided = (f) => {
     const r = attempt(f);
     return 'ok' in r ? decisionJson(r.ok) : { error: r.err.tag };
   };
   switch (op) {
-    case 'check':
-      return decided(() => limiter.checkTenant(step.key, step.tenant ?? undefined, now, cost));
+    case 'check': {
+      if (!stacked) return decided(() => limiter.checkTenant(step.key, step.tenant ?? undefined, now, cost));
+      // A stack or fair share: each limit's decision too (`each`, as tests/vectors.rs says).
+      const r = attempt(() => limiter.checkDetailed(step.key, step.tenant ?? undefined, now, cost));
+      if ('err' in r) return { error: r.err.tag };
+      return { ...decisionJson(r.ok.decision), each: r.ok.each.map(decisionJson) };
+    }
     case 'peek':
       return decided(() => limiter.peek(step.key, now));
     case 'release': {

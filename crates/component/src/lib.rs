@@ -101,10 +101,10 @@ impl keyed::GuestKeyedLimiter for Limiter {
         &self,
         key: String,
         now_ms: u64,
-        cost: u32,
+        cost: u64,
     ) -> Result<wit::Decision, wit::DecideError> {
         self.inner
-            .check(key.as_str(), millis(now_ms), cost.into())
+            .check(key.as_str(), millis(now_ms), cost)
             .map(decision)
             .map_err(decide_error)
     }
@@ -114,7 +114,7 @@ impl keyed::GuestKeyedLimiter for Limiter {
         key: String,
         tenant: Option<String>,
         now_ms: u64,
-        cost: u32,
+        cost: u64,
     ) -> Result<wit::Decision, wit::DecideError> {
         self.check_detailed(key, tenant, now_ms, cost)
             .map(|d| d.decision)
@@ -125,11 +125,11 @@ impl keyed::GuestKeyedLimiter for Limiter {
         key: String,
         tenant: Option<String>,
         now_ms: u64,
-        cost: u32,
+        cost: u64,
     ) -> Result<wit::StackDecision, wit::DecideError> {
         let d = self
             .inner
-            .check_detailed(key.as_str(), tenant.as_deref(), millis(now_ms), cost.into())
+            .check_detailed(key.as_str(), tenant.as_deref(), millis(now_ms), cost)
             .map_err(decide_error)?;
         Ok(wit::StackDecision {
             decision: decision(d.decision),
@@ -144,10 +144,8 @@ impl keyed::GuestKeyedLimiter for Limiter {
             .map_err(decide_error)
     }
 
-    fn release(&self, key: String, cost: u32) -> Result<(), wit::DecideError> {
-        self.inner
-            .release(key.as_str(), cost.into())
-            .map_err(decide_error)
+    fn release(&self, key: String, cost: u64) -> Result<(), wit::DecideError> {
+        self.inner.release(key.as_str(), cost).map_err(decide_error)
     }
 
     fn reset(&self, key: String) -> bool {

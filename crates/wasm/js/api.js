@@ -11,6 +11,9 @@ const GIVE_UP = 3;
 const MAX_TIMER = 2 ** 31 - 1;
 const DEFAULT_MAX_KEYS = 100_000;
 
+/** Numbers per decision in `checkDetailed`'s answer (the core's DECISION_LEN). */
+const DECISION_LEN = 6;
+
 /** The key buffer's first size in bytes (the core's KEY_MAX); longer keys grow it. */
 const KEY_MAX = 128;
 
@@ -37,6 +40,13 @@ function checkNow(now) {
   }
   if (now < 0) throw optionError(RangeError, "now", now, "negative", "must be 0 or more");
   return now;
+}
+
+function checkName(name) {
+  if (typeof name !== "string") {
+    throw optionError(TypeError, "policyName", name, "not-a-string", "must be a string");
+  }
+  return name;
 }
 
 function checkCost(cost) {
@@ -285,8 +295,41 @@ export function bind(glue) {
       if (typeof tenant !== "string") {
         throw optionError(TypeError, "tenant", tenant, "not-a-string", "must be a string");
       }
+      // A tenant's check is a fair share's: the detailed call, without `each`.
+      const { each, ...decision } = this.checkDetailed(key, { now, cost, tenant });
+      return decision;
+    }
+
+    /**
+     * `check`, also answering each limit's own decision (`each`, in stack order; a fair
+     * share: shared, then the tenant window when the request has one). For a stack, a limit
+     * that had room in a denied request was not charged and reports what it really has.
+     * `headers()` and `problem()` need it for stacks and fair shares.
+     */
+    checkDetailed(key, opts) {
+      checkKey(key);
+      const now = opts?.now === undefined ? Date.now() : checkNow(opts.now);
+      const cost = opts?.cost === undefined ? 1 : checkCost(opts.cost);
+      const tenant = opts?.tenant;
+      if (tenant !== undefined && tenant !== null && typeof tenant !== "string") {
+        throw optionError(TypeError, "tenant", tenant, "not-a-string", "must be a string");
+      }
+      const hasTenant = typeof tenant === "string";
       const k = this.#put(key, 0);
-      return this.#decision(this.#core.checkTenant(k, this.#put(tenant, k), now, cost));
+      const t = hasTenant ? this.#put(tenant, k) : 0;
+      const n = this.#core.checkDetailed(k, t, hasTenant, now, cost);
+      const at = (i) => ({
+        allowed: n[i] === 1,
+        limit: n[i + 1],
+        remaining: n[i + 2],
+        resetAfter: n[i + 3],
+        retryAfter: n[i + 4],
+        delay: n[i + 5],
+      });
+      const decision = at(0);
+      decision.each = [];
+      for (let i = DECISION_LEN; i < n.length; i += DECISION_LEN) decision.each.push(at(i));
+      return decision;
     }
 
     /**
@@ -411,15 +454,46 @@ export function bind(glue) {
     }
 
     /**
-     * The response headers for a decision of this limiter: `RateLimit-Policy`, `RateLimit`,
-     * `Retry-After` when denied (and `X-RateLimit-*` with `legacy`). For a stack, the policy
-     * whose limit the decision reports (the binding one) is named.
+     * The response headers for a decision of this limiter: `RateLimit-Policy` (every
+     * policy), `RateLimit` (the one(s) binding the decision, as the core chooses them),
+     * `Retry-After` and `Cache-Control: no-store` when denied (and `X-RateLimit-*` with
+     * `legacy`). A stack's limits are named `<name>.1`, `<name>.2`, ..., a fair share's
+     * tenant window `<name>.tenant`. For a stack or a fair share, pass `checkDetailed()`'s
+     * decision (it carries each limit's).
      */
     headers(decision, name = "default", options) {
-      const policies = this.policies;
-      const limits = this.#core.limits();
-      const policy = policies[Math.max(0, limits.indexOf(decision?.limit))];
-      return headers(decision, name, { ...options, policy });
+      const flat = this.#core.headers(checkName(name), this.#each(decision), options?.legacy === true);
+      const out = {};
+      for (let i = 0; i < flat.length; i += 2) out[flat[i]] = flat[i + 1];
+      return out;
+    }
+
+    /**
+     * The body of a 429 for a denied decision of this limiter, an application/problem+json
+     * document (type quota-exceeded, `detail` with the wait, `violated-policies`: the names
+     * of the limits that denied, as in `headers()`); `undefined` when allowed.
+     */
+    problem(decision, name = "default") {
+      return this.#core.quotaExceeded(checkName(name), this.#each(decision));
+    }
+
+    /** Each limit's decision as the core reads it: `DECISION_LEN` numbers per limit. */
+    #each(decision) {
+      if (decision === null || typeof decision !== "object" || typeof decision.allowed !== "boolean") {
+        throw optionError(TypeError, "decision", decision, "not-a-decision", "must be a Decision from check()");
+      }
+      let each = decision.each;
+      if (each === undefined) {
+        if (this.policies.length !== 1) {
+          throw optionError(TypeError, "decision", "check()", "not-detailed", "a stack or fair share names its limits from checkDetailed()'s decision (it has each)");
+        }
+        each = [decision];
+      }
+      const n = new Float64Array(each.length * DECISION_LEN);
+      each.forEach((d, i) => {
+        n.set([d.allowed ? 1 : 0, d.limit, d.remaining, d.resetAfter, d.retryAfter, d.delay ?? 0], i * DECISION_LEN);
+      });
+      return n;
     }
 
     /** Frees the limiter's wasm memory now (otherwise it is freed when garbage collected). */
@@ -452,19 +526,13 @@ export function bind(glue) {
     if (policy === undefined) {
       throw optionError(TypeError, "policy", policy, "missing", "pass { policy } (a policy string, object or Limiter)");
     }
-    const flat = glue.responseHeaders(
-      policyName,
-      policy,
-      decision.allowed,
-      decision.limit,
-      decision.remaining,
-      decision.resetAfter,
-      decision.retryAfter,
-      options?.legacy === true,
-    );
-    const out = {};
-    for (let i = 0; i < flat.length; i += 2) out[flat[i]] = flat[i + 1];
-    return out;
+    // The policy's own limiter answers (its headers are the core's for one limit).
+    const one = new Limiter(policy, { maxKeys: 1 });
+    try {
+      return one.headers(decision, policyName, { legacy: options?.legacy === true });
+    } finally {
+      one.free();
+    }
   }
 
   /**

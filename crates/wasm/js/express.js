@@ -1,5 +1,5 @@
 // Express middleware: `app.use(rateLimit({ limiter: new Limiter("100/min") }))`.
-import { isExempt, options as normalise, problem } from "./middleware.js";
+import { decide, isExempt, options as normalise, problem } from "./middleware.js";
 
 /**
  * Limits requests per client IP (`req.ip`, which honours Express's `trust proxy` setting),
@@ -18,13 +18,13 @@ export function rateLimit(opts) {
     let decision;
     try {
       const cost = typeof o.cost === "function" ? o.cost(req) : o.cost;
-      decision = o.limiter.check(String(key), cost === undefined ? undefined : { cost });
+      decision = decide(o.limiter, String(key), cost);
     } catch (err) {
       return next(err);
     }
     res.set(o.limiter.headers(decision, o.name, { legacy: o.legacy }));
     if (decision.allowed) return next();
     res.status(429).set("Cache-Control", "no-store").type("application/problem+json");
-    res.send(JSON.stringify(problem(o.name, decision)));
+    res.send(problem(o.limiter, decision, o.name));
   };
 }

@@ -1,5 +1,5 @@
 // Hono middleware: `app.use(rateLimiter({ limiter: new Limiter("100/min") }))`.
-import { isExempt, options as normalise, problem } from "./middleware.js";
+import { decide, isExempt, options as normalise, problem } from "./middleware.js";
 
 /** The client IP: the Node adapter's socket, else Cloudflare's `CF-Connecting-IP`. */
 function clientIp(c) {
@@ -21,10 +21,10 @@ export function rateLimiter(opts) {
     if (key === undefined && o.header) key = c.req.header(o.header);
     if (key === undefined) key = clientIp(c);
     const cost = typeof o.cost === "function" ? o.cost(c) : o.cost;
-    const decision = o.limiter.check(String(key), cost === undefined ? undefined : { cost });
+    const decision = decide(o.limiter, String(key), cost);
     const h = o.limiter.headers(decision, o.name, { legacy: o.legacy });
     if (!decision.allowed) {
-      return new Response(JSON.stringify(problem(o.name, decision)), {
+      return new Response(problem(o.limiter, decision, o.name), {
         status: 429,
         headers: { ...h, "Cache-Control": "no-store", "Content-Type": "application/problem+json" },
       });

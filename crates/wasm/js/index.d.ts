@@ -156,6 +156,12 @@ export class Limiter {
    */
   check(key: string, options?: CheckOptions): Decision;
   /**
+   * {@link Limiter.check}, also answering each limit's own decision (`each`, in stack
+   * order). In a denied stack, a limit that had room was not charged and reports what it
+   * really has. Stacks and fair shares pass this decision to `headers()` and `problem()`.
+   */
+  checkDetailed(key: string, options?: CheckOptions): DetailedDecision;
+  /**
    * Waits for a turn: resolves to the admitting decision (after a `leaky-queue`'s `delay`),
    * or rejects with a {@link WaitTimeoutError} (at once when the retry time is beyond
    * `maxWait`), with the signal's reason on abort, or with a {@link TollgateError} (a cost
@@ -181,10 +187,26 @@ export class Limiter {
   readonly size: number;
   /** The policies in canonical compact form, in stack order. */
   readonly policies: string[];
-  /** {@link headers} for a decision of this limiter. */
-  headers(decision: Decision, name?: string, options?: { legacy?: boolean }): RateLimitHeaders;
+  /**
+   * {@link headers} for a decision of this limiter: `RateLimit-Policy` names every policy
+   * (a stack's as `<name>.1`, `<name>.2`, ...; a fair share's tenant window
+   * `<name>.tenant`), `RateLimit` the one(s) binding the decision. A stack or fair share
+   * needs {@link Limiter.checkDetailed}'s decision (a `TypeError`, rule `not-detailed`,
+   * otherwise).
+   */
+  headers(decision: Decision | DetailedDecision, name?: string, options?: { legacy?: boolean }): RateLimitHeaders;
+  /**
+   * The application/problem+json body of a 429 for a denied decision (type
+   * quota-exceeded, `detail` with the wait, `violated-policies`); `undefined` when allowed.
+   */
+  problem(decision: Decision | DetailedDecision, name?: string): string | undefined;
   /** Frees the wasm memory now instead of at garbage collection. */
   free(): void;
+}
+
+/** A decision with each limit's own (stack order; a fair share: shared, then tenant). */
+export interface DetailedDecision extends Decision {
+  each: Decision[];
 }
 
 /** Response headers for a decision. */

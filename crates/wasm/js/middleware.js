@@ -1,4 +1,4 @@
-// Shared by the Express and Hono middleware: exemptions, the 429 body.
+// Shared by the Express and Hono middleware: exemptions, the decision, the 429 body.
 
 /** Whether `path` is exempt: a string matches itself and everything below it, a RegExp tests. */
 export function isExempt(exempt, path) {
@@ -40,13 +40,19 @@ export function options(o) {
   };
 }
 
-/** The application/problem+json body of a 429 (draft-ietf-httpapi-ratelimit-headers). */
-export function problem(name, decision) {
-  return {
-    type: "https://iana.org/assignments/http-problem-types#quota-exceeded",
-    title: "Request cannot be satisfied as assigned quota has been exceeded",
-    status: 429,
-    "violated-policies": [name],
-    "retry-after-ms": decision.retryAfter,
-  };
+/**
+ * Decides a request with the limiter's `checkDetailed` (each limit's decision, which a
+ * stack's headers and 429 body need), or `check` for a limiter-like object without it.
+ */
+export function decide(limiter, key, cost) {
+  const opts = cost === undefined ? undefined : { cost };
+  return typeof limiter.checkDetailed === "function" ? limiter.checkDetailed(key, opts) : limiter.check(key, opts);
+}
+
+/**
+ * The application/problem+json body of a 429 (type quota-exceeded, `detail` with the wait,
+ * `violated-policies`), built by the core: the same bytes as the edge worker's.
+ */
+export function problem(limiter, decision, name) {
+  return limiter.problem(decision, name);
 }

@@ -39,33 +39,42 @@ fn decision_from_ms(
     }
 }
 
-/// The response headers for one decision under one named policy, flattened as
-/// `[name, value, name, value, ...]`: `RateLimit-Policy`, `RateLimit`, `Retry-After` and
-/// `Cache-Control: no-store` when denied, and the legacy `X-RateLimit-*` trio when `legacy`
-/// (`tollgate::headers::response_headers`).
-#[allow(clippy::too_many_arguments)]
-#[wasm_bindgen(js_name = responseHeaders)]
-pub fn response_headers(
-    name: &str,
-    policy: &JsValue,
-    allowed: bool,
-    limit: f64,
-    remaining: f64,
-    reset_after_ms: f64,
-    retry_after_ms: f64,
-    legacy: bool,
-) -> Result<Vec<String>, JsValue> {
-    let policy: Policy = spec::policy(policy)?;
-    let decision = decision_from_ms(allowed, limit, remaining, reset_after_ms, retry_after_ms);
-    let named = [headers::Named {
-        name,
-        policy: &policy,
-        decision: &decision,
-    }];
-    Ok(headers::response_headers(&named, legacy)
-        .into_iter()
-        .flat_map(|(k, v)| [k.to_string(), v])
-        .collect())
+/// A decision as [`crate::DECISION_LEN`] numbers: `allowed` (1 or 0), then `limit,
+/// remaining, resetAfter, retryAfter, delay` in whole ms ([`tollgate::MillisDecision`]).
+pub fn numbers(d: &Decision) -> [f64; crate::DECISION_LEN] {
+    let ms = tollgate::MillisDecision::from(*d);
+    [
+        d.allowed as u8 as f64,
+        ms.limit as f64,
+        ms.remaining as f64,
+        ms.reset_after as f64,
+        ms.retry_after as f64,
+        ms.delay as f64,
+    ]
+}
+
+/// The decision [`numbers`] wrote (as far as headers need it: `delay` is dropped).
+pub fn decision(n: &[f64]) -> Decision {
+    decision_from_ms(n[0] != 0.0, n[1], n[2], n[3], n[4])
+}
+
+/// One header item per limit: `names[i]`, `policies[i]` and `decisions[i]` (as many as
+/// `policies` has).
+pub fn items<'a>(
+    names: &'a [String],
+    policies: &'a [Policy],
+    decisions: &'a [Decision],
+) -> Vec<headers::Named<'a>> {
+    names
+        .iter()
+        .zip(policies)
+        .zip(decisions)
+        .map(|((name, policy), decision)| headers::Named {
+            name,
+            policy,
+            decision,
+        })
+        .collect()
 }
 
 /// A retry schedule for 429/503 responses: full jitter, `Retry-After` first, a maximum

@@ -69,6 +69,10 @@ pub const FAILED: u32 = 2;
 /// Status of [`Core::acquire_step`]: stop waiting, the deadline cannot be met.
 pub const GIVE_UP: u32 = 3;
 
+/// Numbers per decision in [`Core::check_detailed_buf`]'s answer and [`Core::headers`]'
+/// argument: `allowed` (1 or 0), `limit, remaining, resetAfter, retryAfter, delay` (ms).
+pub const DECISION_LEN: usize = 6;
+
 /// Number of `f64` slots in a limiter's output buffer.
 pub const OUT_LEN: usize = 5;
 
@@ -110,6 +114,8 @@ pub struct Core {
     /// writes it behind Rust's back, only ever between calls.
     key: UnsafeCell<Box<[u8]>>,
     error: RefCell<Option<DecideError>>,
+    /// A fair share (its last policy is the tenant window, named `<name>.tenant`).
+    fair_share: bool,
 }
 
 fn max_keys(value: f64) -> Result<NonZeroUsize, JsValue> {
@@ -135,6 +141,7 @@ impl Core {
             out: Box::default(),
             key: UnsafeCell::new(vec![0; KEY_MAX].into_boxed_slice()),
             error: RefCell::new(None),
+            fair_share: false,
         }
     }
 
@@ -160,10 +167,9 @@ impl Core {
     pub fn fair_share(shared: &JsValue, tenant: &JsValue, max_keys_: f64) -> Result<Core, JsValue> {
         let fair = FairShare::new(spec::policy(shared)?, spec::policy(tenant)?)
             .map_err(|e| errors::policy_error(&e))?;
-        Ok(Core::with(KeyedLimiter::fair_share(
-            fair,
-            max_keys(max_keys_)?,
-        )))
+        let mut core = Core::with(KeyedLimiter::fair_share(fair, max_keys(max_keys_)?));
+        core.fair_share = true;
+        Ok(core)
     }
 
     /// The address of the output buffer in wasm memory (`OUT_LEN` `f64`s).
@@ -258,16 +264,74 @@ impl Core {
         }
     }
 
-    /// [`Core::check_buf`] on behalf of a tenant (fair-share limiters): the key is the key
-    /// buffer's first `key_len` bytes, the tenant the `tenant_len` bytes after them.
-    #[wasm_bindgen(js_name = checkTenant)]
-    pub fn check_tenant_buf(&self, key_len: usize, tenant_len: usize, now: f64, cost: f64) -> u32 {
-        let result = self.keys(key_len, tenant_len, |key, tenant| {
-            self.limiter
-                .check_detailed(key, Some(tenant), now_ns(now), cost_units(cost))
-                .map(|d| d.decision)
+    /// The full decision for the key in the key buffer (`key_len` bytes, then `tenant_len`
+    /// bytes of tenant when `has_tenant`): the combined decision, then each limit's in stack
+    /// order ([`tollgate::stack`]), [`DECISION_LEN`] numbers each (see [`http::decision`]).
+    #[wasm_bindgen(js_name = checkDetailed)]
+    pub fn check_detailed_buf(
+        &self,
+        key_len: usize,
+        tenant_len: usize,
+        has_tenant: bool,
+        now: f64,
+        cost: f64,
+    ) -> Result<Vec<f64>, JsValue> {
+        let d = self.keys(key_len, tenant_len, |key, tenant| {
+            self.limiter.check_detailed(
+                key,
+                has_tenant.then_some(tenant),
+                now_ns(now),
+                cost_units(cost),
+            )
         });
-        self.emit(result)
+        let d = d.map_err(|e| errors::decide_error(&e))?;
+        Ok(std::iter::once(&d.decision)
+            .chain(&d.each)
+            .flat_map(http::numbers)
+            .collect())
+    }
+
+    /// The response headers for a decision of this limiter, flattened as `[name, value,
+    /// ...]`: `each` holds each limit's decision ([`DECISION_LEN`] numbers per limit, in
+    /// stack order; a fair share's tenant window last, when the request had one). Limits
+    /// are named as [`tollgate::headers::limit_name`] and
+    /// [`tollgate::headers::tenant_name`] say; the core chooses the binding one(s).
+    pub fn headers(&self, name: &str, each: &[f64], legacy: bool) -> Vec<String> {
+        let (names, policies, decisions) = self.named(name, each);
+        let items = http::items(&names, &policies, &decisions);
+        tollgate::headers::response_headers(&items, legacy)
+            .into_iter()
+            .flat_map(|(k, v)| [k.to_string(), v])
+            .collect()
+    }
+
+    /// The 429 problem+json body for a decision of this limiter (`each` as for
+    /// [`Core::headers`]); `undefined` when every limit admitted.
+    #[wasm_bindgen(js_name = quotaExceeded)]
+    pub fn quota_exceeded(&self, name: &str, each: &[f64]) -> Option<String> {
+        let (names, policies, decisions) = self.named(name, each);
+        tollgate::headers::problem(&http::items(&names, &policies, &decisions))
+    }
+
+    /// The first limits of this limiter that `each` has decisions for, with their names.
+    fn named(&self, name: &str, each: &[f64]) -> (Vec<String>, Vec<Policy>, Vec<Decision>) {
+        let mut policies = self.limiter.policies();
+        let decisions: Vec<Decision> = each
+            .chunks_exact(DECISION_LEN)
+            .map(http::decision)
+            .collect();
+        let count = policies.len() - self.fair_share as usize;
+        let names = (0..policies.len())
+            .map(|i| {
+                if self.fair_share && i == count {
+                    tollgate::headers::tenant_name(name)
+                } else {
+                    tollgate::headers::limit_name(name, i, count)
+                }
+            })
+            .collect::<Vec<String>>();
+        policies.truncate(decisions.len());
+        (names, policies, decisions)
     }
 
     /// One step of waiting for a turn (the JS `acquire`, which owns the timers and the line
@@ -359,15 +423,6 @@ impl Core {
             .collect()
     }
 
-    /// Each policy's limit ([`Policy::limit`]), in the order of [`Core::policies`].
-    pub fn limits(&self) -> Vec<f64> {
-        self.limiter
-            .policies()
-            .iter()
-            .map(|p| p.limit() as f64)
-            .collect()
-    }
-
     /// The exception for the last [`FAILED`] call.
     #[wasm_bindgen(js_name = takeError)]
     pub fn take_error(&self) -> JsValue {
@@ -396,6 +451,18 @@ impl Core {
     pub fn check(&self, key: &str, now: f64, cost: f64) -> u32 {
         let (k, _) = self.put(key, "");
         self.check_buf(k, now, cost)
+    }
+
+    /// [`Core::check_buf`] on behalf of a tenant (fair-share limiters; JS calls
+    /// [`Core::check_detailed_buf`], this is for Rust callers and the tests): the key is the key
+    /// buffer's first `key_len` bytes, the tenant the `tenant_len` bytes after them.
+    pub fn check_tenant_buf(&self, key_len: usize, tenant_len: usize, now: f64, cost: f64) -> u32 {
+        let result = self.keys(key_len, tenant_len, |key, tenant| {
+            self.limiter
+                .check_detailed(key, Some(tenant), now_ns(now), cost_units(cost))
+                .map(|d| d.decision)
+        });
+        self.emit(result)
     }
 
     /// [`Core::check_tenant_buf`] for `key` and `tenant`.

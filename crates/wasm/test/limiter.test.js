@@ -186,6 +186,57 @@ test("headers(): RateLimit-Policy, RateLimit, Retry-After and no-store when deni
   assert.throws(() => headers(ok, "x"), (e) => e instanceof TypeError && e.field === "policy" && e.rule === "missing");
 });
 
+test("checkDetailed(): each limit's decision; in a denied stack a limit with room reports it uncharged", () => {
+  const l = Limiter.all(["5/s", "fixed-window 3/min"]);
+  for (let i = 0; i < 3; i++) assert.equal(l.checkDetailed("k", { now: 0 }).allowed, true);
+  const d = l.checkDetailed("k", { now: 0 });
+  assert.equal(d.allowed, false);
+  assert.equal(d.each.length, 2);
+  // The bucket had room and was not charged: 2 of 5 left (not the 1 it would have after
+  // this request), no wait.
+  assert.deepEqual(d.each[0], { allowed: true, limit: 5, remaining: 2, resetAfter: 600, retryAfter: 0, delay: 0 });
+  assert.deepEqual(d.each[1], { allowed: false, limit: 3, remaining: 0, resetAfter: 60_000, retryAfter: 60_000, delay: 0 });
+  const { each, ...combined } = d;
+  assert.deepEqual(combined, l.check("k", { now: 0 }));
+  const fs = Limiter.fairShare("10/s", "2/s");
+  assert.equal(fs.checkDetailed("k", { now: 0 }).each.length, 1, "no tenant: the shared limit only");
+  assert.equal(fs.checkDetailed("k", { now: 0, tenant: "acme" }).each.length, 2);
+});
+
+test("headers() of a stack name the limit that denied, chosen by the core (not by equal limit numbers)", () => {
+  const l = Limiter.all(["10/s", "fixed-window 10/min"]);
+  for (let i = 0; i < 10; i++) l.checkDetailed("k", { now: 0 });
+  const d = l.checkDetailed("k", { now: 1_000 });
+  assert.equal(d.allowed, false);
+  assert.deepEqual(l.headers(d, "api"), {
+    "RateLimit-Policy": '"api.1";q=10;w=1, "api.2";q=10;w=60',
+    RateLimit: '"api.2";r=0;t=59',
+    "Retry-After": "59",
+    "Cache-Control": "no-store",
+  });
+  assert.equal(
+    l.problem(d, "api"),
+    '{"type":"https://iana.org/assignments/http-problem-types#quota-exceeded","title":"Request cannot be satisfied as assigned quota has been exceeded","status":429,"detail":"Rate limit exceeded; retry in 59 s.","violated-policies":["api.2"]}',
+  );
+  assert.equal(l.problem(l.checkDetailed("other", { now: 0 }), "api"), undefined);
+  // A stack's plain check() does not say which limit bound it: refused, not guessed.
+  assert.throws(() => l.headers(l.check("k", { now: 2_000 }), "api"), (e) => e instanceof TypeError && e.field === "decision" && e.rule === "not-detailed");
+  const fs = Limiter.fairShare("10/s", "1/s");
+  fs.checkDetailed("k", { now: 0, tenant: "acme" });
+  const t = fs.checkDetailed("k", { now: 0, tenant: "acme" });
+  assert.equal(fs.headers(t, "org").RateLimit, '"org.tenant";r=0;t=1');
+});
+
+test("problem(): the 429 body, the same bytes as the edge worker's (crates/worker/src/answer.rs)", () => {
+  const l = new Limiter("1/3s");
+  l.check("ip", { now: 0 });
+  const denied = l.check("ip", { now: 0 });
+  assert.equal(
+    l.problem(denied, "per-ip"),
+    '{"type":"https://iana.org/assignments/http-problem-types#quota-exceeded","title":"Request cannot be satisfied as assigned quota has been exceeded","status":429,"detail":"Rate limit exceeded; retry in 3 s.","violated-policies":["per-ip"]}',
+  );
+});
+
 test("many keys and memory growth: decisions stay right after wasm memory grows", () => {
   const l = new Limiter("3/min", { maxKeys: 200_000 });
   for (let i = 0; i < 150_000; i++) l.check(`key-${i}`, { now: 0 });

@@ -26,6 +26,8 @@ function run(step, limiter) {
   const now = step.t;
   switch (step.op) {
     case "check":
+      // A stack's or fair share's steps expect each limit's decision too.
+      if (step.expect?.each) return limiter.checkDetailed(step.key, { now, cost: step.cost ?? 1, tenant: step.tenant });
       return limiter.check(step.key, { now, cost: step.cost ?? 1, tenant: step.tenant });
     case "peek":
       return limiter.peek(step.key, { now });
@@ -77,7 +79,10 @@ for (const file of files) {
       }
       const got = run(step, limiter);
       if (expect === undefined) return;
-      for (const [k, v] of Object.entries(expect)) assert.equal(got[k], v, `${where}: ${k}`);
+      for (const [k, v] of Object.entries(expect)) {
+        if (k === "each") assert.deepEqual(got.each, v, `${where}: each`);
+        else assert.equal(got[k], v, `${where}: ${k}`);
+      }
     });
   });
 }

@@ -5,9 +5,7 @@
 #![cfg(target_arch = "wasm32")]
 
 use js_sys::{Float64Array, RangeError, Reflect, TypeError, WebAssembly};
-use tollgate_wasm::{
-    parse_policy, parse_retry_after, response_headers, Backoff, Core, ALLOWED, DENIED, FAILED,
-};
+use tollgate_wasm::{parse_policy, parse_retry_after, Backoff, Core, ALLOWED, DENIED, FAILED};
 use wasm_bindgen::{JsCast, JsValue};
 use wasm_bindgen_test::*;
 
@@ -102,17 +100,8 @@ fn stacks_and_fair_share() {
 
 #[wasm_bindgen_test]
 fn headers_and_backoff_come_from_the_core() {
-    let h = response_headers(
-        "per-ip",
-        &"fixed-window 100/min".into(),
-        false,
-        100.0,
-        0.0,
-        18_000.0,
-        18_000.0,
-        false,
-    )
-    .unwrap();
+    let core = Core::single(&"fixed-window 100/min".into(), 1.0).unwrap();
+    let h = core.headers("per-ip", &[0.0, 100.0, 0.0, 18_000.0, 18_000.0, 0.0], false);
     assert_eq!(
         h,
         vec![

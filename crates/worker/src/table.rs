@@ -321,24 +321,9 @@ impl Table {
                         }
                     }
                 }
-                let mut each = d.each;
-                if !d.decision.allowed {
-                    // A denied stack charged nothing: report what each limit that had room
-                    // really has left (the core's entry says what it would have left had it
-                    // been charged). The combined decision stays the core's.
-                    for (i, l) in req.limits.iter().enumerate() {
-                        if each[i].allowed {
-                            if let Ok((peek, _)) =
-                                tollgate::decide(&l.policy, states[i].clone(), now, 0)
-                            {
-                                each[i] = peek;
-                            }
-                        }
-                    }
-                }
                 ObjectResponse::Decided {
                     decision: d.decision,
-                    each,
+                    each: d.each,
                     now_ms,
                     states: if req.op == Op::Peek {
                         states

@@ -71,9 +71,16 @@ test('max-keys of zero is refused', () => {
   assert.deepStrictEqual([r.err.field, r.err.value, r.err.rule.tag], ['max-keys', '0', 'zero']);
 });
 
+test('cost is a u64: a cost above 2^32 reaches the core (limits go to 2^40)', () => {
+  const big = KeyedLimiter.create('1099511627776/d', 10); // 2^40 per day
+  const d = big.check('k', 0n, 4294967296n); // 2^32
+  assert.ok(d.allowed);
+  assert.equal(d.remaining, 1099511627776n - 4294967296n);
+});
+
 test('a cost above capacity is a decide-error with its numbers; nothing is charged', () => {
   const l = KeyedLimiter.create('10/s burst 20', 100);
-  const r = attempt(() => l.check('a', 0n, 21));
+  const r = attempt(() => l.check('a', 0n, 21n));
   assert.deepStrictEqual(r.err, { tag: 'cost-exceeds-capacity', val: { cost: 21n, capacity: 20n } });
   assert.equal(l.peek('a', 0n).remaining, 20n);
   assert.equal(l.size(), 0n);
@@ -81,49 +88,51 @@ test('a cost above capacity is a decide-error with its numbers; nothing is charg
 
 test('release is for concurrency limits; others say not-concurrency', () => {
   const c = KeyedLimiter.create('concurrency 2', 100);
-  assert.ok(c.check('job', 0n, 1).allowed);
-  assert.ok(c.check('job', 0n, 1).allowed);
-  assert.equal(c.check('job', 0n, 1).allowed, false);
-  c.release('job', 1);
-  assert.ok(c.check('job', 0n, 1).allowed);
+  assert.ok(c.check('job', 0n, 1n).allowed);
+  assert.ok(c.check('job', 0n, 1n).allowed);
+  assert.equal(c.check('job', 0n, 1n).allowed, false);
+  c.release('job', 1n);
+  assert.ok(c.check('job', 0n, 1n).allowed);
   const tb = KeyedLimiter.create('gcra 5/s', 100);
-  assert.deepStrictEqual(attempt(() => tb.release('job', 1)).err, { tag: 'not-concurrency', val: 'gcra' });
+  assert.deepStrictEqual(attempt(() => tb.release('job', 1n)).err, { tag: 'not-concurrency', val: 'gcra' });
 });
 
 test('a stack decides all or nothing and reports each limit', () => {
   const l = KeyedLimiter.createStack(['5/s', 'fixed-window 3/min'], 100);
   assert.deepStrictEqual(l.policies(), ['token-bucket 5/s', 'fixed-window 3/min']);
   assert.equal(l.capacity(), 3n);
-  for (let i = 0; i < 3; i++) assert.ok(l.check('k', 0n, 1).allowed);
-  const d = l.checkDetailed('k', undefined, 0n, 1);
+  for (let i = 0; i < 3; i++) assert.ok(l.check('k', 0n, 1n).allowed);
+  const d = l.checkDetailed('k', undefined, 0n, 1n);
   assert.equal(d.decision.allowed, false);
   assert.equal(d.decision.retryAfterMs, 60000n);
   assert.deepStrictEqual(d.each.map((e) => e.allowed), [true, false]);
-  // The bucket had room and was not charged.
-  assert.equal(d.each[0].remaining, 1n);
+  // The bucket had room and was not charged: it reports what it really has (2 of 5 left,
+  // not the 1 it would have had after this request), with no wait.
+  assert.equal(d.each[0].remaining, 2n);
+  assert.equal(d.each[0].retryAfterMs, 0n);
   assert.equal(l.peek('k', 0n).remaining, 0n);
 });
 
 test('fair share: a tenant gets its share, another tenant and `default` still get in', () => {
   const l = KeyedLimiter.createFairShare('10/s', 'sliding-window 4/s', 100);
   let a = 0;
-  for (let i = 0; i < 10; i++) a += l.checkTenant('api', 'a', 0n, 1).allowed ? 1 : 0;
+  for (let i = 0; i < 10; i++) a += l.checkTenant('api', 'a', 0n, 1n).allowed ? 1 : 0;
   assert.equal(a, 4);
-  assert.ok(l.checkTenant('api', 'b', 0n, 1).allowed);
-  assert.ok(l.checkTenant('api', 'default', 0n, 1).allowed);
-  assert.ok(l.checkTenant('api', undefined, 0n, 1).allowed);
-  assert.equal(l.checkDetailed('api', 'a', 0n, 1).each.length, 2);
-  assert.equal(l.checkDetailed('api', undefined, 0n, 1).each.length, 1);
+  assert.ok(l.checkTenant('api', 'b', 0n, 1n).allowed);
+  assert.ok(l.checkTenant('api', 'default', 0n, 1n).allowed);
+  assert.ok(l.checkTenant('api', undefined, 0n, 1n).allowed);
+  assert.equal(l.checkDetailed('api', 'a', 0n, 1n).each.length, 2);
+  assert.equal(l.checkDetailed('api', undefined, 0n, 1n).each.length, 1);
 });
 
 test('fresh keys are not stored; at most max-keys are, an idle key evicted first', () => {
   const l = KeyedLimiter.create('2/s', 2);
   assert.equal(l.size(), 0n);
-  l.check('a', 0n, 1);
-  l.check('b', 0n, 1);
+  l.check('a', 0n, 1n);
+  l.check('b', 0n, 1n);
   assert.equal(l.size(), 2n);
-  l.check('a', 0n, 1); // a is now the most recent (and empty)
-  l.check('c', 0n, 1); // evicts b
+  l.check('a', 0n, 1n); // a is now the most recent (and empty)
+  l.check('c', 0n, 1n); // evicts b
   assert.equal(l.size(), 2n);
   assert.equal(l.peek('b', 0n).remaining, 2n, 'an evicted key starts fresh');
   assert.equal(l.peek('a', 0n).remaining, 0n, 'a was kept');
@@ -137,17 +146,17 @@ test('fresh keys are not stored; at most max-keys are, an idle key evicted first
 
 test('durations are whole milliseconds rounded up; time going backwards admits nothing extra', () => {
   const l = KeyedLimiter.create('3/s', 10);
-  for (let i = 0; i < 3; i++) l.check('k', 1000n, 1);
-  const denied = decisionJson(l.check('k', 1000n, 1));
+  for (let i = 0; i < 3; i++) l.check('k', 1000n, 1n);
+  const denied = decisionJson(l.check('k', 1000n, 1n));
   // One token every 333.33 ms: rounded up so a caller never retries too early.
   assert.deepStrictEqual(denied, { allowed: false, limit: 3, remaining: 0, resetAfter: 1000, retryAfter: 334, delay: 0 });
-  assert.equal(l.check('k', 0n, 1).allowed, false);
-  assert.ok(l.check('k', 1334n, 1).allowed);
+  assert.equal(l.check('k', 0n, 1n).allowed, false);
+  assert.ok(l.check('k', 1334n, 1n).allowed);
 });
 
 test('the leaky-bucket queue reports the delay', () => {
   const l = KeyedLimiter.create('leaky-queue 2/s burst 4', 10);
-  const d = [0, 1, 2].map(() => l.check('k', 0n, 1).delayMs);
+  const d = [0, 1, 2].map(() => l.check('k', 0n, 1n).delayMs);
   assert.deepStrictEqual(d, [500n, 1000n, 1500n]);
 });
 

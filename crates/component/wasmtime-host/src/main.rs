@@ -113,13 +113,14 @@ impl Host {
         }
     }
 
-    /// One step, answered as a vector file would say it (`None` for steps that answer nothing).
-    fn step(&mut self, l: ResourceAny, step: &Value) -> Result<Option<Value>> {
+    /// One step, answered as a vector file would say it (`None` for steps that answer
+    /// nothing); a check of a stack or fair share (`stacked`) with each limit's decision.
+    fn step(&mut self, l: ResourceAny, stacked: bool, step: &Value) -> Result<Option<Value>> {
         let key = step["key"]
             .as_str()
             .ok_or_else(|| fail(format!("no key: {step}")))?;
         let now = step["t"].as_u64().unwrap_or(0);
-        let cost = step["cost"].as_u64().unwrap_or(1) as u32;
+        let cost = step["cost"].as_u64().unwrap_or(1);
         let tenant = step.get("tenant").and_then(Value::as_str);
         let api = self.limiter.tollgate_limiter_keyed().keyed_limiter();
         let decided = |r: std::result::Result<Decision, DecideError>| match r {
@@ -127,6 +128,16 @@ impl Host {
             Err(e) => json!({ "error": decide_code(&e) }),
         };
         Ok(match step["op"].as_str().unwrap_or("check") {
+            "check" if stacked => Some(
+                match api.call_check_detailed(&mut self.store, l, key, tenant, now, cost)? {
+                    Ok(d) => {
+                        let mut v = decision_json(&d.decision);
+                        v["each"] = d.each.iter().map(decision_json).collect();
+                        v
+                    }
+                    Err(e) => json!({ "error": decide_code(&e) }),
+                },
+            ),
             "check" => Some(decided(api.call_check_tenant(
                 &mut self.store,
                 l,
@@ -164,7 +175,7 @@ fn replay(host: &mut Host, dir: &Path) -> Result<usize> {
                 .make(&v["limiter"])?
                 .map_err(|e| fail(format!("{}: {}", file.display(), e.message)))?;
             for (i, step) in steps.iter().enumerate() {
-                let got = host.step(l, step)?;
+                let got = host.step(l, v["limiter"].get("policy").is_none(), step)?;
                 if got.as_ref() != step.get("expect") {
                     return Err(fail(format!(
                         "{} step {i}: {step}\n  got {}",
