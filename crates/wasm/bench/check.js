@@ -21,7 +21,7 @@ import { fileURLToPath } from "node:url";
 import { gzipSync } from "node:zlib";
 
 // The size of the .wasm every build ships (goal: 40 KB gzipped; the npm suite fails above
-// its 44,000-byte budget), printed with every run so that a change's cost is seen.
+// its 46,000-byte budget), printed with every run so that a change's cost is seen.
 {
   const wasm = readFileSync(new URL("../pkg/web/tollgate_wasm_bg.wasm", import.meta.url));
   console.log(`wasm: ${wasm.length} bytes raw, ${gzipSync(wasm, { level: 9 }).length} bytes gzipped (zlib -9)`);
