@@ -4,6 +4,8 @@
 //   rlf        rate-limiter-flexible RateLimiterRedis.consume(key) on ioredis (same client
 //              library, same version); a denial is its rejected promise, caught
 //   rust       the Rust crate tollgate-redis (crates/redis/examples/storm.rs `bench`, one
+//   rust+module  the same client against a second redis-server with tollgate's module
+//              loaded (crates/redis-module, built when present): one round trip a check
 //              thread, release build when present)
 // each at 10k keys (drawn at random) and on one hot key, with 64 requests in flight, for a
 // bounded time per case: checks/s, p50/p99 latency, CPU time per check of the client process
@@ -154,9 +156,12 @@ async function main() {
   const release = join(target, "release/examples/storm");
   const debug = join(target, "debug/examples/storm");
   const rust = existsSync(release) ? release : existsSync(debug) ? debug : undefined;
-  const server = await Server.start();
+  const plain = await Server.start();
+  const moduleSo = [join(target, "release/libtollgate_redis_module.so"), join(target, "debug/libtollgate_redis_module.so")].find(existsSync);
+  const withModule = rust && moduleSo ? await Server.start(["--save", "", "--appendonly", "no", "--loadmodule", moduleSo]) : undefined;
+  if (!moduleSo) console.log("(no module built: cargo build --release -p tollgate-redis-module)");
   const here = fileURLToPath(import.meta.url);
-  const impls = ["tollgate", "rlf", ...(rust ? ["rust"] : [])];
+  const impls = ["tollgate", "rlf", ...(rust ? ["rust"] : []), ...(withModule ? ["rust+module"] : [])];
   if (!rust) console.log("(no storm example built: cargo build --release -p tollgate-redis --example storm)");
   else if (rust === debug) console.log("(the Rust client is a debug build: its figures understate the crate)");
   const rows = [];
@@ -164,6 +169,7 @@ async function main() {
     for (let r = 1; r <= rounds; r++) {
       for (const [name, keys] of CASES) {
         for (const impl of impls) {
+          const server = impl === "rust+module" ? withModule : plain;
           server.cli("FLUSHALL");
           let redisCpu;
           const between = () => {
@@ -171,7 +177,7 @@ async function main() {
             redisCpu = redisCpuMs(server);
           };
           const result =
-            impl === "rust"
+            impl.startsWith("rust")
               ? await run(rust, ["bench", server.url, "bench", POLICY, String(keys), String(IN_FLIGHT), String(ms), "--warm", String(warm)], between)
               : await run(process.execPath, [here, "--child", impl, String(server.port), String(keys), String(ms), String(warm)], between);
           const serverCpuMs = redisCpuMs(server) - redisCpu;
@@ -186,7 +192,8 @@ async function main() {
       }
     }
   } finally {
-    await server.stop();
+    await plain.stop();
+    if (withModule) await withModule.stop();
   }
   console.log(`fixed window ${LIMIT}/s per key, ${IN_FLIGHT} in flight, ${ms} ms per case after ${warm} ms of warm-up, ioredis ${await version("ioredis")}, rate-limiter-flexible ${await version("rate-limiter-flexible")}, Node ${process.version}`);
   console.log("| round | case | impl | checks/s | p50 ms | p99 ms | admitted | client CPU µs/check | redis-server CPU µs/check | Redis commands / check (by command) |");
