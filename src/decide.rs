@@ -79,10 +79,7 @@ macro_rules! take {
 #[inline(always)]
 fn check_state(policy: &Policy, state: &Option<State>) -> Result<(), DecideError> {
     match state {
-        Some(s) if s.algorithm() != policy.algorithm() => Err(DecideError::StateMismatch {
-            policy: policy.algorithm(),
-            state: s.algorithm(),
-        }),
+        Some(s) if s.algorithm() != policy.algorithm() => Err(mismatch(policy, s)),
         _ => Ok(()),
     }
 }

@@ -28,10 +28,11 @@
 //! assert_eq!(retry_after(&decision), None);
 //! ```
 
-use alloc::string::String;
+use alloc::string::{String, ToString};
 use alloc::vec::Vec;
+use core::fmt::Write;
 
-use crate::{Decision, Nanos, Policy, Snippet, NANOS_PER_SEC};
+use crate::{Decision, Nanos, Policy, NANOS_PER_SEC};
 
 /// One policy's part of the response: its public name, the policy and its decision.
 #[derive(Clone, Copy, Debug)]
@@ -78,9 +79,9 @@ pub fn window_secs(policy: &Policy) -> Option<u64> {
 /// One Integer parameter of an Item: its key (lowercase letters, a valid sf-key) and value.
 type Param = Option<(&'static str, u64)>;
 
-/// `v` in decimal (no `core::fmt`: the npm package's `.wasm` pays for every formatting path).
+/// `v` in decimal.
 fn decimal(v: u64) -> String {
-    String::from(Snippet::number(v).as_str())
+    v.to_string()
 }
 
 /// A List of one String Item per policy, each with its Integer parameters.
@@ -92,10 +93,8 @@ fn list(items: &[Named<'_>], params: fn(&Named<'_>) -> [Param; 2]) -> String {
         }
         push_string(&mut out, item.name);
         for (k, v) in params(item).into_iter().flatten() {
-            out.push(';');
-            out.push_str(k);
-            out.push('=');
-            out.push_str(Snippet::number(v.min(MAX_INTEGER)).as_str());
+            // Writing to a String cannot fail.
+            let _ = write!(out, ";{k}={}", v.min(MAX_INTEGER));
         }
     }
     out
@@ -140,26 +139,161 @@ pub fn legacy(decision: &Decision) -> [(&'static str, String); 3] {
     ]
 }
 
-/// Every field for a response: `RateLimit-Policy`, `RateLimit`, and when any policy denied,
-/// `Retry-After` (the longest wait) and `Cache-Control: no-store`; the legacy fields (of the
-/// binding decision: the denying one, or the one with the least remaining) when asked.
+/// Every field for a response to a request decided by these limits (one item per limit, in
+/// stack order; one item for a single policy):
+///
+/// * `RateLimit-Policy` describes every policy;
+/// * `RateLimit` the limit(s) that bind the decision ([`crate::stack::binding`]): when the
+///   request was denied, every limit that denied; otherwise the one(s) with the least
+///   remaining. Chosen by index, never by comparing numbers, so two limits with the same
+///   quota are never confused;
+/// * when any limit denied, `Retry-After` (the longest wait) and `Cache-Control: no-store`;
+/// * the legacy fields of the combined decision ([`crate::stack::combine`]) when asked.
+///
+/// A stack of `10/s` and `fixed-window 10/min` whose minute window is spent names the
+/// minute window, though both have a quota of 10:
+///
+/// ```
+/// use tollgate::headers::{response_headers, Named};
+/// use tollgate::stack::decide_all;
+/// use tollgate::{Policy, NANOS_PER_SEC};
+/// let (second, minute): (Policy, Policy) = ("10/s".parse().unwrap(), "fixed-window 10/min".parse().unwrap());
+/// let (mut a, mut b) = (None, None);
+/// for _ in 0..10 {
+///     decide_all(&mut [(&second, &mut a), (&minute, &mut b)], 0, 1).unwrap();
+/// }
+/// let d = decide_all(&mut [(&second, &mut a), (&minute, &mut b)], NANOS_PER_SEC, 1).unwrap();
+/// let items = [
+///     Named { name: "api.1", policy: &second, decision: &d.each[0] },
+///     Named { name: "api.2", policy: &minute, decision: &d.each[1] },
+/// ];
+/// let fields = response_headers(&items, false);
+/// assert_eq!(fields[0], ("RateLimit-Policy", r#""api.1";q=10;w=1, "api.2";q=10;w=60"#.into()));
+/// assert_eq!(fields[1], ("RateLimit", r#""api.2";r=0;t=59"#.into()));
+/// assert_eq!(fields[2], ("Retry-After", "59".into()));
+/// ```
 pub fn response_headers(items: &[Named<'_>], with_legacy: bool) -> Vec<(&'static str, String)> {
     let mut out = Vec::with_capacity(6);
     if items.is_empty() {
         return out;
     }
+    let each: Vec<Decision> = items.iter().map(|n| *n.decision).collect();
+    let binding: Vec<Named<'_>> = crate::stack::binding(&each)
+        .into_iter()
+        .map(|i| items[i])
+        .collect();
     out.push(("RateLimit-Policy", rate_limit_policy(items)));
-    out.push(("RateLimit", rate_limit(items)));
-    let denied = items.iter().filter(|n| !n.decision.allowed);
-    if let Some(wait) = denied.filter_map(|n| retry_after(n.decision)).max() {
+    out.push(("RateLimit", rate_limit(&binding)));
+    if let Some(wait) = longest_wait(items) {
         out.push(("Retry-After", decimal(wait)));
         out.push(("Cache-Control", String::from("no-store")));
     }
     if with_legacy {
-        let each: Vec<Decision> = items.iter().map(|n| *n.decision).collect();
-        let all = each.iter().all(|d| d.allowed);
-        let binding = crate::stack::combine(&each, all);
-        out.extend(legacy(&binding));
+        out.extend(legacy(&crate::stack::combine(&each)));
     }
     out
+}
+
+/// The longest `Retry-After` (whole seconds) among the limits that denied; `None` when none
+/// did.
+fn longest_wait(items: &[Named<'_>]) -> Option<u64> {
+    items.iter().filter_map(|n| retry_after(n.decision)).max()
+}
+
+/// The name a response gives limit `index` of an entry named `entry` that has `count`
+/// limits: the entry's name for a single limit, `<entry>.<index + 1>` for a stack's (the
+/// first is `.1`). A fair share's tenant window is [`tenant_name`].
+///
+/// ```
+/// use tollgate::headers::{limit_name, tenant_name};
+/// assert_eq!(limit_name("per-ip", 0, 1), "per-ip");
+/// assert_eq!(limit_name("api", 1, 2), "api.2");
+/// assert_eq!(tenant_name("api"), "api.tenant");
+/// ```
+pub fn limit_name(entry: &str, index: usize, count: usize) -> String {
+    let mut name = String::from(entry);
+    if count > 1 {
+        name.push('.');
+        name.push_str(&decimal(index as u64 + 1));
+    }
+    name
+}
+
+/// The name a response gives a fair share's tenant window: `<entry>.tenant`.
+pub fn tenant_name(entry: &str) -> String {
+    let mut name = String::from(entry);
+    name.push_str(".tenant");
+    name
+}
+
+/// The problem type of a 429 (draft-ietf-httpapi-ratelimit-headers-11, section 8: the
+/// IANA "HTTP Problem Types" registry's `quota-exceeded`).
+pub const QUOTA_EXCEEDED: &str = "https://iana.org/assignments/http-problem-types#quota-exceeded";
+
+/// The body of a 429, an `application/problem+json` document (RFC 9457) of type
+/// [`QUOTA_EXCEEDED`]: `title`, `status` 429, `detail` with the wait in whole seconds (the
+/// `Retry-After` value), and `violated-policies`, the names of the limits that denied.
+///
+/// ```
+/// use tollgate::headers::quota_exceeded;
+/// assert_eq!(
+///     quota_exceeded(&["per-ip"], 3),
+///     concat!(
+///         r#"{"type":"https://iana.org/assignments/http-problem-types#quota-exceeded","#,
+///         r#""title":"Request cannot be satisfied as assigned quota has been exceeded","#,
+///         r#""status":429,"detail":"Rate limit exceeded; retry in 3 s.","#,
+///         r#""violated-policies":["per-ip"]}"#
+///     )
+/// );
+/// ```
+pub fn quota_exceeded(violated: &[&str], retry_after_secs: u64) -> String {
+    let mut out = String::from(r#"{"type":""#);
+    out.push_str(QUOTA_EXCEEDED);
+    out.push_str(
+        r#"","title":"Request cannot be satisfied as assigned quota has been exceeded","status":429,"detail":"Rate limit exceeded; retry in "#,
+    );
+    out.push_str(&decimal(retry_after_secs));
+    out.push_str(r#" s.","violated-policies":["#);
+    for (i, name) in violated.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        push_json_string(&mut out, name);
+    }
+    out.push_str("]}");
+    out
+}
+
+/// [`quota_exceeded`] for a request decided by these limits: the names of the limits that
+/// denied and the longest wait. `None` when every limit admitted.
+pub fn problem(items: &[Named<'_>]) -> Option<String> {
+    let wait = longest_wait(items)?;
+    let violated: Vec<&str> = items
+        .iter()
+        .filter(|n| !n.decision.allowed)
+        .map(|n| n.name)
+        .collect();
+    Some(quota_exceeded(&violated, wait))
+}
+
+/// Appends `text` as a JSON string (RFC 8259): `"` and `\` escaped, control characters as
+/// `\u00XX`.
+fn push_json_string(out: &mut String, text: &str) {
+    out.push('"');
+    for c in text.chars() {
+        match c {
+            '"' | '\\' => {
+                out.push('\\');
+                out.push(c);
+            }
+            c if (c as u32) < 0x20 => {
+                const HEX: &[u8; 16] = b"0123456789abcdef";
+                out.push_str("\\u00");
+                out.push(HEX[(c as usize) >> 4] as char);
+                out.push(HEX[(c as usize) & 15] as char);
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
 }

@@ -48,7 +48,7 @@ use self::table::{Slot, Table};
 use crate::algorithms::sliding_log::SlidingLogState;
 use crate::decide::decide_at;
 use crate::fair_share::{skips_tenant_window, FairShare};
-use crate::stack::{combine, StackDecision};
+use crate::stack::{decide_all, StackDecision};
 use crate::{
     admit, release, DecideError, Decision, Field, Nanos, Policy, PolicyError, Rule, State, Verdict,
 };
@@ -295,11 +295,6 @@ impl<'a, K: Hash + Eq> Held<'a, K> {
         each!(&mut self.guard, Guard, t => write_back(t, hasher, hash, at, key, state));
     }
 
-    /// Decides on the held copy in place (left untouched on an error).
-    fn decide(&mut self, now: Nanos, cost: u64) -> Result<Decision, DecideError> {
-        decide_at(&self.store.policy, &mut self.state, now, cost)
-    }
-
     /// Writes the decided state back if `commit`; otherwise leaves the stored state as it
     /// was, only marking the key as used.
     #[inline(never)]
@@ -430,28 +425,27 @@ impl<K: Hash + Eq + Clone> KeyedLimiter<K> {
             (Some(store), Some(tk)) => Some(Held::get(store, tk)),
             _ => None,
         };
-        // Decide on each held copy in place (an error leaves every key as it was: the
-        // copies are dropped unwritten).
-        let mut each = Vec::with_capacity(held.len() + 1);
-        for h in held.iter_mut() {
-            each.push(h.decide(now, cost)?);
-        }
+        // Decide on the held copies, all or nothing (the stack's rule, `decide_all`: an
+        // error or a denial leaves every copy as it was).
+        let mut limits: Vec<(&Policy, &mut Option<State>)> = held
+            .iter_mut()
+            .map(|h| (&h.store.policy, &mut h.state))
+            .collect();
         if let Some(t) = tenant_held.as_mut() {
-            each.push(t.decide(now, cost)?);
+            limits.push((&t.store.policy, &mut t.state));
         }
-        let allowed = each.iter().all(|d| d.allowed);
-        // All or nothing: the decided states are written only if every limit admitted;
-        // otherwise every key keeps its state (and counts as used). Then unlock.
+        let decided = decide_all(&mut limits, now, cost)?;
+        drop(limits);
+        // The decided states are written only if every limit admitted; otherwise every key
+        // keeps its state (and counts as used). Then unlock.
+        let allowed = decided.decision.allowed;
         for h in held {
             h.finish(allowed, || key.to_owned());
         }
         if let (Some(t), Some(tk)) = (tenant_held, tenant_key) {
             t.finish(allowed, || tk);
         }
-        Ok(StackDecision {
-            decision: combine(&each, allowed),
-            each,
-        })
+        Ok(decided)
     }
 
     /// Reports the key's standing without charging it: the decision for a cost of 0 (always

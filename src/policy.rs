@@ -344,21 +344,17 @@ impl Policy {
     /// The same policy with another burst capacity; an error for the window algorithms and
     /// the concurrency limit, which have no bucket.
     pub fn with_burst(self, burst: NonZeroU64) -> Result<Policy, PolicyError> {
-        // One call of `with_capacity` rather than one per variant (2 KB less wasm).
-        let (variant, bucket): (fn(Bucket) -> Policy, Bucket) = match self {
-            Policy::TokenBucket(b) => (Policy::TokenBucket, b),
-            Policy::Gcra(b) => (Policy::Gcra, b),
-            Policy::LeakyBucket(b) => (Policy::LeakyBucket, b),
-            Policy::LeakyQueue(b) => (Policy::LeakyQueue, b),
-            _ => {
-                return Err(PolicyError::number(
-                    Field::Burst,
-                    burst.get(),
-                    Rule::BurstNotApplicable,
-                ))
-            }
-        };
-        Ok(variant(bucket.with_capacity(burst)?))
+        match self {
+            Policy::TokenBucket(b) => Ok(Policy::TokenBucket(b.with_capacity(burst)?)),
+            Policy::Gcra(b) => Ok(Policy::Gcra(b.with_capacity(burst)?)),
+            Policy::LeakyBucket(b) => Ok(Policy::LeakyBucket(b.with_capacity(burst)?)),
+            Policy::LeakyQueue(b) => Ok(Policy::LeakyQueue(b.with_capacity(burst)?)),
+            _ => Err(PolicyError::number(
+                Field::Burst,
+                burst.get(),
+                Rule::BurstNotApplicable,
+            )),
+        }
     }
 
     /// The policy's algorithm.
@@ -495,6 +491,19 @@ fn parse_count(field: Field, text: &str) -> Result<u64, PolicyError> {
     Ok(n)
 }
 
+/// The window units of the grammar (any case) and their length in milliseconds.
+const UNITS: [(&str, u64); 9] = [
+    ("ms", 1),
+    ("s", MS_PER_SEC),
+    ("sec", MS_PER_SEC),
+    ("m", MS_PER_MIN),
+    ("min", MS_PER_MIN),
+    ("h", MS_PER_HOUR),
+    ("hour", MS_PER_HOUR),
+    ("d", MS_PER_DAY),
+    ("day", MS_PER_DAY),
+];
+
 /// Parses a window (`<n><unit>` or a bare unit) into milliseconds.
 fn parse_window(text: &str) -> Result<u64, PolicyError> {
     if text.is_empty() {
@@ -506,18 +515,14 @@ fn parse_window(text: &str) -> Result<u64, PolicyError> {
     // `split` is always a char boundary (the first non-digit); the checked form keeps the
     // panic path's char formatting (about 4 KB of the npm package's wasm) out of the build.
     let (digits, unit) = text.split_at_checked(split).unwrap_or((text, ""));
-    let unit_ms = match unit.to_ascii_lowercase_fixed() {
-        Some(u) => match u.as_str() {
-            "ms" => 1,
-            "s" | "sec" => MS_PER_SEC,
-            "m" | "min" => MS_PER_MIN,
-            "h" | "hour" => MS_PER_HOUR,
-            "d" | "day" => MS_PER_DAY,
-            "" => return Err(PolicyError::new(Field::Window, text, Rule::UnknownUnit)),
-            _ => return Err(PolicyError::new(Field::Window, unit, Rule::UnknownUnit)),
-        },
-        None => return Err(PolicyError::new(Field::Window, unit, Rule::UnknownUnit)),
-    };
+    if unit.is_empty() {
+        return Err(PolicyError::new(Field::Window, text, Rule::UnknownUnit));
+    }
+    let unit_ms = UNITS
+        .iter()
+        .find(|(name, _)| name.eq_ignore_ascii_case(unit))
+        .map(|&(_, ms)| ms)
+        .ok_or_else(|| PolicyError::new(Field::Window, unit, Rule::UnknownUnit))?;
     let n = if digits.is_empty() {
         1
     } else {
@@ -543,38 +548,6 @@ fn parse_window(text: &str) -> Result<u64, PolicyError> {
             text,
             Rule::TooLarge { max: max_ms },
         )),
-    }
-}
-
-/// A lowercase copy of a short ASCII unit, without allocating.
-struct Lower {
-    buf: [u8; 8],
-    len: usize,
-}
-
-impl Lower {
-    fn as_str(&self) -> &str {
-        core::str::from_utf8(&self.buf[..self.len]).unwrap_or("")
-    }
-}
-
-trait ToLowerFixed {
-    fn to_ascii_lowercase_fixed(&self) -> Option<Lower>;
-}
-
-impl ToLowerFixed for str {
-    fn to_ascii_lowercase_fixed(&self) -> Option<Lower> {
-        if self.len() > 8 || !self.is_ascii() {
-            return None;
-        }
-        let mut buf = [0u8; 8];
-        for (d, s) in buf.iter_mut().zip(self.bytes()) {
-            *d = s.to_ascii_lowercase();
-        }
-        Some(Lower {
-            buf,
-            len: self.len(),
-        })
     }
 }
 

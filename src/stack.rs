@@ -5,6 +5,23 @@
 //! A denied stack leaves every state as it was, so a limit that had room is not charged
 //! for a request another limit refused.
 //!
+//! # Each limit's answer
+//!
+//! [`StackDecision::each`] holds one decision per limit, in stack order:
+//!
+//! * **Allowed stack:** every limit was charged; each entry is its decision at `cost`.
+//! * **Denied stack, a limit that denied:** its decision at `cost` (nothing charged; its
+//!   `retry_after` is its own wait).
+//! * **Denied stack, a limit that had room:** it was *not* charged, so it reports what it
+//!   really has: `allowed: true` (alone it would have admitted the request), and `limit`,
+//!   `remaining` and `reset_after` of its state as it stands, uncharged (a cost-0 decision
+//!   at `now`); `retry_after` and `delay` are 0 (no wait, and the request is not queued).
+//!
+//! The combined [`StackDecision::decision`] is built from these entries ([`combine`]), and
+//! [`StackDecision::binding`] names the limits that bind it. Every runtime (the keyed store,
+//! the npm package, the component, the edge worker) decides stacks through [`decide_all`],
+//! so they all report the same.
+//!
 //! ```
 //! use tollgate::stack::decide_all;
 //! use tollgate::Policy;
@@ -16,10 +33,15 @@
 //!     assert!(d.decision.allowed);
 //! }
 //! let d = decide_all(&mut [(&per_key, &mut a), (&global, &mut b)], 0, 1).unwrap();
-//! assert!(!d.decision.allowed);  // the global window is spent...
-//! assert!(d.each[0].allowed);     // ...the per-key bucket had room, and was not charged:
-//! assert_eq!(tollgate::decide(&per_key, a, 0, 0).unwrap().0.remaining, 2);
+//! assert!(!d.decision.allowed);          // the global window is spent...
+//! assert_eq!(d.binding(), [1]);          // ...it binds the decision...
 //! assert_eq!(d.decision.retry_after, 60_000_000_000);
+//! // ...and the per-key bucket had room: it was not charged, and says what it really has
+//! // (2 left of 5, not the 1 it would have had after this request).
+//! assert!(d.each[0].allowed);
+//! assert_eq!(d.each[0].remaining, 2);
+//! assert_eq!(d.each[0].retry_after, 0);
+//! assert_eq!(tollgate::decide(&per_key, a, 0, 0).unwrap().0.remaining, 2);
 //! ```
 
 use alloc::vec::Vec;
@@ -29,13 +51,10 @@ use crate::{decide, DecideError, Decision, Nanos, Policy, State};
 /// The decision over a stack, and each limit's own decision (in stack order).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct StackDecision {
-    /// The combined decision: allowed only when every limit admits. `limit` and `remaining`
-    /// come from the binding limit (the one with the least remaining; when denied, the
-    /// denying limit with the longest wait); `reset_after` is the longest of all;
-    /// `retry_after` the longest among the denying limits.
+    /// The combined decision (see [`combine`]): allowed only when every limit admits.
     pub decision: Decision,
-    /// Each limit's decision, in the order given. When the stack is denied, an allowed entry
-    /// here says the limit had room; it was not charged.
+    /// Each limit's decision, in the order given (see the module docs for what a limit that
+    /// had room in a denied stack reports).
     pub each: Vec<Decision>,
 }
 
@@ -48,11 +67,40 @@ impl StackDecision {
             .filter(|(_, d)| !d.allowed)
             .map(|(i, _)| i)
     }
+
+    /// Indices of the limits that bind the decision ([`binding`]).
+    pub fn binding(&self) -> Vec<usize> {
+        binding(&self.each)
+    }
+}
+
+/// Indices (in stack order) of the limits that bind a stack's decision, from each limit's
+/// decision: when any limit denied, every limit that denied; otherwise every limit with the
+/// least `remaining` (the one(s) that will deny first). The `RateLimit` header field
+/// describes these ([`crate::headers`]). Empty only for an empty stack.
+///
+/// ```
+/// use tollgate::stack::binding;
+/// use tollgate::Decision;
+/// let d = |allowed, remaining| Decision { allowed, remaining, limit: 10, ..Decision::default() };
+/// assert_eq!(binding(&[d(true, 4), d(true, 2), d(true, 2)]), [1, 2]);
+/// assert_eq!(binding(&[d(true, 0), d(false, 0), d(false, 3)]), [1, 2]);
+/// ```
+pub fn binding(each: &[Decision]) -> Vec<usize> {
+    let indices = 0..each.len();
+    if each.iter().any(|d| !d.allowed) {
+        return indices.filter(|&i| !each[i].allowed).collect();
+    }
+    let least = each.iter().map(|d| d.remaining).min();
+    indices
+        .filter(|&i| Some(each[i].remaining) == least)
+        .collect()
 }
 
 /// Decides one request over several limits, all or nothing. States are updated in place only
-/// when every limit admits. Errors (a cost above any limit's capacity, a mismatched state)
-/// leave every state untouched.
+/// when every limit admits; when any limit denies, each limit that had room reports its
+/// uncharged standing ([`uncharged`]). Errors (a cost above any limit's capacity, a
+/// mismatched state) leave every state untouched.
 pub fn decide_all(
     limits: &mut [(&Policy, &mut Option<State>)],
     now: Nanos,
@@ -70,15 +118,44 @@ pub fn decide_all(
         for ((_, state), s) in limits.iter_mut().zip(next) {
             **state = s;
         }
+    } else {
+        for ((policy, state), d) in limits.iter().zip(each.iter_mut()) {
+            if d.allowed {
+                *d = uncharged(policy, state, now)?;
+            }
+        }
     }
     Ok(StackDecision {
-        decision: combine(&each, allowed),
+        decision: combine(&each),
         each,
     })
 }
 
-/// Combines per-limit decisions into the stack's decision.
-pub(crate) fn combine(each: &[Decision], allowed: bool) -> Decision {
+/// What a limit that would have admitted a request reports when another limit of its stack
+/// denied it: allowed, with `limit`, `remaining` and `reset_after` of `state` as it stands at
+/// `now`, uncharged (a cost-0 decision); `retry_after` and `delay` 0. `state` is not changed.
+/// Errors as [`decide`] (a state made by another algorithm).
+pub fn uncharged(
+    policy: &Policy,
+    state: &Option<State>,
+    now: Nanos,
+) -> Result<Decision, DecideError> {
+    let (standing, _) = decide(policy, state.clone(), now, 0)?;
+    Ok(Decision {
+        allowed: true,
+        retry_after: 0,
+        delay: 0,
+        ..standing
+    })
+}
+
+/// Combines each limit's decision into the stack's decision: allowed only when every limit
+/// admits; `limit` and `remaining` from the first binding limit ([`binding`]) or, when
+/// denied, the denying limit with the longest wait (the first on ties); `reset_after` the
+/// longest of all; `retry_after` the longest among the denying limits (0 when allowed);
+/// `delay` the longest of all (0 when denied: no entry of a denied stack has one).
+pub fn combine(each: &[Decision]) -> Decision {
+    let allowed = each.iter().all(|d| d.allowed);
     let binding = if allowed {
         each.iter().min_by_key(|d| d.remaining)
     } else {

@@ -139,3 +139,77 @@ fn names_are_made_safe_and_concurrency_has_no_window() {
     );
     assert_eq!(parse_list(&rate_limit(&items))[0].1, vec![("r".into(), 2)]);
 }
+
+/// A stack of two limits with the same quota (10 per second, 10 per minute): when the
+/// minute window denies, `RateLimit` names the minute window (chosen by index, not by the
+/// quota number), `RateLimit-Policy` still describes both, and the 429 body names it too.
+#[test]
+fn a_stack_names_the_limit_that_denied_even_with_equal_quotas() {
+    use tollgate::headers::problem;
+    use tollgate::stack::decide_all;
+    let (second, minute) = (p("10/s"), p("fixed-window 10/min"));
+    let (mut a, mut b) = (None, None);
+    for _ in 0..10 {
+        assert!(
+            decide_all(&mut [(&second, &mut a), (&minute, &mut b)], 0, 1)
+                .unwrap()
+                .decision
+                .allowed
+        );
+    }
+    let d = decide_all(
+        &mut [(&second, &mut a), (&minute, &mut b)],
+        NANOS_PER_SEC,
+        1,
+    )
+    .unwrap();
+    assert_eq!(d.binding(), [1]);
+    let items = [
+        Named {
+            name: "per-second",
+            policy: &second,
+            decision: &d.each[0],
+        },
+        Named {
+            name: "per-minute",
+            policy: &minute,
+            decision: &d.each[1],
+        },
+    ];
+    let fields = response_headers(&items, true);
+    let field = |k: &str| fields.iter().find(|(n, _)| *n == k).unwrap().1.clone();
+    let policies: Vec<String> = parse_list(&field("RateLimit-Policy"))
+        .into_iter()
+        .map(|(n, _)| n)
+        .collect();
+    assert_eq!(policies, ["per-second", "per-minute"]);
+    assert_eq!(
+        parse_list(&field("RateLimit")),
+        vec![("per-minute".into(), vec![("r".into(), 0), ("t".into(), 59)])]
+    );
+    assert_eq!(field("Retry-After"), "59");
+    assert_eq!(field("X-RateLimit-Limit"), "10");
+    assert_eq!(
+        problem(&items).unwrap(),
+        r#"{"type":"https://iana.org/assignments/http-problem-types#quota-exceeded","title":"Request cannot be satisfied as assigned quota has been exceeded","status":429,"detail":"Rate limit exceeded; retry in 59 s.","violated-policies":["per-minute"]}"#
+    );
+    // Allowed, every limit with the least remaining binds: after 4 requests both have 6
+    // left, and both are named.
+    let (mut a, mut b) = (None, None);
+    let mut last = None;
+    for _ in 0..4 {
+        last = Some(decide_all(&mut [(&second, &mut a), (&minute, &mut b)], 0, 1).unwrap());
+    }
+    assert_eq!(last.unwrap().binding(), [0, 1]);
+}
+
+/// The 429 body escapes what JSON requires in a limit's name.
+#[test]
+fn the_problem_body_is_json_for_any_name() {
+    let body = tollgate::headers::quota_exceeded(&["a\"b\\c\n", "é"], 1);
+    let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(v["violated-policies"][0], "a\"b\\c\n");
+    assert_eq!(v["violated-policies"][1], "é");
+    assert_eq!(v["status"], 429);
+    assert_eq!(v["detail"], "Rate limit exceeded; retry in 1 s.");
+}

@@ -45,22 +45,35 @@ fn limiter(spec: &Value) -> KeyedLimiter<String> {
     }
 }
 
+/// Whether a limiter has several limits (a stack or a fair share): its check steps expect
+/// each limit's decision as well (`each`, in stack order; a fair share: shared, then the
+/// tenant window when the request has one).
+fn stacked(spec: &Value) -> bool {
+    spec.get("policy").is_none()
+}
+
 /// Runs one step and returns what a vector file would say about it (`None` for steps that
 /// answer nothing).
-fn run_step(l: &KeyedLimiter<String>, step: &Value) -> Option<Value> {
+fn run_step(l: &KeyedLimiter<String>, stacked: bool, step: &Value) -> Option<Value> {
     let op = step["op"].as_str().unwrap_or("check");
     let key = step["key"].as_str().expect("key");
     let now = millis(step["t"].as_u64().unwrap_or(0));
     let cost = step["cost"].as_u64().unwrap_or(1);
     let tenant = step.get("tenant").and_then(Value::as_str);
+    let ms = |d: tollgate::Decision| serde_json::to_value(MillisDecision::from(d)).unwrap();
     let decision = |r: Result<tollgate::Decision, tollgate::DecideError>| match r {
-        Ok(d) => serde_json::to_value(MillisDecision::from(d)).unwrap(),
+        Ok(d) => ms(d),
         Err(e) => json!({ "error": e.code() }),
     };
     match op {
-        "check" => Some(decision(
-            l.check_detailed(key, tenant, now, cost).map(|d| d.decision),
-        )),
+        "check" => Some(match l.check_detailed(key, tenant, now, cost) {
+            Ok(d) if stacked => {
+                let mut v = ms(d.decision);
+                v["each"] = d.each.into_iter().map(ms).collect();
+                v
+            }
+            other => decision(other.map(|d| d.decision)),
+        }),
         "peek" => Some(decision(l.peek(key, now))),
         "release" => l
             .release(key, cost)
@@ -93,8 +106,9 @@ fn decision_vectors_match_the_core() {
             continue;
         };
         let l = limiter(&v["limiter"]);
+        let stacked = stacked(&v["limiter"]);
         for (i, step) in steps.as_array().unwrap().iter().enumerate() {
-            let got = run_step(&l, step);
+            let got = run_step(&l, stacked, step);
             let want = step.get("expect").cloned();
             assert_eq!(got, want, "{} step {i}: {step}", file.display());
             checked += 1;
@@ -140,7 +154,7 @@ fn check(t: u64, key: &str, cost: u64) -> Value {
     json!({"op": "check", "t": t, "key": key, "cost": cost})
 }
 
-/// Hand-written scenarios: the seeds' worked examples and the edges of each algorithm.
+/// Hand-written scenarios: worked examples and the edges of each algorithm.
 fn scenarios() -> Vec<(String, String, Value, Vec<Value>)> {
     let mut out = Vec::new();
     let burst =
@@ -183,14 +197,14 @@ fn scenarios() -> Vec<(String, String, Value, Vec<Value>)> {
     ]);
     out.push((
         "leaky-queue".into(),
-        "leaky-queue: the seeds' example, 9 at once into 6 slots draining one per 0.5 s (delays 0.5..3.0 s, 3 rejected), then the queue draining".into(),
+        "leaky-queue: 9 at once into a queue of 6 slots draining one per 0.5 s (delays 0.5..3.0 s, 3 rejected), then the queue draining".into(),
         json!({"policy": "leaky-queue 2/s burst 6"}),
         steps,
     ));
 
     out.push((
         "sliding-window".into(),
-        "sliding-window: the seeds' example (limit 100/min, prev 80, cur 30, 15 s in: estimate 90, admitted), then the edge of the limit and the retry time".into(),
+        "sliding-window: the weighted estimate (limit 100/min; 80 in the previous window, 30 in the current one, 15 s in: 80 * 45/60 + 30 = 90, admitted), then the edge of the limit and the retry time".into(),
         json!({"policy": "sliding-window 100/min"}),
         vec![
             check(1_000, "a", 80),
@@ -267,6 +281,19 @@ fn scenarios() -> Vec<(String, String, Value, Vec<Value>)> {
         steps,
     ));
 
+    out.push((
+        "stack-queue".into(),
+        "stack: a leaky-bucket queue (1/s, 3 slots) under a fixed window of 2/min; the 3rd request at t=0 is denied by the window: the queue had room, was not charged and reports what it really has (2 of 3 slots taken, no delay), and the denial has no delay; at t=60 s the window has rolled over".into(),
+        json!({"stack": ["leaky-queue 1/s burst 3", "fixed-window 2/min"]}),
+        vec![
+            check(0, "a", 1),
+            check(0, "a", 1),
+            check(0, "a", 1),
+            check(500, "a", 1),
+            check(60_000, "a", 1),
+        ],
+    ));
+
     let mut steps = Vec::new();
     for _ in 0..6 {
         steps.push(json!({"op": "check", "t": 0, "key": "dns", "cost": 1, "tenant": "acme"}));
@@ -280,7 +307,7 @@ fn scenarios() -> Vec<(String, String, Value, Vec<Value>)> {
     steps.push(json!({"op": "check", "t": 1000, "key": "dns", "cost": 1, "tenant": "acme"}));
     out.push((
         "fair-share".into(),
-        "fair share (ADR-0041): shared bucket 10/s, each tenant a sliding window of 4/s; acme cannot take more than its share, globex still gets in, default and tenant-less requests skip the tenant window".into(),
+        "fair share: shared bucket 10/s, each tenant a sliding window of 4/s; acme cannot take more than its share, globex still gets in, default and tenant-less requests skip the tenant window".into(),
         json!({"fairShare": {"shared": "10/s", "tenant": "sliding-window 4/s"}}),
         steps,
     ));
@@ -349,10 +376,11 @@ fn generate() {
     fs::create_dir_all(dir()).unwrap();
     for (name, description, spec, steps) in scenarios() {
         let l = limiter(&spec);
+        let stacked = stacked(&spec);
         let mut lines = Vec::new();
         for step in steps {
             let mut step = step;
-            if let Some(e) = run_step(&l, &step) {
+            if let Some(e) = run_step(&l, stacked, &step) {
                 step["expect"] = e;
             }
             lines.push(format!("    {}", serde_json::to_string(&step).unwrap()));

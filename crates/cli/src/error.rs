@@ -71,6 +71,9 @@ pub enum CliError {
     Usage(String),
     /// Writing the output failed (other than a closed pipe, which ends the command quietly).
     Write(io::Error),
+    /// An edge worker config the worker would refuse (`check-config`): the worker's own
+    /// error, naming the field.
+    Config(tollgate_worker::config::ConfigError),
 }
 
 impl fmt::Display for CliError {
@@ -100,6 +103,7 @@ impl fmt::Display for CliError {
             } => write!(f, "{source} line {line}: {error}"),
             CliError::Usage(message) => f.write_str(message),
             CliError::Write(e) => write!(f, "cannot write the output: {e}"),
+            CliError::Config(e) => write!(f, "{e}"),
         }
     }
 }

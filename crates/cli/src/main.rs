@@ -93,6 +93,14 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Validate an edge worker config (crates/worker/config/tollgate.toml, or the TOML/JSON
+    /// given in TOLLGATE_CONFIG) with the worker's own validation; print the same error the
+    /// worker would answer, naming the field.
+    CheckConfig {
+        /// The config (TOML, or JSON when it starts with `{`); standard input when absent
+        /// or "-".
+        file: Option<PathBuf>,
+    },
 }
 
 fn policy(text: &str) -> Result<Policy, CliError> {
@@ -162,8 +170,27 @@ fn run(cli: Cli) -> Result<(), CliError> {
                 replay::write_text(&report, &mut out)?;
             }
         }
+        Command::CheckConfig { file } => check_config(file, &mut out)?,
     }
     out.flush()?;
+    Ok(())
+}
+
+fn check_config(file: Option<PathBuf>, out: &mut impl Write) -> Result<(), CliError> {
+    let mut input = input::open(file.as_deref())?;
+    let mut text = String::new();
+    io::Read::read_to_string(&mut input.reader, &mut text).map_err(|error| CliError::Read {
+        source: input.source.clone(),
+        error,
+    })?;
+    let config = tollgate_worker::config::Config::parse(&text).map_err(CliError::Config)?;
+    writeln!(
+        out,
+        "{}: valid ({} policies, {} routes)",
+        input.source,
+        config.policies.len(),
+        config.routes.len()
+    )?;
     Ok(())
 }
 

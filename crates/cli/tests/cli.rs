@@ -812,3 +812,35 @@ fn an_empty_trace_has_no_requests() {
         Value::Null
     );
 }
+
+#[test]
+fn check_config_accepts_the_bundled_config() {
+    let bundled = format!(
+        "{}/../worker/config/tollgate.toml",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let out = ok(&["check-config", &bundled]);
+    assert!(out.contains("valid ("), "{out}");
+}
+
+#[test]
+fn check_config_prints_the_workers_error_naming_the_field() {
+    let config = r#"{"policies": {"a": {"limit": "10/s"}}, "routes": [{"path": "/api/", "policies": ["b"]}]}"#;
+    // The same text the worker answers in its 500's `detail`.
+    let expected = tollgate_worker::config::Config::parse(config)
+        .unwrap_err()
+        .to_string();
+    assert_eq!(
+        expected,
+        "invalid config: routes[0].policies[0]: no policy named \"b\" in [policies]"
+    );
+    let out = tollgate()
+        .args(["check-config", "-"])
+        .write_stdin(config)
+        .assert()
+        .code(2)
+        .get_output()
+        .clone();
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(err.trim_end(), format!("tollgate: {expected}"));
+}

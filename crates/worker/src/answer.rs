@@ -5,14 +5,12 @@ use std::collections::{BTreeMap, HashMap};
 
 use serde::{Deserialize, Serialize};
 use serde_json::json;
-use tollgate::headers::{response_headers, Named};
+use tollgate::headers::{limit_name, response_headers, tenant_name, Named};
 use tollgate::{Decision, Policy};
 
 use crate::config::{Config, Route};
 
-/// The problem type of a 429 (draft-ietf-httpapi-ratelimit-headers, IANA HTTP problem
-/// types registry).
-pub const QUOTA_EXCEEDED: &str = "https://iana.org/assignments/http-problem-types#quota-exceeded";
+pub use tollgate::headers::QUOTA_EXCEEDED;
 
 /// One limit of a route, as the response names it.
 #[derive(Clone, Debug, PartialEq)]
@@ -34,14 +32,9 @@ pub fn limit_names(config: &Config, route: &Route, with_tenant: bool) -> Vec<Lim
     for &k in &route.policies {
         let e = &config.policies[k];
         for (i, p) in e.limits.iter().enumerate() {
-            let name = if e.limits.len() == 1 {
-                e.name.clone()
-            } else {
-                format!("{}.{}", e.name, i + 1)
-            };
             out.push(LimitName {
                 policy: k,
-                name,
+                name: limit_name(&e.name, i, e.limits.len()),
                 limit: *p,
                 tenant: false,
             });
@@ -49,7 +42,7 @@ pub fn limit_names(config: &Config, route: &Route, with_tenant: bool) -> Vec<Lim
         if let (Some(t), true) = (e.tenant, with_tenant) {
             out.push(LimitName {
                 policy: k,
-                name: format!("{}.tenant", e.name),
+                name: tenant_name(&e.name),
                 limit: t,
                 tenant: true,
             });
@@ -58,8 +51,9 @@ pub fn limit_names(config: &Config, route: &Route, with_tenant: bool) -> Vec<Lim
     out
 }
 
-/// The `RateLimit-Policy`, `RateLimit` (and on a denial `Retry-After`, `Cache-Control`)
-/// fields for these decisions, plus the legacy fields when configured.
+/// The `RateLimit-Policy` (every limit), `RateLimit` (the binding ones; on a denial
+/// `Retry-After`, `Cache-Control`) fields for these decisions, plus the legacy fields when
+/// configured: the core's [`response_headers`].
 pub fn headers(
     names: &[LimitName],
     each: &[Decision],
@@ -87,16 +81,11 @@ pub fn violated(names: &[LimitName], each: &[Decision]) -> Vec<String> {
         .collect()
 }
 
-/// The 429 body: `application/problem+json`, type quota-exceeded, with `violated-policies`.
+/// The 429 body: `application/problem+json`, type quota-exceeded, with `violated-policies`
+/// (the core's [`tollgate::headers::quota_exceeded`], as the npm middleware sends it).
 pub fn quota_exceeded(violated: &[String], retry_after_s: u64) -> String {
-    json!({
-        "type": QUOTA_EXCEEDED,
-        "title": "Request cannot be satisfied as assigned quota has been exceeded",
-        "status": 429,
-        "detail": format!("Rate limit exceeded; retry in {retry_after_s} s."),
-        "violated-policies": violated,
-    })
-    .to_string()
+    let names: Vec<&str> = violated.iter().map(String::as_str).collect();
+    tollgate::headers::quota_exceeded(&names, retry_after_s)
 }
 
 /// A problem document for every other error the limiter answers (400, 401, 500, 503, ...).
@@ -289,6 +278,11 @@ mod tests {
     #[test]
     fn problem_body_names_violated_policies() {
         let body = quota_exceeded(&["per-ip".into()], 3);
+        // The same bytes the npm middleware sends (crates/wasm/test/express.test.js).
+        assert_eq!(
+            body,
+            r#"{"type":"https://iana.org/assignments/http-problem-types#quota-exceeded","title":"Request cannot be satisfied as assigned quota has been exceeded","status":429,"detail":"Rate limit exceeded; retry in 3 s.","violated-policies":["per-ip"]}"#
+        );
         let v: serde_json::Value = serde_json::from_str(&body).unwrap();
         assert_eq!(v["type"], QUOTA_EXCEEDED);
         assert_eq!(v["status"], 429);

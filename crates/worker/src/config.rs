@@ -122,6 +122,9 @@ struct RawSettings {
     deny_cache: Option<bool>,
     max_header_bytes: Option<usize>,
     stats_flush_ms: Option<u64>,
+    lease_ms: Option<u64>,
+    max_delay_ms: Option<u64>,
+    api_keys: Option<Vec<String>>,
 }
 
 #[derive(Deserialize)]
@@ -189,6 +192,16 @@ pub struct Settings {
     pub max_header_bytes: usize,
     /// How often an isolate reports its counters to the stats object (default 10 s).
     pub stats_flush_ms: u64,
+    /// How long a request admitted by a concurrency limit holds its slots when its release
+    /// is lost (default 60 s); see [`crate::lease`].
+    pub lease_ms: u64,
+    /// The longest a route may hold a request for a leaky queue's delay (default 10 s): a
+    /// leaky-queue policy on a route whose queue could ask for more is refused.
+    pub max_delay_ms: u64,
+    /// SHA-256 (lower-case hex) of the valid API keys. When set, a request whose key is
+    /// not listed counts as having no key (by IP). When empty, every route keyed by API
+    /// key must also stack a policy keyed by `ip` or `global`.
+    pub api_keys: std::collections::BTreeSet<String>,
 }
 
 /// One named policy entry: one limit or an all-or-nothing stack of limits on the same key,
@@ -221,14 +234,7 @@ pub struct Group {
     pub object_per_key: bool,
 }
 
-/// How a route matches a path.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum PathMatch {
-    /// The path starts with this.
-    Prefix(String),
-    /// Segment pattern: `*` matches one segment, a final `**` the rest.
-    Pattern(Vec<String>),
-}
+pub use crate::route::PathMatch;
 
 /// One route.
 #[derive(Clone, Debug, PartialEq)]
@@ -363,6 +369,30 @@ impl Config {
                 format!("{stats_flush_ms} must be between 100 and 86400000"),
             ));
         }
+        let lease_ms = s.lease_ms.unwrap_or(60_000);
+        if !(1000..=3_600_000).contains(&lease_ms) {
+            return Err(ConfigError::new(
+                "settings.lease_ms",
+                format!("{lease_ms} must be between 1000 and 3600000"),
+            ));
+        }
+        let max_delay_ms = s.max_delay_ms.unwrap_or(10_000);
+        if max_delay_ms > 60_000 {
+            return Err(ConfigError::new(
+                "settings.max_delay_ms",
+                format!("{max_delay_ms} must be at most 60000"),
+            ));
+        }
+        let mut api_keys = std::collections::BTreeSet::new();
+        for (i, h) in s.api_keys.unwrap_or_default().into_iter().enumerate() {
+            if h.len() != 64 || !h.bytes().all(|b| b.is_ascii_hexdigit()) {
+                return Err(ConfigError::new(
+                    format!("settings.api_keys[{i}]"),
+                    "a key is listed by its SHA-256, 64 hex digits (`printf %s KEY | sha256sum`)",
+                ));
+            }
+            api_keys.insert(h.to_ascii_lowercase());
+        }
         let settings = Settings {
             trust_forwarded_for: s.trust_forwarded_for.unwrap_or(false),
             ipv6_prefix: ipv6_prefix as u8,
@@ -376,6 +406,9 @@ impl Config {
             deny_cache: s.deny_cache.unwrap_or(true),
             max_header_bytes,
             stats_flush_ms,
+            lease_ms,
+            max_delay_ms,
+            api_keys,
         };
 
         // Policies.
@@ -497,6 +530,9 @@ impl Config {
                     "a route needs at least one policy (or exempt = true)",
                 ));
             }
+            if settings.api_keys.is_empty() {
+                check_key_bypass(&at, &ids, &policies)?;
+            }
             let cost = r.cost.unwrap_or(1);
             if cost == 0 || cost > MAX_COST {
                 return Err(ConfigError::new(
@@ -505,6 +541,7 @@ impl Config {
                 ));
             }
             for &k in &ids {
+                check_delay(&policies[k], settings.max_delay_ms)?;
                 let cap = capacity(&policies[k]);
                 if cost > cap {
                     return Err(ConfigError::new(
@@ -626,6 +663,69 @@ pub fn capacity(entry: &PolicyEntry) -> u64 {
         .unwrap_or(0)
 }
 
+/// A route counted only by API keys the edge cannot check lets a client invent a key per
+/// request, each with a fresh bucket: unless `settings.api_keys` lists the valid keys, such
+/// a route must also stack a policy counted by `ip` (or `global`).
+fn check_key_bypass(at: &str, ids: &[usize], policies: &[PolicyEntry]) -> Result<(), ConfigError> {
+    let by_key = ids
+        .iter()
+        .map(|&k| &policies[k])
+        .find(|p| matches!(p.key, KeyKind::ApiKey | KeyKind::IpApiKey));
+    let bounded = ids
+        .iter()
+        .any(|&k| matches!(policies[k].key, KeyKind::Ip | KeyKind::Global));
+    match by_key {
+        Some(p) if !bounded => Err(ConfigError::new(
+            format!("{at}.policies"),
+            format!(
+                "policy {:?} counts by {}, and invented keys would each get a fresh bucket: \
+                 stack a policy with key = \"ip\" on this route, or list the valid keys' \
+                 SHA-256 in settings.api_keys",
+                p.name,
+                p.key.name()
+            ),
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// The longest delay (ms) a leaky queue can give a request: a full queue drains in
+/// `capacity * window / limit`.
+pub fn max_delay_ms(policy: &Policy) -> Option<u64> {
+    match policy {
+        Policy::LeakyQueue(b) => {
+            let q = b.rate();
+            let ns = u128::from(b.capacity()) * u128::from(q.window()) / u128::from(q.limit());
+            Some(u64::try_from(ns.div_ceil(1_000_000)).unwrap_or(u64::MAX))
+        }
+        _ => None,
+    }
+}
+
+/// A route forwards a leaky queue's request after its delay: the delay must fit
+/// `settings.max_delay_ms`.
+fn check_delay(entry: &PolicyEntry, max_ms: u64) -> Result<(), ConfigError> {
+    for (i, p) in entry.limits.iter().chain(entry.tenant.iter()).enumerate() {
+        if let Some(d) = max_delay_ms(p).filter(|&d| d > max_ms) {
+            let field = if entry.limits.len() == 1 && i == 0 {
+                format!("policies.{}.limit", entry.name)
+            } else if i < entry.limits.len() {
+                format!("policies.{}.limit[{i}]", entry.name)
+            } else {
+                format!("policies.{}.tenant", entry.name)
+            };
+            return Err(ConfigError::new(
+                field,
+                format!(
+                    "a leaky queue on a route holds a request up to {d} ms, above settings.max_delay_ms ({max_ms}): \
+                     lower its burst or raise max_delay_ms"
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
 fn check_shards(field: &str, n: u32) -> Result<(), ConfigError> {
     if (1..=MAX_SHARDS).contains(&n) {
         Ok(())
@@ -638,30 +738,16 @@ fn check_shards(field: &str, n: u32) -> Result<(), ConfigError> {
 }
 
 fn parse_path(field: &str, p: &str) -> Result<PathMatch, ConfigError> {
-    if !p.starts_with('/') {
-        return Err(ConfigError::new(
-            field,
-            format!("{p:?} must start with '/'"),
-        ));
+    PathMatch::parse(p).map_err(|e| ConfigError::new(field, e))
+}
+
+impl crate::route::Routed for Route {
+    fn methods(&self) -> &[String] {
+        &self.methods
     }
-    if !p.contains('*') {
-        return Ok(PathMatch::Prefix(p.to_string()));
+    fn path(&self) -> &PathMatch {
+        &self.path
     }
-    let segs: Vec<String> = p[1..].split('/').map(str::to_string).collect();
-    for (i, s) in segs.iter().enumerate() {
-        let ok = match s.as_str() {
-            "*" => true,
-            "**" => i == segs.len() - 1,
-            s => !s.contains('*'),
-        };
-        if !ok {
-            return Err(ConfigError::new(
-                field,
-                format!("{p:?}: '*' must be a whole segment, '**' only the last one"),
-            ));
-        }
-    }
-    Ok(PathMatch::Pattern(segs))
 }
 
 /// `policies.a.key`, `routes[0].cost`: the path serde was at when it failed (None at the
@@ -739,6 +825,48 @@ mod tests {
         )
         .unwrap_err();
         assert_eq!(e.field, "routes[0].policies");
+    }
+
+    #[test]
+    fn api_key_routes_need_an_ip_policy_or_listed_keys() {
+        let base = "[policies.key]\nlimit = \"10/s\"\nkey = \"api-key\"\n\
+                    [policies.ip]\nlimit = \"100/s\"\n";
+        let e = Config::parse(&format!(
+            "{base}[[routes]]\npath = \"/k\"\npolicies = [\"key\"]\n"
+        ))
+        .unwrap_err();
+        assert_eq!(e.field, "routes[0].policies");
+        assert!(e.message.contains("invented keys"), "{e}");
+        assert!(Config::parse(&format!(
+            "{base}[[routes]]\npath = \"/k\"\npolicies = [\"key\", \"ip\"]\n"
+        ))
+        .is_ok());
+        let listed = format!("[settings]\napi_keys = [\"{}\"]\n", "ab".repeat(32));
+        assert!(Config::parse(&format!(
+            "{listed}{base}[[routes]]\npath = \"/k\"\npolicies = [\"key\"]\n"
+        ))
+        .is_ok());
+        let e = Config::parse("[settings]\napi_keys = [\"nope\"]\n").unwrap_err();
+        assert_eq!(e.field, "settings.api_keys[0]");
+    }
+
+    #[test]
+    fn leaky_queues_must_fit_the_delay_bound() {
+        let q = |limit: &str, max: u64| {
+            Config::parse(&format!(
+                "[settings]\nmax_delay_ms = {max}\n[policies.q]\nlimit = \"{limit}\"\n\
+                 [[routes]]\npath = \"/q\"\npolicies = [\"q\"]\n"
+            ))
+        };
+        // 4 slots at 2/s: the fourth leaves after 2 s.
+        assert!(q("leaky-queue 2/1s burst 4", 2000).is_ok());
+        let e = q("leaky-queue 2/1s burst 4", 1999).unwrap_err();
+        assert_eq!(e.field, "policies.q.limit");
+        assert!(e.message.contains("2000 ms"), "{e}");
+        assert!(
+            q("token-bucket 2/1s burst 400", 0).is_ok(),
+            "only queues delay"
+        );
     }
 
     #[test]

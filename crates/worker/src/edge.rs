@@ -16,6 +16,7 @@ use worker::{
     Response,
 };
 
+use crate::admit::Hold;
 use crate::answer::{self, DenyCache, LimitName, Stats};
 use crate::config::{Config, ConfigError, KeyKind, Mode, OnError, PolicyEntry, Route};
 use crate::keying::{self, Identity};
@@ -118,7 +119,7 @@ async fn fetch(req: Request, env: Env, ctx: Context) -> worker::Result<Response>
         "/v1/peek" => api(req, &env, cfg, Op::Peek).await,
         "/v1/release" => api(req, &env, cfg, Op::Release).await,
         p if p.starts_with("/admin/") => admin(req, &env, cfg, p).await,
-        _ => limited(req, &env, cfg).await,
+        _ => limited(req, &env, &ctx, cfg).await,
     };
     maybe_report(&env, &ctx, cfg);
     resp
@@ -134,11 +135,8 @@ const STATS_OBJECT: &str = "tollgate#stats";
 async fn report(env: &Env, timeout_ms: u64) -> Result<BTreeMap<String, answer::Counters>, Failure> {
     let counters = STATS.with(|s| std::mem::take(&mut s.borrow_mut().by_policy));
     let req = ObjectRequest {
-        op: Op::Report,
-        limits: Vec::new(),
-        cost: 0,
-        now_ms: None,
         counters: counters.clone(),
+        ..ObjectRequest::new(Op::Report, Vec::new(), 0)
     };
     let result = send_batch(env, timeout_ms, STATS_OBJECT, std::slice::from_ref(&req)).await;
     match result.map(|mut a| a.pop()) {
@@ -183,7 +181,7 @@ fn maybe_report(env: &Env, ctx: &Context, cfg: &Config) {
 
 /// Why the coordinator could not decide.
 #[derive(Debug)]
-enum Failure {
+pub(crate) enum Failure {
     /// No answer within `settings.timeout_ms`.
     Timeout,
     /// The binding is missing, the call failed, or the object answered an error.
@@ -226,7 +224,7 @@ fn rpc_error(e: &wasm_bindgen::JsValue) -> String {
 }
 
 /// Sends a batch of requests to one object (one round trip), with the timeout.
-async fn send_batch(
+pub(crate) async fn send_batch(
     env: &Env,
     timeout_ms: u64,
     object: &str,
@@ -473,14 +471,18 @@ fn count_violated(
     });
 }
 
-async fn limited(req: Request, env: &Env, cfg: &Config) -> worker::Result<Response> {
+async fn limited(req: Request, env: &Env, ctx: &Context, cfg: &Config) -> worker::Result<Response> {
     let method = req.method().to_string();
-    let path = req.path();
-    let Some(route) = crate::route::find(cfg, &method, &path) else {
-        return origin::forward(req, env, &[]).await;
+    // Routed and forwarded as the origin would read it (see `route`).
+    let path = match crate::route::normalize(&req.path()) {
+        Ok(p) => p,
+        Err(e) => return problem(400, "invalid-path", &e.to_string(), json!({})),
+    };
+    let Some(route) = crate::route::find(&cfg.routes, &method, &path) else {
+        return origin::forward(req, env, &path, &[]).await;
     };
     if route.exempt {
-        return origin::forward(req, env, &[]).await;
+        return origin::forward(req, env, &path, &[]).await;
     }
     let id = match keying::identify(&cfg.settings, |n| req.headers().get(n).ok().flatten()) {
         Ok(id) => id,
@@ -502,7 +504,7 @@ async fn limited(req: Request, env: &Env, cfg: &Config) -> worker::Result<Respon
         id.tenant.as_deref(),
     );
     let Some(group) = route.group else {
-        return origin::forward(req, env, &[]).await;
+        return origin::forward(req, env, &path, &[]).await;
     };
     let enforce = route.mode == Mode::Enforce;
     let cache_key = format!("{}\n{}", route.name, join_slots(&limits));
@@ -517,11 +519,10 @@ async fn limited(req: Request, env: &Env, cfg: &Config) -> worker::Result<Respon
     let object = object_name(cfg, group, &keying::key_for(first.key, &id));
 
     let call = ObjectRequest {
-        op: Op::Check,
-        limits,
-        cost: route.cost,
-        now_ms: None,
-        counters: BTreeMap::new(),
+        lease: crate::admit::lease_for(&names),
+        lease_ms: cfg.settings.lease_ms,
+        deadline_ms: Some(crate::lease::deadline(now_ms(), cfg.settings.timeout_ms)),
+        ..ObjectRequest::new(Op::Check, limits, route.cost)
     };
     match call_object(env, cfg, &object, &call).await {
         Ok(ObjectResponse::Decided {
@@ -537,7 +538,8 @@ async fn limited(req: Request, env: &Env, cfg: &Config) -> worker::Result<Respon
                 } else {
                     vec![("Tollgate-Shadow", "allowed".to_string())]
                 };
-                origin::forward(req, env, &fields).await
+                let hold = Hold::new(&decision, &object, &call, cfg.settings.timeout_ms);
+                crate::admit::forward(req, env, ctx, &path, fields, hold).await
             } else if !enforce {
                 count_violated(&names, &each, cfg, |c| c.shadow_denied += 1);
                 let violated = answer::violated(&names, &each).join(",");
@@ -545,7 +547,7 @@ async fn limited(req: Request, env: &Env, cfg: &Config) -> worker::Result<Respon
                     "Tollgate-Shadow",
                     format!("denied; policies=\"{violated}\""),
                 )];
-                origin::forward(req, env, &fields).await
+                origin::forward(req, env, &path, &fields).await
             } else {
                 count_violated(&names, &each, cfg, |c| c.denied += 1);
                 if cfg.settings.deny_cache {
@@ -557,9 +559,12 @@ async fn limited(req: Request, env: &Env, cfg: &Config) -> worker::Result<Respon
                 too_many(cfg, &names, &each, false)
             }
         }
+        Ok(ObjectResponse::Late { .. }) => {
+            degrade(req, env, &path, cfg, route, "coordinator-timeout").await
+        }
         Ok(other) => {
             console_error!("tollgate: route {} got {:?}", route.name, other);
-            degrade(req, env, cfg, route, "coordinator-error").await
+            degrade(req, env, &path, cfg, route, "coordinator-error").await
         }
         Err(f) => {
             console_error!("tollgate: route {} object {object}: {f}", route.name);
@@ -567,7 +572,7 @@ async fn limited(req: Request, env: &Env, cfg: &Config) -> worker::Result<Respon
                 Failure::Timeout => "coordinator-timeout",
                 Failure::Unavailable(_) => "coordinator-unavailable",
             };
-            degrade(req, env, cfg, route, why).await
+            degrade(req, env, &path, cfg, route, why).await
         }
     }
 }
@@ -584,6 +589,7 @@ fn join_slots(limits: &[Limit]) -> String {
 async fn degrade(
     req: Request,
     env: &Env,
+    path: &str,
     cfg: &Config,
     route: &Route,
     why: &str,
@@ -592,7 +598,7 @@ async fn degrade(
     match route.on_error {
         OnError::Open => {
             let fields = [("Tollgate-Degraded", format!("fail-open; reason={why}"))];
-            origin::forward(req, env, &fields).await
+            origin::forward(req, env, path, &fields).await
         }
         OnError::Closed => {
             let mut resp = problem(
@@ -751,11 +757,9 @@ async fn api(mut req: Request, env: &Env, cfg: &Config, op: Op) -> worker::Resul
         }
     }
     let call = ObjectRequest {
-        op,
-        limits,
-        cost: body.cost,
         now_ms: body.now,
-        counters: BTreeMap::new(),
+        deadline_ms: Some(crate::lease::deadline(now_ms(), cfg.settings.timeout_ms)),
+        ..ObjectRequest::new(op, limits, body.cost)
     };
     match call_object(env, cfg, &object, &call).await {
         Ok(ObjectResponse::Decided {
@@ -792,6 +796,12 @@ async fn api(mut req: Request, env: &Env, cfg: &Config, op: Op) -> worker::Resul
             json_response(200, "application/json", json!({"found": found}).to_string())
         }
         Ok(ObjectResponse::Error { code, message }) => api_error(422, &code, &message),
+        Ok(ObjectResponse::Late { .. }) => {
+            STATS.with(|s| s.borrow_mut().count(&entry.name, |c| c.degraded += 1));
+            let mut resp = api_error(503, "coordinator-unavailable", "timed out")?;
+            resp.headers_mut().set("Retry-After", "1")?;
+            Ok(resp)
+        }
         Ok(other @ (ObjectResponse::Count { .. } | ObjectResponse::Stats { .. })) => {
             api_error(500, "unexpected", &format!("unexpected answer {other:?}"))
         }
@@ -904,22 +914,11 @@ async fn admin(mut req: Request, env: &Env, cfg: &Config, path: &str) -> worker:
             let limits = limits_for(cfg, &names, |_| key.clone(), tenant.as_deref());
             let object = object_name(cfg, entry.group, &key);
             let reset = path.ends_with("/reset");
-            let call = ObjectRequest {
-                op: if reset { Op::Reset } else { Op::Peek },
-                limits: limits.clone(),
-                cost: 0,
-                now_ms: None,
-                counters: BTreeMap::new(),
-            };
+            let op = if reset { Op::Reset } else { Op::Peek };
+            let call = ObjectRequest::new(op, limits.clone(), 0);
             // A read also reports the object's stored rows (counted before the peek, which
             // itself drops states it finds fresh).
-            let count = ObjectRequest {
-                op: Op::Count,
-                limits: Vec::new(),
-                cost: 0,
-                now_ms: None,
-                counters: BTreeMap::new(),
-            };
+            let count = ObjectRequest::new(Op::Count, Vec::new(), 0);
             let batch = if reset { vec![call] } else { vec![count, call] };
             let mut answers = match send_batch(env, cfg.settings.timeout_ms, &object, &batch).await {
                 Ok(a) => a,

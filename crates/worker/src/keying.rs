@@ -105,7 +105,11 @@ pub fn identify(
     let api_key = match api_key {
         Some(v) if !v.is_empty() => {
             check(settings, &settings.api_key_header, &v)?;
-            Some(format!("key:{}", sha256_hex(v.as_bytes())))
+            let hash = sha256_hex(v.as_bytes());
+            // With a list of valid keys, an unknown key is no key: it counts by IP, so
+            // invented keys cannot mint fresh buckets.
+            (settings.api_keys.is_empty() || settings.api_keys.contains(&hash))
+                .then(|| format!("key:{hash}"))
         }
         _ => None,
     };
@@ -284,5 +288,30 @@ mod tests {
             assert_eq!(shard_of(k, 8), shard_of(k, 8));
         }
         assert_eq!(shard_of("anything", 1), 0);
+    }
+
+    #[test]
+    fn unknown_keys_count_by_ip_when_keys_are_listed() {
+        let mut settings = Config::parse("").unwrap().settings;
+        settings.api_keys = [sha256_hex(b"live_key_1")].into_iter().collect();
+        let id = |key: &str| {
+            identify(&settings, |h| match h {
+                "cf-connecting-ip" => Some("203.0.113.1".into()),
+                "x-api-key" => Some(key.into()),
+                _ => None,
+            })
+            .unwrap()
+        };
+        let known = id("live_key_1");
+        assert_eq!(
+            key_for(KeyKind::ApiKey, &known),
+            format!("key:{}", sha256_hex(b"live_key_1"))
+        );
+        let invented = id("random-123");
+        assert_eq!(invented.api_key, None);
+        assert_eq!(
+            key_for(KeyKind::ApiKey, &invented),
+            key_for(KeyKind::Ip, &invented)
+        );
     }
 }

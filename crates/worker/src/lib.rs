@@ -7,16 +7,19 @@
 //! operator's guide.
 //!
 //! Layering (as in workers-rs examples): the plain modules ([`config`], [`route`],
-//! [`keying`], [`table`], [`answer`]) hold every rule and are tested with `cargo test` on
+//! [`keying`], [`lease`], [`table`], [`answer`]) hold every rule and are tested with `cargo test` on
 //! the host; the fetch handler and the Durable Object (`edge`, `object`, wasm32 only) are
 //! glue between them and the runtime.
 
 pub mod answer;
 pub mod config;
 pub mod keying;
+pub mod lease;
 pub mod route;
 pub mod table;
 
+#[cfg(target_arch = "wasm32")]
+mod admit;
 #[cfg(target_arch = "wasm32")]
 mod edge;
 #[cfg(target_arch = "wasm32")]

@@ -36,6 +36,7 @@ use worker::{
 };
 
 use crate::answer::Counters;
+use crate::lease::Lease;
 use crate::table::{ObjectRequest, ObjectResponse, Op, Store, Table};
 
 /// Alarms run at most this often per object (ms): sweeping is housekeeping, not accuracy.
@@ -56,6 +57,8 @@ pub struct Limiter {
     alarm_at: Cell<Option<u64>>,
     /// States decided and not yet written to SQLite (see [`Limiter::flush`]).
     pending: RefCell<HashMap<String, Write>>,
+    /// Concurrency leases changed and not yet written (by slot; empty: delete).
+    pending_leases: RefCell<HashMap<String, Vec<Lease>>>,
     /// When the last call arrived (ms, the object's clock).
     last_call_ms: Cell<u64>,
 }
@@ -86,6 +89,12 @@ struct SqlStore<'a> {
     sql: &'a SqlStorage,
     error: Option<String>,
     pending: &'a mut HashMap<String, Write>,
+    pending_leases: &'a mut HashMap<String, Vec<Lease>>,
+}
+
+#[derive(Deserialize)]
+struct LeaseRow {
+    body: String,
 }
 
 #[derive(Deserialize)]
@@ -197,6 +206,36 @@ impl Store for SqlStore<'_> {
         self.pending
             .insert(slot.to_string(), (state.cloned(), fresh_at));
     }
+
+    fn load_leases(&mut self, slot: &str) -> Vec<Lease> {
+        if let Some(held) = self.pending_leases.get(slot) {
+            return held.clone();
+        }
+        let rows = self
+            .sql
+            .exec("SELECT body FROM leases WHERE slot = ?", vec![slot.into()])
+            .and_then(|c| c.to_array::<LeaseRow>());
+        match rows {
+            Ok(rows) => match rows.first().map(|r| serde_json::from_str(&r.body)) {
+                None => Vec::new(),
+                Some(Ok(held)) => held,
+                Some(Err(e)) => {
+                    self.error
+                        .get_or_insert(format!("stored leases of {slot}: {e}"));
+                    Vec::new()
+                }
+            },
+            Err(e) => {
+                self.error.get_or_insert(e.to_string());
+                Vec::new()
+            }
+        }
+    }
+
+    fn save_leases(&mut self, slot: &str, leases: &[Lease]) {
+        self.pending_leases
+            .insert(slot.to_string(), leases.to_vec());
+    }
 }
 
 impl Limiter {
@@ -211,6 +250,10 @@ impl Limiter {
         )?;
         sql.exec(
             "CREATE INDEX IF NOT EXISTS limits_fresh_at ON limits (fresh_at)",
+            None,
+        )?;
+        sql.exec(
+            "CREATE TABLE IF NOT EXISTS leases (slot TEXT PRIMARY KEY, body TEXT NOT NULL)",
             None,
         )?;
         sql.exec(
@@ -257,11 +300,27 @@ impl Limiter {
     /// On an error, memory is dropped (storage is the truth) and the error returned.
     fn flush(&self) -> Result<(), String> {
         let pending = std::mem::take(&mut *self.pending.borrow_mut());
-        if pending.is_empty() {
+        let leases = std::mem::take(&mut *self.pending_leases.borrow_mut());
+        if pending.is_empty() && leases.is_empty() {
             return Ok(());
         }
         let sql = self.sql().map_err(|e| e.to_string())?;
         let mut error = None;
+        for (slot, held) in leases {
+            let result = if held.is_empty() {
+                sql.exec("DELETE FROM leases WHERE slot = ?", vec![slot.into()])
+            } else {
+                let body = serde_json::to_string(&held).unwrap_or_default();
+                sql.exec(
+                    "INSERT INTO leases (slot, body) VALUES (?, ?) \
+                     ON CONFLICT(slot) DO UPDATE SET body = excluded.body",
+                    vec![slot.into(), body.into()],
+                )
+            };
+            if let Err(e) = result {
+                error.get_or_insert(e.to_string());
+            }
+        }
         let mut earliest: Option<u64> = None;
         for (slot, (state, fresh_at)) in pending {
             let result = match state {
@@ -313,7 +372,7 @@ impl Limiter {
             serde_json::from_slice(body).map_err(|e| format!("bad object request: {e}"))?;
         let now = Date::now().as_millis();
         let busy = now.saturating_sub(self.last_call_ms.replace(now)) <= GROUP_WINDOW_MS
-            || !self.pending.borrow().is_empty();
+            || self.pending_rpc();
         let defer = defer && busy && requests.iter().all(|r| r.op == Op::Check);
         if !defer {
             // Counts and reports read SQLite: bring it up to date first.
@@ -321,10 +380,12 @@ impl Limiter {
         }
         let (answers, error) = {
             let mut pending = self.pending.borrow_mut();
+            let mut pending_leases = self.pending_leases.borrow_mut();
             let mut store = SqlStore {
                 sql: self.sql().map_err(|e| e.to_string())?,
                 error: None,
                 pending: &mut pending,
+                pending_leases: &mut pending_leases,
             };
             let mut table = self.table.borrow_mut();
             let answers: Vec<ObjectResponse> = requests
@@ -369,7 +430,7 @@ impl Limiter {
     /// Whether decided states wait for [`Limiter::flush`].
     #[wasm_bindgen::prelude::wasm_bindgen(js_name = pending)]
     pub fn pending_rpc(&self) -> bool {
-        !self.pending.borrow().is_empty()
+        !self.pending.borrow().is_empty() || !self.pending_leases.borrow().is_empty()
     }
 
     /// Writes the pending states (one transaction); throws the error text.
@@ -388,6 +449,7 @@ impl DurableObject for Limiter {
             sql: OnceCell::new(),
             alarm_at: Cell::new(None),
             pending: RefCell::new(HashMap::new()),
+            pending_leases: RefCell::new(HashMap::new()),
             last_call_ms: Cell::new(0),
         }
     }

@@ -6,17 +6,19 @@ use worker::{Date, Env, Fetch, Headers, Method, Request, RequestInit, Response};
 
 use crate::edge::string_binding;
 
-/// Forwards `req` to the origin, unchanged (method, headers, body), and adds `fields` to
-/// the origin's response.
+/// Forwards `req` to the origin, unchanged (method, headers, body) but for its path, which
+/// is `path` (the normalised path the route was matched on), and adds `fields` to the
+/// origin's response.
 pub async fn forward(
     mut req: Request,
     env: &Env,
+    path: &str,
     fields: &[(&'static str, String)],
 ) -> worker::Result<Response> {
     match string_binding(env, "ORIGIN") {
         Some(base) => {
             let url = req.url()?;
-            let mut target = format!("{}{}", base.trim_end_matches('/'), url.path());
+            let mut target = format!("{}{}", base.trim_end_matches('/'), path);
             if let Some(q) = url.query() {
                 target.push('?');
                 target.push_str(q);
@@ -45,15 +47,15 @@ pub async fn forward(
             }
             Ok(resp.with_headers(headers))
         }
-        None => demo(req, fields),
+        None => demo(req, path, fields),
     }
 }
 
 /// The demo origin: `/api/*` echoes the request as JSON, `/health` answers `ok`,
 /// `/csp-report` accepts reports; anything else is 404. `fields` are added to its answer (a
 /// response built here has mutable headers: no copy).
-fn demo(req: Request, fields: &[(&'static str, String)]) -> worker::Result<Response> {
-    let mut resp = demo_answer(req)?;
+fn demo(req: Request, path: &str, fields: &[(&'static str, String)]) -> worker::Result<Response> {
+    let mut resp = demo_answer(req, path)?;
     let headers = resp.headers_mut();
     for (k, v) in fields {
         headers.set(k, v)?;
@@ -61,8 +63,7 @@ fn demo(req: Request, fields: &[(&'static str, String)]) -> worker::Result<Respo
     Ok(resp)
 }
 
-fn demo_answer(req: Request) -> worker::Result<Response> {
-    let path = req.path();
+fn demo_answer(req: Request, path: &str) -> worker::Result<Response> {
     let headers = Headers::new();
     if path == "/health" {
         return Response::ok("ok");

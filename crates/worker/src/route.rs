@@ -1,97 +1,385 @@
-//! Routing: the first route whose method and path match decides which policies apply.
+//! Routing: which route a request belongs to. Two rules, both plain functions with no
+//! runtime in them, so any front end (this worker, a tower layer) can reuse them as they
+//! are:
+//!
+//! 1. **Normalise the path** ([`normalize`]) the way origins commonly do before they route,
+//!    so a spelling of a path cannot reach a resource without reaching its route:
+//!    percent-escapes of unreserved characters are decoded (`/%61pi` is `/api`, RFC 3986
+//!    section 6.2.2.2), other escapes get upper-case hex (`%2f` stays an escape, see below),
+//!    runs of `/` become one (`//api///x` is `/api/x`), and dot segments are resolved
+//!    (`/a/./b/../c` is `/a/c`, RFC 3986 section 5.2.4; `/..` stays at `/`). An escaped `/`
+//!    or `\` (`%2F`, `%5C`), an escaped NUL (`%00`), or a `%` not followed by two hex digits
+//!    is refused ([`PathError`]): origins disagree on what those mean, so no spelling of
+//!    them can be matched safely. The normalised path is what the origin receives.
+//! 2. **Match** the normalised path against each route's [`PathMatch`], ignoring ASCII case
+//!    (`/API/x` matches `/api/`): on an origin that ignores case that is the same resource;
+//!    on one that does not, limiting a distinct path too is the safe error. A prefix
+//!    matches whole segments only: `/health` matches `/health` and `/health/...`, not
+//!    `/healthz`; a segment ending in `*` (`/health*`) says otherwise and matches any
+//!    segment starting with `health`, and everything below it.
 
-use crate::config::{Config, PathMatch, Route};
+use std::fmt;
 
-/// The first route matching `method` and `path`, if any. Requests that match no route are
-/// forwarded without limiting (add a final `path = "/"` route to limit everything).
-pub fn find<'c>(config: &'c Config, method: &str, path: &str) -> Option<&'c Route> {
-    config.routes.iter().find(|r| matches(r, method, path))
+/// How a route matches a (normalised) path. Built by [`PathMatch::parse`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PathMatch {
+    /// Whole leading segments: `/api` (or `/api/`) matches `/api` and `/api/...`; `/`
+    /// matches every path. Stored lower-case, without a trailing `/`.
+    Prefix(String),
+    /// Segment pattern: `*` matches one non-empty segment, a final `**` the rest (also
+    /// nothing), a final `name*` any segment starting with `name` and the rest. Literal
+    /// segments are stored lower-case.
+    Pattern(Vec<Segment>),
 }
 
-/// Whether `route` applies to this request.
-pub fn matches(route: &Route, method: &str, path: &str) -> bool {
-    if !route.methods.is_empty() && !route.methods.iter().any(|m| m.eq_ignore_ascii_case(method)) {
-        return false;
-    }
-    match &route.path {
-        PathMatch::Prefix(p) => path.starts_with(p.as_str()),
-        PathMatch::Pattern(segs) => {
-            let mut parts = path.strip_prefix('/').unwrap_or(path).split('/');
-            for (i, s) in segs.iter().enumerate() {
-                if s == "**" && i == segs.len() - 1 {
-                    return true;
-                }
-                match parts.next() {
-                    Some(p) if s == "*" && !p.is_empty() => {}
-                    Some(p) if p == s => {}
-                    _ => return false,
-                }
+/// One segment of a [`PathMatch::Pattern`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Segment {
+    /// This segment, ignoring ASCII case (stored lower-case).
+    Literal(String),
+    /// `*`: any one non-empty segment.
+    Any,
+    /// `**` (last only): the rest of the path, possibly empty.
+    Rest,
+    /// `name*` (last only): a segment starting with `name`, then anything.
+    StartsWith(String),
+}
+
+/// A refused request path: why it cannot be routed safely.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PathError {
+    /// `%2F`, `%5C` or `%00`: an escaped separator or NUL.
+    EscapedSeparator(String),
+    /// A `%` not followed by two hex digits.
+    BadEscape,
+    /// The path does not start with `/`.
+    NotAbsolute,
+}
+
+impl fmt::Display for PathError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PathError::EscapedSeparator(e) => write!(
+                f,
+                "the path holds {e}, an escaped separator or NUL that origins read differently"
+            ),
+            PathError::BadEscape => {
+                f.write_str("the path holds a '%' not followed by two hex digits")
             }
-            parts.next().is_none()
+            PathError::NotAbsolute => f.write_str("the path does not start with '/'"),
         }
     }
+}
+
+impl std::error::Error for PathError {}
+
+fn hex(b: u8) -> Option<u8> {
+    match b {
+        b'0'..=b'9' => Some(b - b'0'),
+        b'a'..=b'f' => Some(b - b'a' + 10),
+        b'A'..=b'F' => Some(b - b'A' + 10),
+        _ => None,
+    }
+}
+
+fn unreserved(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~')
+}
+
+/// The path as origins route it (see the module docs): unreserved escapes decoded, other
+/// escapes in upper-case hex, `/` runs merged, dot segments resolved. `path` is the
+/// request target's path (without query), as the URL parser gives it.
+pub fn normalize(path: &str) -> Result<String, PathError> {
+    let bytes = path.as_bytes();
+    if bytes.first() != Some(&b'/') {
+        return Err(PathError::NotAbsolute);
+    }
+    // 1. Escapes: decode unreserved ones, refuse separators, upper-case the rest.
+    let mut decoded = String::with_capacity(path.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let b = bytes[i];
+        if b == b'%' {
+            let (Some(h), Some(l)) = (
+                bytes.get(i + 1).copied().and_then(hex),
+                bytes.get(i + 2).copied().and_then(hex),
+            ) else {
+                return Err(PathError::BadEscape);
+            };
+            let v = h * 16 + l;
+            if matches!(v, b'/' | b'\\' | 0) {
+                return Err(PathError::EscapedSeparator(path[i..i + 3].to_string()));
+            }
+            if unreserved(v) {
+                decoded.push(v as char);
+            } else {
+                decoded.push('%');
+                decoded.push_str(&path[i + 1..i + 3].to_ascii_uppercase());
+            }
+            i += 3;
+        } else {
+            // Multi-byte characters are copied whole (the URL parser escapes them anyway).
+            let ch = path[i..].chars().next().unwrap_or('\u{fffd}');
+            decoded.push(ch);
+            i += ch.len_utf8();
+        }
+    }
+    // 2. Segments: empty ones (runs of '/') dropped, dot segments resolved.
+    let mut out: Vec<&str> = Vec::new();
+    let trailing = decoded.ends_with('/') || decoded.ends_with("/.") || decoded.ends_with("/..");
+    for seg in decoded.split('/') {
+        match seg {
+            "" | "." => {}
+            ".." => {
+                out.pop();
+            }
+            s => out.push(s),
+        }
+    }
+    let mut norm = String::with_capacity(decoded.len());
+    for s in &out {
+        norm.push('/');
+        norm.push_str(s);
+    }
+    if norm.is_empty() || trailing {
+        norm.push('/');
+    }
+    Ok(norm)
+}
+
+impl PathMatch {
+    /// Parses a route's `path`: a prefix, or a pattern when it holds `*`. The error says
+    /// what is wrong with it (the config names the field).
+    pub fn parse(p: &str) -> Result<PathMatch, String> {
+        if !p.starts_with('/') {
+            return Err(format!("{p:?} must start with '/'"));
+        }
+        let norm = normalize(p).map_err(|e| format!("{p:?}: {e}"))?;
+        let trimmed = norm.trim_end_matches('/');
+        if !p.contains('*') {
+            return Ok(PathMatch::Prefix(trimmed.to_ascii_lowercase()));
+        }
+        let parts: Vec<&str> = trimmed[1..].split('/').collect();
+        let last = parts.len() - 1;
+        let mut segs = Vec::with_capacity(parts.len());
+        for (i, s) in parts.iter().enumerate() {
+            let seg = match *s {
+                "*" => Segment::Any,
+                "**" if i == last => Segment::Rest,
+                s if i == last && s.ends_with('*') && !s[..s.len() - 1].contains('*') => {
+                    Segment::StartsWith(s[..s.len() - 1].to_ascii_lowercase())
+                }
+                s if !s.contains('*') => Segment::Literal(s.to_ascii_lowercase()),
+                _ => {
+                    return Err(format!(
+                        "{p:?}: '*' must be a whole segment, '**' or 'name*' only the last one"
+                    ))
+                }
+            };
+            segs.push(seg);
+        }
+        Ok(PathMatch::Pattern(segs))
+    }
+
+    /// Whether a normalised path (see [`normalize`]) matches, ignoring ASCII case.
+    pub fn matches(&self, path: &str) -> bool {
+        match self {
+            PathMatch::Prefix(p) => {
+                path.len() >= p.len()
+                    && path.as_bytes()[..p.len()].eq_ignore_ascii_case(p.as_bytes())
+                    && matches!(path.as_bytes().get(p.len()), None | Some(b'/'))
+            }
+            PathMatch::Pattern(segs) => {
+                let mut parts = path.strip_prefix('/').unwrap_or(path).split('/');
+                for seg in segs {
+                    match seg {
+                        Segment::Rest => return true,
+                        Segment::StartsWith(start) => {
+                            return parts.next().is_some_and(|p| {
+                                p.len() >= start.len()
+                                    && p.as_bytes()[..start.len()]
+                                        .eq_ignore_ascii_case(start.as_bytes())
+                            })
+                        }
+                        Segment::Any => match parts.next() {
+                            Some(p) if !p.is_empty() => {}
+                            _ => return false,
+                        },
+                        Segment::Literal(l) => {
+                            if !parts.next().is_some_and(|p| p.eq_ignore_ascii_case(l)) {
+                                return false;
+                            }
+                        }
+                    }
+                }
+                // A trailing '/' leaves one empty part: `/users/1/avatar/` is the pattern's path.
+                match parts.next() {
+                    None => true,
+                    Some("") => parts.next().is_none(),
+                    Some(_) => false,
+                }
+            }
+        }
+    }
+}
+
+/// Something routable: a method list (empty: any) and a path rule.
+pub trait Routed {
+    /// Upper-case method names; empty means any.
+    fn methods(&self) -> &[String];
+    /// The path rule.
+    fn path(&self) -> &PathMatch;
+}
+
+/// Whether `route` applies to `method` and the normalised `path`.
+pub fn matches<R: Routed + ?Sized>(route: &R, method: &str, path: &str) -> bool {
+    let methods = route.methods();
+    (methods.is_empty() || methods.iter().any(|m| m.eq_ignore_ascii_case(method)))
+        && route.path().matches(path)
+}
+
+/// The first of `routes` (in order) matching `method` and the normalised `path`. Requests
+/// matching none are not limited (add a final `path = "/"` route to limit everything).
+pub fn find<'r, R: Routed>(routes: &'r [R], method: &str, path: &str) -> Option<&'r R> {
+    routes.iter().find(|r| matches(*r, method, path))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn config() -> Config {
-        Config::parse(
-            r#"
-            [policies.ip]
-            limit = "10/s"
-            [[routes]]
-            name = "csp"
-            path = "/csp-report"
-            exempt = true
-            [[routes]]
-            name = "login"
-            methods = ["post"]
-            path = "/api/login"
-            policies = ["ip"]
-            cost = 5
-            [[routes]]
-            name = "avatar"
-            path = "/users/*/avatar"
-            policies = ["ip"]
-            [[routes]]
-            name = "files"
-            path = "/files/*/**"
-            policies = ["ip"]
-            [[routes]]
-            name = "api"
-            path = "/api/"
-            policies = ["ip"]
-            "#,
-        )
-        .unwrap()
+    struct R(&'static str, Vec<String>, PathMatch);
+    impl Routed for R {
+        fn methods(&self) -> &[String] {
+            &self.1
+        }
+        fn path(&self) -> &PathMatch {
+            &self.2
+        }
     }
 
-    fn name(c: &Config, m: &str, p: &str) -> Option<String> {
-        find(c, m, p).map(|r| r.name.clone())
+    fn routes() -> Vec<R> {
+        let r = |n, m: &[&str], p| {
+            R(
+                n,
+                m.iter().map(|s| s.to_string()).collect(),
+                PathMatch::parse(p).unwrap(),
+            )
+        };
+        vec![
+            r("csp", &[], "/csp-report"),
+            r("health", &[], "/health"),
+            r("login", &["POST"], "/api/login"),
+            r("avatar", &[], "/users/*/avatar"),
+            r("files", &[], "/files/*/**"),
+            r("v1", &[], "/v1*"),
+            r("api", &[], "/api/"),
+        ]
+    }
+
+    fn name(m: &str, raw: &str) -> Option<&'static str> {
+        let p = normalize(raw).unwrap();
+        find(&routes(), m, &p).map(|r| r.0)
     }
 
     #[test]
-    fn first_match_wins() {
-        let c = config();
-        assert_eq!(name(&c, "POST", "/api/login").as_deref(), Some("login"));
-        assert_eq!(name(&c, "GET", "/api/login").as_deref(), Some("api"));
-        assert_eq!(name(&c, "POST", "/csp-report").as_deref(), Some("csp"));
-        assert!(find(&c, "POST", "/csp-report").unwrap().exempt);
-        assert_eq!(name(&c, "GET", "/elsewhere"), None);
+    fn normalises_like_origins() {
+        let n = |p| normalize(p).unwrap();
+        assert_eq!(n("/"), "/");
+        assert_eq!(n("//api/x"), "/api/x");
+        assert_eq!(n("/api//x///"), "/api/x/");
+        assert_eq!(n("/%61pi/x"), "/api/x");
+        assert_eq!(n("/%7euser/%2d"), "/~user/-");
+        assert_eq!(n("/a%20b/%e2%82%ac"), "/a%20b/%E2%82%AC");
+        assert_eq!(n("/a/./b/../c"), "/a/c");
+        assert_eq!(n("/a/%2e%2E/api/x"), "/api/x");
+        assert_eq!(n("/../../api"), "/api");
+        assert_eq!(n("/api/x/.."), "/api/");
+        assert_eq!(n("/api/."), "/api/");
+        assert_eq!(n("/API/X"), "/API/X", "case is kept; matching ignores it");
+    }
+
+    #[test]
+    fn refuses_what_origins_disagree_on() {
+        assert!(matches!(normalize("/api%2Fx"), Err(PathError::EscapedSeparator(e)) if e == "%2F"));
+        assert!(matches!(
+            normalize("/api%2fx"),
+            Err(PathError::EscapedSeparator(_))
+        ));
+        assert!(matches!(
+            normalize("/api%5Cx"),
+            Err(PathError::EscapedSeparator(_))
+        ));
+        assert!(matches!(
+            normalize("/api%00"),
+            Err(PathError::EscapedSeparator(_))
+        ));
+        assert_eq!(normalize("/api%zz"), Err(PathError::BadEscape));
+        assert_eq!(normalize("/api%4"), Err(PathError::BadEscape));
+        assert_eq!(normalize("api"), Err(PathError::NotAbsolute));
+    }
+
+    #[test]
+    fn spellings_of_a_path_reach_its_route() {
+        for p in [
+            "/api/x",
+            "//api/x",
+            "/%61pi/x",
+            "/API/x",
+            "/a/../api/x",
+            "/./api/x",
+            "/%2e/api/x",
+        ] {
+            assert_eq!(name("GET", p), Some("api"), "{p}");
+        }
+        assert_eq!(name("post", "/api//login"), Some("login"));
+        assert_eq!(name("GET", "/api/login"), Some("api"));
+        assert_eq!(name("GET", "/elsewhere"), None);
+    }
+
+    #[test]
+    fn prefixes_match_whole_segments() {
+        assert_eq!(name("GET", "/health"), Some("health"));
+        assert_eq!(name("GET", "/health/"), Some("health"));
+        assert_eq!(name("GET", "/health/deep"), Some("health"));
+        assert_eq!(name("GET", "/healthz"), None);
+        assert_eq!(name("GET", "/health-admin/x"), None);
+        assert_eq!(name("GET", "/csp-reports"), None);
+        // `/api/` is the segment `api`: `/api` itself too, not `/apix`.
+        assert_eq!(name("GET", "/api"), Some("api"));
+        assert_eq!(name("GET", "/apix"), None);
+        // `name*` opts into a string prefix of the segment.
+        assert_eq!(name("GET", "/v1"), Some("v1"));
+        assert_eq!(name("GET", "/v1beta/x"), Some("v1"));
+        assert_eq!(name("GET", "/v2"), None);
+        let all = PathMatch::parse("/").unwrap();
+        assert!(all.matches("/") && all.matches("/x/y"));
     }
 
     #[test]
     fn patterns_match_segments() {
-        let c = config();
+        assert_eq!(name("GET", "/users/42/avatar"), Some("avatar"));
+        assert_eq!(name("GET", "/Users/42/AVATAR/"), Some("avatar"));
         assert_eq!(
-            name(&c, "GET", "/users/42/avatar").as_deref(),
-            Some("avatar")
+            name("GET", "/users//avatar"),
+            None,
+            "merged to /users/avatar"
         );
-        assert_eq!(name(&c, "GET", "/users//avatar"), None);
-        assert_eq!(name(&c, "GET", "/users/42/avatar/x"), None);
-        assert_eq!(name(&c, "GET", "/files/a/b/c").as_deref(), Some("files"));
-        assert_eq!(name(&c, "GET", "/files/a").as_deref(), Some("files"));
+        assert_eq!(name("GET", "/users/42/avatar/x"), None);
+        assert_eq!(name("GET", "/files/a/b/c"), Some("files"));
+        assert_eq!(name("GET", "/files/a"), Some("files"));
+    }
+
+    #[test]
+    fn bad_patterns_are_refused() {
+        assert!(PathMatch::parse("api").is_err());
+        assert!(PathMatch::parse("/a/**/b").is_err());
+        assert!(PathMatch::parse("/a*b").is_err());
+        assert!(PathMatch::parse("/a*/b").is_err());
+        assert!(PathMatch::parse("/a%2Fb").is_err());
+        assert_eq!(
+            PathMatch::parse("/Health/").unwrap(),
+            PathMatch::Prefix("/health".into())
+        );
     }
 }

@@ -10,6 +10,7 @@ use tollgate::stack::decide_all;
 use tollgate::{millis, release, DecideError, Decision, Policy, State};
 
 use crate::answer::Counters;
+use crate::lease::{self, Lease};
 
 /// What to do with the slots.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -55,6 +56,37 @@ pub struct ObjectRequest {
     /// Counters to add ([`Op::Report`]).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub counters: BTreeMap<String, Counters>,
+    /// A check: hold the concurrency slots it acquires under this lease id (see
+    /// [`crate::lease`]). A release: free what this lease holds, once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lease: Option<String>,
+    /// How long a lease lasts (ms).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub lease_ms: u64,
+    /// The latest instant (ms, the isolate's clock) at which the object may still decide
+    /// this call; later it is refused with [`ObjectResponse::Late`], charging nothing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deadline_ms: Option<u64>,
+}
+
+fn is_zero(v: &u64) -> bool {
+    *v == 0
+}
+
+impl ObjectRequest {
+    /// A request of `op` on `limits` for `cost`, with nothing else set.
+    pub fn new(op: Op, limits: Vec<Limit>, cost: u64) -> ObjectRequest {
+        ObjectRequest {
+            op,
+            limits,
+            cost,
+            now_ms: None,
+            counters: BTreeMap::new(),
+            lease: None,
+            lease_ms: 0,
+            deadline_ms: None,
+        }
+    }
 }
 
 /// A coordinator's answer.
@@ -76,6 +108,11 @@ pub enum ObjectResponse {
     },
     /// Slots released.
     Released,
+    /// The call reached the object after its deadline: not decided, nothing charged.
+    Late {
+        /// The object's clock (ms).
+        now_ms: u64,
+    },
     /// Per-policy totals ([`Op::Report`]).
     Stats {
         /// Counters by policy name.
@@ -122,6 +159,10 @@ pub trait Store {
     fn count(&mut self) -> u64;
     /// Adds counters to the stored per-policy stats and returns the totals.
     fn report(&mut self, counters: &BTreeMap<String, Counters>) -> BTreeMap<String, Counters>;
+    /// The leases held on a concurrency slot.
+    fn load_leases(&mut self, slot: &str) -> Vec<Lease>;
+    /// Stores the leases of a concurrency slot (empty: delete them).
+    fn save_leases(&mut self, slot: &str, leases: &[Lease]);
 }
 
 /// When a stored state is back to fresh (ms on the object's clock), for the alarm that sweeps
@@ -140,6 +181,8 @@ fn fresh_at(policy: &Policy, d: &Decision, now_ms: u64, test_clock: bool) -> Opt
 #[derive(Default)]
 pub struct Table {
     cache: HashMap<String, Option<State>>,
+    /// Leases of concurrency slots, read once per slot like the states.
+    leases: HashMap<String, Vec<Lease>>,
 }
 
 /// Slots kept in memory before the cache is dropped (the store still has them).
@@ -161,12 +204,50 @@ impl Table {
         self.cache.remove(slot);
     }
 
+    /// The leases of a concurrency slot, read once from the store.
+    fn leases_of(&mut self, slot: &str, store: &mut impl Store) -> &mut Vec<Lease> {
+        if !self.leases.contains_key(slot) {
+            let held = store.load_leases(slot);
+            self.leases.insert(slot.to_string(), held);
+        }
+        self.leases.get_mut(slot).expect("inserted above")
+    }
+
+    /// Frees the expired leases of the concurrency limits of `req` (the core releases
+    /// their cost), before anything is decided on those slots.
+    fn expire_leases(
+        &mut self,
+        req: &ObjectRequest,
+        states: &mut [Option<State>],
+        now_ms: u64,
+        store: &mut impl Store,
+    ) {
+        for (i, l) in req.limits.iter().enumerate() {
+            if l.policy.algorithm() != tollgate::Algorithm::Concurrency {
+                continue;
+            }
+            let leases = self.leases_of(&l.slot, store);
+            let freed = lease::expire(leases, now_ms);
+            if freed == 0 {
+                continue;
+            }
+            let kept = leases.clone();
+            store.save_leases(&l.slot, &kept);
+            if let Ok(next) = release(&l.policy, states[i].clone(), freed) {
+                store.save(&l.slot, next.as_ref(), None);
+                self.cache.insert(l.slot.clone(), next.clone());
+                states[i] = next;
+            }
+        }
+    }
+
     fn get(&mut self, slot: &str, store: &mut impl Store) -> Option<State> {
         if let Some(s) = self.cache.get(slot) {
             return s.clone();
         }
         if self.cache.len() >= MAX_CACHED {
             self.cache.clear();
+            self.leases.clear();
         }
         let s = store.load(slot);
         self.cache.insert(slot.to_string(), s.clone());
@@ -190,6 +271,9 @@ impl Table {
                 by_policy: store.report(&req.counters),
             };
         }
+        if lease::late(clock_ms, req.deadline_ms) {
+            return ObjectResponse::Late { now_ms: clock_ms };
+        }
         let test_clock = req.now_ms.is_some();
         let now_ms = req.now_ms.unwrap_or(clock_ms);
         let now = millis(now_ms);
@@ -202,6 +286,9 @@ impl Table {
                     .filter(|s| s.algorithm() == l.policy.algorithm())
             })
             .collect();
+        if req.op != Op::Reset {
+            self.expire_leases(req, &mut states, now_ms, store);
+        }
         match req.op {
             Op::Check | Op::Peek => {
                 let cost = if req.op == Op::Peek { 0 } else { req.cost };
@@ -223,24 +310,20 @@ impl Table {
                         self.cache.insert(l.slot.clone(), states[i].clone());
                     }
                 }
-                let mut each = d.each;
-                if !d.decision.allowed {
-                    // A denied stack charged nothing: report what each limit that had room
-                    // really has left (the core's entry says what it would have left had it
-                    // been charged). The combined decision stays the core's.
-                    for (i, l) in req.limits.iter().enumerate() {
-                        if each[i].allowed {
-                            if let Ok((peek, _)) =
-                                tollgate::decide(&l.policy, states[i].clone(), now, 0)
-                            {
-                                each[i] = peek;
+                if let (Some(id), true) = (&req.lease, d.decision.allowed && cost > 0) {
+                    for l in &req.limits {
+                        if l.policy.algorithm() == tollgate::Algorithm::Concurrency {
+                            let leases = self.leases_of(&l.slot, store);
+                            if lease::grant(leases, id, cost, now_ms, req.lease_ms) {
+                                let held = leases.clone();
+                                store.save_leases(&l.slot, &held);
                             }
                         }
                     }
                 }
                 ObjectResponse::Decided {
                     decision: d.decision,
-                    each,
+                    each: d.each,
                     now_ms,
                     states: if req.op == Op::Peek {
                         states
@@ -256,7 +339,22 @@ impl Table {
                         continue;
                     }
                     any = true;
-                    match release(&l.policy, states[i].clone(), req.cost) {
+                    // By lease: what the lease holds, once (nothing if already freed).
+                    let cost = match &req.lease {
+                        None => req.cost,
+                        Some(id) => {
+                            let leases = self.leases_of(&l.slot, store);
+                            match lease::take(leases, id) {
+                                Some(held) => {
+                                    let kept = leases.clone();
+                                    store.save_leases(&l.slot, &kept);
+                                    held
+                                }
+                                None => continue,
+                            }
+                        }
+                    };
+                    match release(&l.policy, states[i].clone(), cost) {
                         Ok(next) => {
                             if next != states[i] {
                                 let fresh_at =
@@ -292,6 +390,10 @@ impl Table {
                         store.save(&l.slot, None, None);
                     }
                     self.cache.insert(l.slot.clone(), None);
+                    if l.policy.algorithm() == tollgate::Algorithm::Concurrency {
+                        store.save_leases(&l.slot, &[]);
+                        self.leases.insert(l.slot.clone(), Vec::new());
+                    }
                 }
                 ObjectResponse::Reset { found }
             }
@@ -306,6 +408,7 @@ mod tests {
     #[derive(Default)]
     struct Mem {
         map: HashMap<String, (State, Option<u64>)>,
+        leases: HashMap<String, Vec<Lease>>,
         loads: usize,
         saves: usize,
         stats: BTreeMap<String, Counters>,
@@ -322,6 +425,16 @@ mod tests {
         fn report(&mut self, c: &BTreeMap<String, Counters>) -> BTreeMap<String, Counters> {
             crate::answer::merge(&mut self.stats, c);
             self.stats.clone()
+        }
+        fn load_leases(&mut self, slot: &str) -> Vec<Lease> {
+            self.leases.get(slot).cloned().unwrap_or_default()
+        }
+        fn save_leases(&mut self, slot: &str, leases: &[Lease]) {
+            if leases.is_empty() {
+                self.leases.remove(slot);
+            } else {
+                self.leases.insert(slot.into(), leases.to_vec());
+            }
         }
         fn save(&mut self, slot: &str, state: Option<&State>, fresh_at: Option<u64>) {
             self.saves += 1;
@@ -345,13 +458,7 @@ mod tests {
 
     fn check(t: &mut Table, m: &mut Mem, limits: &[Limit], cost: u64, now: u64) -> ObjectResponse {
         t.handle(
-            &ObjectRequest {
-                op: Op::Check,
-                limits: limits.to_vec(),
-                cost,
-                now_ms: None,
-                counters: BTreeMap::new(),
-            },
+            &ObjectRequest::new(Op::Check, limits.to_vec(), cost),
             now,
             m,
         )
@@ -378,13 +485,7 @@ mod tests {
             other => panic!("{other:?}"),
         }
         let r = t.handle(
-            &ObjectRequest {
-                op: Op::Peek,
-                limits: ls[..1].to_vec(),
-                cost: 0,
-                now_ms: None,
-                counters: BTreeMap::new(),
-            },
+            &ObjectRequest::new(Op::Peek, ls[..1].to_vec(), 0),
             1000,
             &mut m,
         );
@@ -455,13 +556,7 @@ mod tests {
         let ls = [limit("c", "concurrency 1")];
         assert!(allowed(&check(&mut t, &mut m, &ls, 1, 0)));
         assert!(!allowed(&check(&mut t, &mut m, &ls, 1, 0)));
-        let rel = ObjectRequest {
-            op: Op::Release,
-            limits: ls.to_vec(),
-            cost: 1,
-            now_ms: None,
-            counters: BTreeMap::new(),
-        };
+        let rel = ObjectRequest::new(Op::Release, ls.to_vec(), 1);
         assert_eq!(t.handle(&rel, 0, &mut m), ObjectResponse::Released);
         assert!(allowed(&check(&mut t, &mut m, &ls, 1, 0)));
         let reset = ObjectRequest {
@@ -480,5 +575,86 @@ mod tests {
         assert!(
             matches!(t.handle(&bad, 0, &mut m), ObjectResponse::Error { code, .. } if code == "not-concurrency")
         );
+    }
+
+    fn in_flight(t: &mut Table, m: &mut Mem, ls: &[Limit], now: u64) -> u64 {
+        match t.handle(&ObjectRequest::new(Op::Peek, ls.to_vec(), 0), now, m) {
+            ObjectResponse::Decided { decision, .. } => decision.limit - decision.remaining,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    fn leased(op: Op, ls: &[Limit], id: &str) -> ObjectRequest {
+        ObjectRequest {
+            lease: Some(id.into()),
+            lease_ms: 1000,
+            ..ObjectRequest::new(op, ls.to_vec(), 1)
+        }
+    }
+
+    #[test]
+    fn a_lease_is_released_once() {
+        let (mut t, mut m) = (Table::new(), Mem::default());
+        let ls = [limit("c", "concurrency 2")];
+        assert!(allowed(&t.handle(&leased(Op::Check, &ls, "a"), 0, &mut m)));
+        assert!(allowed(&t.handle(&leased(Op::Check, &ls, "b"), 0, &mut m)));
+        assert!(!allowed(&t.handle(&leased(Op::Check, &ls, "c"), 0, &mut m)));
+        assert_eq!(m.leases["c"].len(), 2, "a denied call holds no lease");
+        let rel = leased(Op::Release, &ls, "a");
+        assert_eq!(t.handle(&rel, 10, &mut m), ObjectResponse::Released);
+        assert_eq!(t.handle(&rel, 10, &mut m), ObjectResponse::Released);
+        assert_eq!(
+            in_flight(&mut t, &mut m, &ls, 10),
+            1,
+            "the second release freed nothing"
+        );
+        // A restarted object reads the leases back.
+        let mut t = Table::new();
+        assert_eq!(
+            t.handle(&leased(Op::Release, &ls, "b"), 20, &mut m),
+            ObjectResponse::Released
+        );
+        assert_eq!(in_flight(&mut t, &mut m, &ls, 20), 0);
+        assert!(m.leases.is_empty() && m.map.is_empty());
+    }
+
+    #[test]
+    fn a_lost_release_frees_the_slot_when_the_lease_expires() {
+        let (mut t, mut m) = (Table::new(), Mem::default());
+        let ls = [limit("c", "concurrency 1")];
+        assert!(allowed(&t.handle(&leased(Op::Check, &ls, "a"), 0, &mut m)));
+        assert!(!allowed(&t.handle(
+            &leased(Op::Check, &ls, "b"),
+            999,
+            &mut m
+        )));
+        assert!(allowed(&t.handle(
+            &leased(Op::Check, &ls, "b"),
+            1000,
+            &mut m
+        )));
+        // The late release of "a" frees nothing: "b" still holds the slot.
+        t.handle(&leased(Op::Release, &ls, "a"), 1001, &mut m);
+        assert_eq!(in_flight(&mut t, &mut m, &ls, 1001), 1);
+    }
+
+    #[test]
+    fn a_late_call_is_not_decided() {
+        let (mut t, mut m) = (Table::new(), Mem::default());
+        let ls = [limit("a|0|k", "fixed-window 2/min")];
+        let late = ObjectRequest {
+            deadline_ms: Some(999),
+            ..ObjectRequest::new(Op::Check, ls.to_vec(), 1)
+        };
+        assert_eq!(
+            t.handle(&late, 1000, &mut m),
+            ObjectResponse::Late { now_ms: 1000 }
+        );
+        assert_eq!(m.saves, 0);
+        let in_time = ObjectRequest {
+            deadline_ms: Some(1000),
+            ..late
+        };
+        assert!(allowed(&t.handle(&in_time, 1000, &mut m)));
     }
 }

@@ -2,12 +2,17 @@
 // the built worker, its Durable Object on SQLite, the demo origin.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
+import { createHash } from "node:crypto";
 import { start, hit } from "./harness.mjs";
+
+const sha256 = (k) => createHash("sha256").update(k).digest("hex");
 
 const CONFIG = {
   // Isolate counters reach the stats object when stats are read (no background report
   // during these tests, so before/after comparisons are exact).
-  settings: { shards: 4, stats_flush_ms: 3600000 },
+  // The API keys the per-key tests use are listed (by SHA-256), as a route counted only by
+  // API key requires.
+  settings: { shards: 4, stats_flush_ms: 3600000, api_keys: ["live_key_123", "other"].map(sha256) },
   policies: {
     "per-ip": { limit: "fixed-window 3/min", key: "ip" },
     "per-key": { limit: "fixed-window 2/min", key: "api-key" },

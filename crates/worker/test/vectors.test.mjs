@@ -65,9 +65,18 @@ for (const [file, vector] of limiters) {
         continue;
       }
       assert.equal(res.status, 200, `${where}: ${JSON.stringify(res.body)}`);
-      const got = Object.fromEntries(FIELDS.filter((k) => k in step.expect).map((k) => [k, res.body[k]]));
-      const want = Object.fromEntries(FIELDS.filter((k) => k in step.expect).map((k) => [k, step.expect[k]]));
-      assert.deepEqual(got, want, where);
+      const pick = (from, like) => Object.fromEntries(FIELDS.filter((k) => k in like).map((k) => [k, from[k]]));
+      assert.deepEqual(pick(res.body, step.expect), pick(step.expect, step.expect), where);
+      // A stack's or fair share's vectors carry each limit's decision (`each`); the edge
+      // answers them in `policies`, one per limit in the same order.
+      if (step.expect.each) {
+        assert.ok(Array.isArray(res.body.policies), `${where}: no policies in ${JSON.stringify(res.body)}`);
+        assert.deepEqual(
+          res.body.policies.map((p, j) => pick(p, step.expect.each[j] ?? {})),
+          step.expect.each.map((e) => pick(e, e)),
+          `${where}: each`,
+        );
+      }
     }
   });
 }
