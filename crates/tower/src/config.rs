@@ -396,15 +396,30 @@ impl<S: Store> Builder<S> {
                 ));
             }
             let limits = store.limits();
+            if limits
+                .policies()
+                .iter()
+                .any(|p| p.algorithm() == tollgate::Algorithm::Concurrency)
+            {
+                // A concurrency slot must be released when its request ends; the layer
+                // does not release (yet), so such a limit would fill and never drain.
+                return Err(ConfigError::new(
+                    format!("policies.{name}"),
+                    "concurrency limits are not supported by the layer (nothing would release them)",
+                ));
+            }
             let n = limits.layers().len();
-            let names = (0..n).map(|i| limit_name(&name, i, n)).collect();
-            let tenant = limits.tenant().map(|_| tenant_name(&name));
+            let names: Vec<String> = (0..n).map(|i| limit_name(&name, i, n)).collect();
+            let with_tenant = match limits.tenant() {
+                Some(_) => names.iter().cloned().chain([tenant_name(&name)]).collect(),
+                None => names.clone(),
+            };
             entries.push(Entry {
                 name: name.into(),
                 store,
                 key,
-                names,
-                tenant_name: tenant,
+                names: names.into(),
+                with_tenant: with_tenant.into(),
             });
         }
         if self.routes.is_empty() {

@@ -37,7 +37,7 @@ pub struct RateLimitInfo {
     /// Each limit's decision, in stack order (empty when the store failed).
     pub each: Vec<Decision>,
     /// Each limit's name, as in the `RateLimit` fields.
-    pub names: Vec<String>,
+    pub names: Arc<[String]>,
     /// Where it was decided (`None` when the store failed).
     pub source: Option<Source>,
     /// Shadow mode: the decision is reported, not enforced (a denied request got through).
@@ -83,9 +83,9 @@ pub(crate) struct Entry<S> {
     pub(crate) store: S,
     pub(crate) key: Key,
     /// The names of the layers' limits (`api` or `api.1`, `api.2`, ...).
-    pub(crate) names: Vec<String>,
-    /// A fair share's tenant window name (`api.tenant`).
-    pub(crate) tenant_name: Option<String>,
+    pub(crate) names: Arc<[String]>,
+    /// The same and, for a fair share, its tenant window's (`api.tenant`) last.
+    pub(crate) with_tenant: Arc<[String]>,
 }
 
 pub(crate) struct Shared<S> {
@@ -241,7 +241,7 @@ where
         Ok(Keyed::Skip) => return pass(inner, Request::from_parts(parts, body)).await,
         Err(refusal) => return Ok(refusal.answer()),
     };
-    let tenant = if entry.tenant_name.is_some() {
+    let tenant = if entry.with_tenant.len() > entry.names.len() {
         match header_text(settings, &parts, &settings.tenant_header) {
             Ok(t) => t.filter(|t| !t.is_empty()),
             Err(e) => return Ok(header_problem(&e)),
@@ -251,10 +251,11 @@ where
     };
     match entry.store.check(&key, tenant.as_deref(), cost).await {
         Ok(checked) => {
-            let mut names = entry.names.clone();
-            if checked.each.len() > names.len() {
-                names.extend(entry.tenant_name.clone());
-            }
+            let names = if checked.each.len() > entry.names.len() {
+                Arc::clone(&entry.with_tenant)
+            } else {
+                Arc::clone(&entry.names)
+            };
             let items: Vec<Named<'_>> = names
                 .iter()
                 .zip(checked.each.iter())
@@ -317,7 +318,7 @@ where
                     policy: Arc::clone(&entry.name),
                     decision: None,
                     each: Vec::new(),
-                    names: Vec::new(),
+                    names: Arc::clone(&entry.names),
                     source: None,
                     shadow,
                 });

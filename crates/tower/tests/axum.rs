@@ -597,4 +597,11 @@ fn configuration_errors_name_the_field() {
         .err()
         .unwrap();
     assert_eq!(e.field, "policies.fs.tenant", "{e}");
+    let e = RateLimitLayer::memory(keys())
+        .policy("slots", "concurrency 10", Key::Ip)
+        .route(Route::new("/").policy("slots"))
+        .build()
+        .err()
+        .unwrap();
+    assert_eq!(e.field, "policies.slots", "{e}");
 }
