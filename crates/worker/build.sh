@@ -30,7 +30,7 @@ else
 fi
 # Everything the build reads, hashed; the stamp is written after a successful build.
 stamp=crates/worker/build/.inputs
-dirs=(src crates/worker/src crates/worker/config crates/worker/js crates/worker/Cargo.toml Cargo.toml Cargo.lock)
+dirs=(src crates/http/src crates/http/Cargo.toml crates/worker/src crates/worker/config crates/worker/js crates/worker/Cargo.toml Cargo.toml Cargo.lock)
 inputs=$( { echo "opt=${TOLLGATE_WORKER_NO_OPT:-}"; git ls-files -s -- "${dirs[@]}";
   git ls-files -mo --exclude-standard -- "${dirs[@]}" | sort | xargs -r sha256sum 2>/dev/null || true; } | sha256sum | cut -d' ' -f1) || inputs=""
 if [ -n "$inputs" ] && [ -f crates/worker/build/worker/shim.mjs ] && [ "$(cat "$stamp" 2>/dev/null)" = "$inputs" ]; then

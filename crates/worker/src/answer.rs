@@ -4,7 +4,6 @@
 use std::collections::{BTreeMap, HashMap};
 
 use serde::{Deserialize, Serialize};
-use serde_json::json;
 use tollgate::headers::{limit_name, response_headers, tenant_name, Named};
 use tollgate::{Decision, Policy};
 
@@ -88,20 +87,9 @@ pub fn quota_exceeded(violated: &[String], retry_after_s: u64) -> String {
     tollgate::headers::quota_exceeded(&names, retry_after_s)
 }
 
-/// A problem document for every other error the limiter answers (400, 401, 500, 503, ...).
-/// `kind` becomes `type` as `https://tollgate.invalid/problems/<kind>`.
-pub fn problem(status: u16, kind: &str, detail: &str, extra: serde_json::Value) -> String {
-    let mut v = json!({
-        "type": format!("https://tollgate.invalid/problems/{kind}"),
-        "title": kind,
-        "status": status,
-        "detail": detail,
-    });
-    if let (Some(obj), serde_json::Value::Object(more)) = (v.as_object_mut(), extra) {
-        obj.extend(more);
-    }
-    v.to_string()
-}
+/// A problem document for every other error the limiter answers (400, 401, 500, 503, ...),
+/// the one every front end writes ([`tollgate_http::problem::problem`]).
+pub use tollgate_http::problem::problem;
 
 /// One cached denial: the decisions as the coordinator made them, at `at_ms`, denied until
 /// `until_ms`.

@@ -4,59 +4,9 @@
 
 use std::net::IpAddr;
 
-use tollgate::ip::IpGroup;
-
-use sha2::{Digest, Sha256};
-
 use crate::config::{KeyKind, Settings};
 
-/// A request header the limiter could not use. Answered 400 (`invalid-header`), naming the
-/// header.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum HeaderError {
-    /// Longer than `settings.max_header_bytes`.
-    TooLong {
-        /// The header's name.
-        header: String,
-        /// Its length in bytes.
-        len: usize,
-    },
-    /// Not visible ASCII (0x21-0x7e), e.g. non-UTF-8 or control bytes.
-    NotVisibleAscii {
-        /// The header's name.
-        header: String,
-    },
-    /// The IP header does not hold an IP address.
-    NotAnIp {
-        /// The header's name.
-        header: String,
-    },
-}
-
-impl HeaderError {
-    /// The header at fault.
-    pub fn header(&self) -> &str {
-        match self {
-            HeaderError::TooLong { header, .. }
-            | HeaderError::NotVisibleAscii { header }
-            | HeaderError::NotAnIp { header } => header,
-        }
-    }
-}
-
-impl std::fmt::Display for HeaderError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            HeaderError::TooLong { header, len } => {
-                write!(f, "header {header} is too long ({len} bytes)")
-            }
-            HeaderError::NotVisibleAscii { header } => {
-                write!(f, "header {header} must be visible ASCII")
-            }
-            HeaderError::NotAnIp { header } => write!(f, "header {header} is not an IP address"),
-        }
-    }
-}
+pub use tollgate_http::client::{ip_group, sha256_hex, HeaderError};
 
 /// The identity parts of one request, validated.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -128,18 +78,7 @@ pub fn identify(
 }
 
 fn check(settings: &Settings, header: &str, v: &str) -> Result<(), HeaderError> {
-    if v.len() > settings.max_header_bytes {
-        return Err(HeaderError::TooLong {
-            header: header.to_string(),
-            len: v.len(),
-        });
-    }
-    if !v.bytes().all(|b| (0x20..=0x7e).contains(&b)) {
-        return Err(HeaderError::NotVisibleAscii {
-            header: header.to_string(),
-        });
-    }
-    Ok(())
+    tollgate_http::client::check_value(header, v.as_bytes(), settings.max_header_bytes)
 }
 
 /// The key a policy of `kind` counts this identity under.
@@ -159,22 +98,6 @@ pub fn key_for(kind: KeyKind, id: &Identity) -> String {
 /// A caller-chosen key of the check API (`/v1/check`), hashed like an API key.
 pub fn external_key(key: &str) -> String {
     format!("ext:{}", sha256_hex(key.as_bytes()))
-}
-
-/// Lower-case hex SHA-256.
-pub fn sha256_hex(bytes: &[u8]) -> String {
-    hex::encode(Sha256::digest(bytes))
-}
-
-/// The IP's group, by the core's rule ([`tollgate::ip::IpGroup`]: IPv4-mapped IPv6 becomes
-/// IPv4; IPv6 is cut to `v6_prefix` bits, IPv4 to `v4_prefix` bits, the default /32 keeping
-/// the address), tagged with its family: `ip4:203.0.113.7`, `ip6:2001:db8:1:2::/64`.
-pub fn ip_group(addr: IpAddr, v4_prefix: u8, v6_prefix: u8) -> String {
-    let group = IpGroup::of(addr, v4_prefix, v6_prefix);
-    match group.network() {
-        IpAddr::V4(_) => format!("ip4:{group}"),
-        IpAddr::V6(_) => format!("ip6:{group}"),
-    }
 }
 
 /// Which of `shards` objects decides `key` (FNV-1a: stable across isolates and versions).

@@ -15,8 +15,11 @@ pub mod answer;
 pub mod config;
 pub mod keying;
 pub mod lease;
-pub mod route;
 pub mod table;
+
+/// Route matching and path normalisation: the rules every front end shares
+/// ([`tollgate_http::route`]).
+pub use tollgate_http::route;
 
 #[cfg(target_arch = "wasm32")]
 mod admit;

@@ -1,6 +1,5 @@
 //! Routing: which route a request belongs to. Two rules, both plain functions with no
-//! runtime in them, so any front end (this worker, a tower layer) can reuse them as they
-//! are:
+//! runtime in them, shared by the front ends (the edge worker, the tower layer):
 //!
 //! 1. **Normalise the path** ([`normalize`]) the way origins commonly do before they route,
 //!    so a spelling of a path cannot reach a resource without reaching its route:

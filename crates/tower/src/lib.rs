@@ -1,0 +1,47 @@
+//! # tollgate-tower
+//!
+//! tollgate as a [tower](https://docs.rs/tower) layer, for axum, hyper and tonic: per-route
+//! policies in tollgate's grammar (single policies, all-or-nothing stacks, fair share), on
+//! the in-memory store or the Redis fleet store, with the answers of tollgate's edge.
+//!
+//! * **Routes** by method and path, matched by the same code as the edge worker
+//!   ([`tollgate_http::route`]): per-route policy, cost, exemption, shadow mode.
+//! * **Keys**: the peer address (axum's `ConnectInfo<SocketAddr>`, or a `SocketAddr`
+//!   request extension); `X-Forwarded-For` / `Forwarded` only when the peer is a trusted
+//!   proxy, read from the right ([`tollgate_http::client::client_ip`]); IPv6 grouped by
+//!   prefix (default /64), IPv4-mapped as IPv4; an API key header hashed with SHA-256; a
+//!   tenant header for a fair share; or your own extractor. A request without a key gets
+//!   what you declared ([`MissingKey`]), never a 500.
+//! * **Answers**: draft-11 `RateLimit` and `RateLimit-Policy` on every limited response; a
+//!   429 with `Retry-After`, `Cache-Control: no-store` and the core's problem+json body; a
+//!   bad header or path is a 400 naming it; a store failure gets [`OnError`]. The decision
+//!   is in the request's extensions ([`RateLimitInfo`]).
+//!
+//! ```no_run
+//! use std::net::SocketAddr;
+//! use std::num::NonZeroUsize;
+//! use axum::{routing::get, Router};
+//! use tollgate_tower::{Key, RateLimitLayer, Route};
+//!
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! let limit = RateLimitLayer::memory(NonZeroUsize::new(100_000).unwrap())
+//!     .policy("per-ip", "10/s burst 20", Key::Ip)
+//!     .route(Route::new("/health").exempt())
+//!     .route(Route::new("/").policy("per-ip"))
+//!     .build()?;
+//! let app = Router::new().route("/", get(|| async { "hello" })).layer(limit);
+//! let listener = tokio::net::TcpListener::bind("127.0.0.1:3000").await?;
+//! axum::serve(listener, app.into_make_service_with_connect_info::<SocketAddr>()).await?;
+//! # Ok(()) }
+//! ```
+
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+mod config;
+mod service;
+pub mod store;
+
+pub use config::{Builder, ConfigError, Extractor, Key, MissingKey, OnError, ProxyHeader, Route};
+pub use service::{RateLimit, RateLimitInfo, RateLimitLayer, ResponseBody};
+pub use store::{Checked, Clock, ManualClock, Memory, MonotonicClock, Source, Store};

@@ -1,0 +1,486 @@
+//! The layer and its service: route, key, decide, answer.
+
+use std::future::Future;
+use std::net::{IpAddr, SocketAddr};
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+use http::header::{HeaderName, HeaderValue, CONTENT_TYPE};
+use http::request::Parts;
+use http::{Request, Response, StatusCode};
+use http_body_util::{Either, Full};
+use serde_json::json;
+use tollgate::headers::{problem as quota_problem, response_headers, Named};
+use tollgate::Decision;
+use tollgate_http::client::{self, Cidr, HeaderError};
+use tollgate_http::route;
+use tower_layer::Layer;
+use tower_service::Service;
+
+use crate::config::{CompiledRoute, Key, MissingKey, OnError, ProxyHeader};
+use crate::store::{Source, Store};
+
+/// The body of the layer's responses: the inner service's, or one the layer wrote (a 429,
+/// a 400, a 503).
+pub type ResponseBody<B> = Either<B, Full<Bytes>>;
+
+/// The rate limit's decision for this request, in the request's extensions for the
+/// handler (`Extension<RateLimitInfo>` in axum).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RateLimitInfo {
+    /// The policy that decided.
+    pub policy: Arc<str>,
+    /// The combined decision; `None` when the store failed and the layer failed open.
+    pub decision: Option<Decision>,
+    /// Each limit's decision, in stack order (empty when the store failed).
+    pub each: Vec<Decision>,
+    /// Each limit's name, as in the `RateLimit` fields.
+    pub names: Arc<[String]>,
+    /// Where it was decided (`None` when the store failed).
+    pub source: Option<Source>,
+    /// Shadow mode: the decision is reported, not enforced (a denied request got through).
+    pub shadow: bool,
+}
+
+#[derive(Clone, Debug)]
+pub(crate) struct Settings {
+    pub(crate) trusted: Vec<Cidr>,
+    pub(crate) proxy_header: ProxyHeader,
+    pub(crate) ipv4_prefix: u8,
+    pub(crate) ipv6_prefix: u8,
+    pub(crate) api_key_header: String,
+    pub(crate) tenant_header: String,
+    pub(crate) max_header_bytes: usize,
+    pub(crate) missing_key: MissingKey,
+    pub(crate) on_error: OnError,
+    pub(crate) shadow: bool,
+    pub(crate) legacy: bool,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            trusted: Vec::new(),
+            proxy_header: ProxyHeader::XForwardedFor,
+            ipv4_prefix: 32,
+            ipv6_prefix: tollgate::ip::DEFAULT_V6_PREFIX,
+            api_key_header: "x-api-key".into(),
+            tenant_header: "x-tenant".into(),
+            max_header_bytes: 256,
+            missing_key: MissingKey::UseIp,
+            on_error: OnError::Open,
+            shadow: false,
+            legacy: false,
+        }
+    }
+}
+
+/// One named policy on its store.
+pub(crate) struct Entry<S> {
+    pub(crate) name: Arc<str>,
+    pub(crate) store: S,
+    pub(crate) key: Key,
+    /// The names of the layers' limits (`api` or `api.1`, `api.2`, ...).
+    pub(crate) names: Arc<[String]>,
+    /// The same and, for a fair share, its tenant window's (`api.tenant`) last.
+    pub(crate) with_tenant: Arc<[String]>,
+}
+
+pub(crate) struct Shared<S> {
+    pub(crate) entries: Vec<Entry<S>>,
+    pub(crate) routes: Vec<CompiledRoute>,
+    pub(crate) settings: Settings,
+}
+
+/// A tower layer that rate-limits requests by route with tollgate's policies. Cheap to
+/// clone: everything is shared behind an `Arc`. Built with [`RateLimitLayer::memory`] or
+/// [`crate::Builder::new`].
+pub struct RateLimitLayer<S> {
+    pub(crate) shared: Arc<Shared<S>>,
+}
+
+impl<S> Clone for RateLimitLayer<S> {
+    fn clone(&self) -> Self {
+        RateLimitLayer {
+            shared: Arc::clone(&self.shared),
+        }
+    }
+}
+
+impl<S: Store> RateLimitLayer<S> {
+    /// The store of the policy named `name` (to inspect it), if there is one.
+    pub fn store(&self, name: &str) -> Option<&S> {
+        self.shared
+            .entries
+            .iter()
+            .find(|e| &*e.name == name)
+            .map(|e| &e.store)
+    }
+}
+
+impl<S, Svc> Layer<Svc> for RateLimitLayer<S> {
+    type Service = RateLimit<Svc, S>;
+
+    fn layer(&self, inner: Svc) -> Self::Service {
+        RateLimit {
+            inner,
+            shared: Arc::clone(&self.shared),
+        }
+    }
+}
+
+/// The service of [`RateLimitLayer`].
+pub struct RateLimit<Svc, S> {
+    inner: Svc,
+    shared: Arc<Shared<S>>,
+}
+
+impl<Svc: Clone, S> Clone for RateLimit<Svc, S> {
+    fn clone(&self) -> Self {
+        RateLimit {
+            inner: self.inner.clone(),
+            shared: Arc::clone(&self.shared),
+        }
+    }
+}
+
+type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
+
+impl<Svc, S, ReqB, B> Service<Request<ReqB>> for RateLimit<Svc, S>
+where
+    Svc: Service<Request<ReqB>, Response = Response<B>> + Clone + Send + 'static,
+    Svc::Future: Send + 'static,
+    S: Store,
+    ReqB: Send + 'static,
+    B: Send + 'static,
+{
+    type Response = Response<ResponseBody<B>>;
+    type Error = Svc::Error;
+    type Future = BoxFuture<Result<Self::Response, Svc::Error>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: Request<ReqB>) -> Self::Future {
+        // The clone that was driven to readiness serves this request.
+        let clone = self.inner.clone();
+        let inner = std::mem::replace(&mut self.inner, clone);
+        let shared = Arc::clone(&self.shared);
+        Box::pin(async move { handle(shared, inner, req).await })
+    }
+}
+
+fn left<B>(r: Response<B>) -> Response<ResponseBody<B>> {
+    r.map(Either::Left)
+}
+
+async fn pass<Svc, ReqB, B>(
+    mut inner: Svc,
+    req: Request<ReqB>,
+) -> Result<Response<ResponseBody<B>>, Svc::Error>
+where
+    Svc: Service<Request<ReqB>, Response = Response<B>>,
+{
+    inner.call(req).await.map(left)
+}
+
+/// What a request is counted under, or why it is not.
+enum Keyed {
+    Key(String),
+    Skip,
+}
+
+/// Why a request is answered 400 before it is decided.
+enum Refusal {
+    Header(HeaderError),
+    MissingKey,
+}
+
+impl Refusal {
+    fn answer<B>(self) -> Response<ResponseBody<B>> {
+        match self {
+            Refusal::Header(e) => header_problem(&e),
+            Refusal::MissingKey => problem(
+                400,
+                "missing-key",
+                "the request carries no key for this route's rate limit",
+                json!({}),
+            ),
+        }
+    }
+}
+
+async fn handle<Svc, S, ReqB, B>(
+    shared: Arc<Shared<S>>,
+    inner: Svc,
+    req: Request<ReqB>,
+) -> Result<Response<ResponseBody<B>>, Svc::Error>
+where
+    Svc: Service<Request<ReqB>, Response = Response<B>>,
+    S: Store,
+{
+    let settings = &shared.settings;
+    let path = match route::normalize(req.uri().path()) {
+        Ok(p) => p,
+        Err(e) => return Ok(problem(400, "invalid-path", &e.to_string(), json!({}))),
+    };
+    let Some(r) = route::find(&shared.routes, req.method().as_str(), &path) else {
+        return pass(inner, req).await;
+    };
+    let Some(entry_index) = r.entry else {
+        return pass(inner, req).await;
+    };
+    let (cost, shadow) = (r.cost, r.shadow || settings.shadow);
+    let entry = &shared.entries[entry_index];
+    let (mut parts, body) = req.into_parts();
+    let key = match key_of(settings, &entry.key, &parts) {
+        Ok(Keyed::Key(k)) => k,
+        Ok(Keyed::Skip) => return pass(inner, Request::from_parts(parts, body)).await,
+        Err(refusal) => return Ok(refusal.answer()),
+    };
+    let tenant = if entry.with_tenant.len() > entry.names.len() {
+        match header_text(settings, &parts, &settings.tenant_header) {
+            Ok(t) => t.filter(|t| !t.is_empty()),
+            Err(e) => return Ok(header_problem(&e)),
+        }
+    } else {
+        None
+    };
+    match entry.store.check(&key, tenant.as_deref(), cost).await {
+        Ok(checked) => {
+            let names = if checked.each.len() > entry.names.len() {
+                Arc::clone(&entry.with_tenant)
+            } else {
+                Arc::clone(&entry.names)
+            };
+            let items: Vec<Named<'_>> = names
+                .iter()
+                .zip(checked.each.iter())
+                .zip(policies(&entry.store))
+                .map(|((name, decision), policy)| Named {
+                    name,
+                    policy,
+                    decision,
+                })
+                .collect();
+            let allowed = checked.decision.allowed;
+            if shadow {
+                let note = if allowed {
+                    "allowed".to_string()
+                } else {
+                    let violated: Vec<&str> = items
+                        .iter()
+                        .filter(|n| !n.decision.allowed)
+                        .map(|n| n.name)
+                        .collect();
+                    format!("denied; policies=\"{}\"", violated.join(","))
+                };
+                if let Ok(v) = HeaderValue::from_str(&note) {
+                    parts
+                        .headers
+                        .insert(HeaderName::from_static("tollgate-shadow"), v);
+                }
+            }
+            let fields = (!shadow).then(|| response_headers(&items, settings.legacy));
+            let body_429 = (!allowed && !shadow)
+                .then(|| quota_problem(&items))
+                .flatten();
+            drop(items);
+            if let Some(body) = body_429 {
+                let mut resp = full(StatusCode::TOO_MANY_REQUESTS, body);
+                add_fields(&mut resp, fields.unwrap_or_default());
+                return Ok(resp);
+            }
+            parts.extensions.insert(RateLimitInfo {
+                policy: Arc::clone(&entry.name),
+                decision: Some(checked.decision),
+                each: checked.each,
+                names,
+                source: Some(checked.source),
+                shadow,
+            });
+            let mut resp = pass(inner, Request::from_parts(parts, body)).await?;
+            if let Some(fields) = fields {
+                add_fields(&mut resp, fields);
+            }
+            Ok(resp)
+        }
+        Err(error) => match settings.on_error {
+            OnError::Open => {
+                parts.headers.insert(
+                    HeaderName::from_static("tollgate-degraded"),
+                    HeaderValue::from_static("fail-open; reason=store-error"),
+                );
+                parts.extensions.insert(RateLimitInfo {
+                    policy: Arc::clone(&entry.name),
+                    decision: None,
+                    each: Vec::new(),
+                    names: Arc::clone(&entry.names),
+                    source: None,
+                    shadow,
+                });
+                pass(inner, Request::from_parts(parts, body)).await
+            }
+            OnError::Closed { retry_after_secs } => {
+                let mut resp = problem(
+                    503,
+                    "store-unavailable",
+                    &format!("the rate limiter could not decide ({error}); retry later"),
+                    json!({}),
+                );
+                let h = resp.headers_mut();
+                h.insert(http::header::RETRY_AFTER, retry_after_secs.into());
+                h.insert(
+                    HeaderName::from_static("tollgate-degraded"),
+                    HeaderValue::from_static("fail-closed; reason=store-error"),
+                );
+                Ok(resp)
+            }
+        },
+    }
+}
+
+/// The policies of a store's decisions, in the order of `Checked::each`.
+fn policies<S: Store>(store: &S) -> impl Iterator<Item = &tollgate::Policy> {
+    let limits = store.limits();
+    limits.layers().iter().chain(limits.tenant())
+}
+
+fn key_of(settings: &Settings, key: &Key, parts: &Parts) -> Result<Keyed, Refusal> {
+    let found = match key {
+        Key::Ip => return ip_key(settings, parts).map(Keyed::Key),
+        Key::Global => return Ok(Keyed::Key("global".into())),
+        Key::ApiKey => header_text(settings, parts, &settings.api_key_header)
+            .map_err(Refusal::Header)?
+            .filter(|k| !k.is_empty())
+            .map(|k| client::api_key_name(k.as_bytes())),
+        Key::Custom(f) => f(parts).map(|k| format!("custom:{k}")),
+    };
+    match (found, settings.missing_key) {
+        (Some(k), _) => Ok(Keyed::Key(k)),
+        (None, MissingKey::UseIp) => ip_key(settings, parts).map(Keyed::Key),
+        (None, MissingKey::Skip) => Ok(Keyed::Skip),
+        (None, MissingKey::Reject) => Err(Refusal::MissingKey),
+    }
+}
+
+/// The peer's address: a `SocketAddr` extension, or axum's `ConnectInfo<SocketAddr>`.
+fn peer(parts: &Parts) -> Option<IpAddr> {
+    if let Some(a) = parts.extensions.get::<SocketAddr>() {
+        return Some(a.ip());
+    }
+    #[cfg(feature = "axum")]
+    if let Some(a) = parts
+        .extensions
+        .get::<axum::extract::ConnectInfo<SocketAddr>>()
+    {
+        return Some(a.0.ip());
+    }
+    None
+}
+
+/// The client's IP group: the peer, or through trusted proxies the forwarding header read
+/// from the right. Without a peer address (the server did not record it) every such
+/// request shares the key `ip:unknown`.
+fn ip_key(settings: &Settings, parts: &Parts) -> Result<String, Refusal> {
+    let Some(peer) = peer(parts) else {
+        return Ok("ip:unknown".into());
+    };
+    let mut ip = peer;
+    if settings.trusted.iter().any(|c| c.contains(peer)) {
+        let (name, all) = match settings.proxy_header {
+            ProxyHeader::XForwardedFor => {
+                ("x-forwarded-for", parts.headers.get_all("x-forwarded-for"))
+            }
+            ProxyHeader::Forwarded => ("forwarded", parts.headers.get_all(http::header::FORWARDED)),
+        };
+        let mut lines = Vec::new();
+        for v in all {
+            let text = v.to_str().map_err(|_| {
+                Refusal::Header(HeaderError::NotVisibleAscii {
+                    header: name.to_string(),
+                })
+            })?;
+            lines.push(text);
+        }
+        let hops = match settings.proxy_header {
+            ProxyHeader::XForwardedFor => client::forwarded_for_hops(lines),
+            ProxyHeader::Forwarded => client::forwarded_hops(lines),
+        };
+        ip = client::client_ip(peer, &settings.trusted, &hops, name).map_err(Refusal::Header)?;
+    }
+    Ok(client::ip_group(
+        ip,
+        settings.ipv4_prefix,
+        settings.ipv6_prefix,
+    ))
+}
+
+/// A header's value, checked (length, visible ASCII); `None` when absent.
+fn header_text(
+    settings: &Settings,
+    parts: &Parts,
+    name: &str,
+) -> Result<Option<String>, HeaderError> {
+    let Some(v) = parts.headers.get(name) else {
+        return Ok(None);
+    };
+    client::check_value(name, v.as_bytes(), settings.max_header_bytes)?;
+    // Visible ASCII is UTF-8.
+    Ok(Some(String::from_utf8_lossy(v.as_bytes()).into_owned()))
+}
+
+fn header_problem<B>(e: &HeaderError) -> Response<ResponseBody<B>> {
+    problem(
+        400,
+        "invalid-header",
+        &e.to_string(),
+        json!({ "header": e.header() }),
+    )
+}
+
+fn full<B>(status: StatusCode, body: String) -> Response<ResponseBody<B>> {
+    let mut resp = Response::new(Either::Right(Full::new(Bytes::from(body))));
+    *resp.status_mut() = status;
+    resp.headers_mut().insert(
+        CONTENT_TYPE,
+        HeaderValue::from_static(tollgate_http::problem::CONTENT_TYPE),
+    );
+    resp
+}
+
+fn problem<B>(
+    status: u16,
+    kind: &str,
+    detail: &str,
+    extra: serde_json::Value,
+) -> Response<ResponseBody<B>> {
+    let code = StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_REQUEST);
+    full(
+        code,
+        tollgate_http::problem::problem(status, kind, detail, extra),
+    )
+}
+
+fn header_name(name: &'static str) -> Option<HeaderName> {
+    Some(match name {
+        "RateLimit-Policy" => HeaderName::from_static("ratelimit-policy"),
+        "RateLimit" => HeaderName::from_static("ratelimit"),
+        "Retry-After" => http::header::RETRY_AFTER,
+        "Cache-Control" => http::header::CACHE_CONTROL,
+        other => HeaderName::from_bytes(other.as_bytes()).ok()?,
+    })
+}
+
+fn add_fields<B>(resp: &mut Response<B>, fields: Vec<(&'static str, String)>) {
+    let h = resp.headers_mut();
+    for (name, value) in fields {
+        // The core writes visible ASCII only; a value that is not is left out, never a 500.
+        if let (Some(n), Ok(v)) = (header_name(name), HeaderValue::try_from(value)) {
+            h.insert(n, v);
+        }
+    }
+}

@@ -1,0 +1,225 @@
+//! Stores: where a policy's counters live. The layer asks a [`Store`] to decide each
+//! request; every store decides with the core ([`tollgate::store`]'s contract), so the
+//! in-memory and the Redis store make the same decisions.
+//!
+//! * [`Memory`]: the core's keyed limiter ([`tollgate::keyed::KeyedLimiter`], bounded
+//!   memory, thread-safe) with a [`Clock`]; one process, no I/O.
+//! * `tollgate_redis::RedisLimiter` (feature `redis`): one exact limit for a fleet of
+//!   processes, Redis's clock, its own declared fallback when Redis is unreachable.
+
+use std::future::Future;
+use std::num::NonZeroUsize;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+use tollgate::fair_share::FairShare;
+use tollgate::keyed::KeyedLimiter;
+use tollgate::store::Limits;
+use tollgate::{DecideError, Decision, Nanos, PolicyError};
+
+/// Where a decision was made.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Source {
+    /// In this process's memory ([`Memory`]).
+    Memory,
+    /// On the states held by Redis, at Redis's clock.
+    Redis,
+    /// From the Redis store's memory of a denial that still holds (no round trip).
+    DenyCache,
+    /// By the Redis store's declared fallback (Redis unreachable, slow, or an answer lost).
+    Fallback,
+}
+
+/// A store's answer for one request.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Checked {
+    /// The combined decision over every limit of the policy.
+    pub decision: Decision,
+    /// Each limit's decision, in stack order (a fair share's tenant window last, when the
+    /// request has a tenant).
+    pub each: Vec<Decision>,
+    /// Where it was decided.
+    pub source: Source,
+}
+
+/// A store of one policy's counters (a single policy, a stack or a fair share): decides
+/// requests by key, with the core.
+pub trait Store: Send + Sync + 'static {
+    /// Why a request could not be decided (the layer's `on_error` then answers).
+    type Error: std::error::Error + Send + Sync + 'static;
+
+    /// The limits this store decides (names and `RateLimit-Policy` come from them).
+    fn limits(&self) -> &Limits;
+
+    /// Decides one request of `cost` for `key` on behalf of `tenant` (a fair share's tenant
+    /// window; other limits ignore it). All or nothing across the limits.
+    fn check(
+        &self,
+        key: &str,
+        tenant: Option<&str>,
+        cost: u64,
+    ) -> impl Future<Output = Result<Checked, Self::Error>> + Send;
+}
+
+/// A clock for the in-memory store: nanoseconds since any fixed epoch, never going back.
+pub trait Clock: Send + Sync + 'static {
+    /// The time now.
+    fn now(&self) -> Nanos;
+}
+
+/// The process's monotonic clock ([`Instant`]), counted from the store's creation.
+#[derive(Clone, Copy, Debug)]
+pub struct MonotonicClock(Instant);
+
+impl Default for MonotonicClock {
+    fn default() -> Self {
+        MonotonicClock(Instant::now())
+    }
+}
+
+impl Clock for MonotonicClock {
+    fn now(&self) -> Nanos {
+        self.0.elapsed().as_nanos().min(u64::MAX as u128) as u64
+    }
+}
+
+/// A clock set by hand (tests, simulations): shared, so a test can move it forward while
+/// the layer runs.
+#[derive(Clone, Debug, Default)]
+pub struct ManualClock(Arc<AtomicU64>);
+
+impl ManualClock {
+    /// A clock at `now`.
+    pub fn new(now: Nanos) -> ManualClock {
+        ManualClock(Arc::new(AtomicU64::new(now)))
+    }
+
+    /// Sets the time.
+    pub fn set(&self, now: Nanos) {
+        self.0.store(now, Ordering::Relaxed);
+    }
+
+    /// Moves the time forward by `by`.
+    pub fn advance(&self, by: Nanos) {
+        self.0.fetch_add(by, Ordering::Relaxed);
+    }
+}
+
+impl Clock for ManualClock {
+    fn now(&self) -> Nanos {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+/// The in-memory store: the core's keyed limiter over a policy's limits, with a clock.
+pub struct Memory<C = MonotonicClock> {
+    limits: Limits,
+    limiter: KeyedLimiter,
+    clock: C,
+}
+
+impl Memory<MonotonicClock> {
+    /// A store over `limits` keeping at most `max_keys` limited keys per limit (idle keys
+    /// are evicted first), on the process's monotonic clock.
+    pub fn new(limits: Limits, max_keys: NonZeroUsize) -> Result<Self, PolicyError> {
+        Memory::with_clock(limits, max_keys, MonotonicClock::default())
+    }
+}
+
+impl<C: Clock> Memory<C> {
+    /// A store over `limits` on `clock`.
+    pub fn with_clock(
+        limits: Limits,
+        max_keys: NonZeroUsize,
+        clock: C,
+    ) -> Result<Self, PolicyError> {
+        let limiter = match (limits.layers(), limits.tenant()) {
+            ([one], None) => KeyedLimiter::new(*one, max_keys),
+            (layers, None) => KeyedLimiter::stack(layers, max_keys)?,
+            (layers, Some(tenant)) => {
+                KeyedLimiter::fair_share(FairShare::new(layers[0], *tenant)?, max_keys)
+            }
+        };
+        Ok(Memory {
+            limits,
+            limiter,
+            clock,
+        })
+    }
+
+    /// The keyed limiter (to peek, reset or count keys).
+    pub fn limiter(&self) -> &KeyedLimiter {
+        &self.limiter
+    }
+
+    fn decide(&self, key: &str, tenant: Option<&str>, cost: u64) -> Result<Checked, DecideError> {
+        let now = self.clock.now();
+        if self.limits.layers().len() == 1 && self.limits.tenant().is_none() {
+            let decision = self.limiter.check(key, now, cost)?;
+            return Ok(Checked {
+                decision,
+                each: vec![decision],
+                source: Source::Memory,
+            });
+        }
+        let d = self.limiter.check_detailed(key, tenant, now, cost)?;
+        Ok(Checked {
+            decision: d.decision,
+            each: d.each,
+            source: Source::Memory,
+        })
+    }
+}
+
+impl<C: Clock> Store for Memory<C> {
+    type Error = DecideError;
+
+    fn limits(&self) -> &Limits {
+        &self.limits
+    }
+
+    fn check(
+        &self,
+        key: &str,
+        tenant: Option<&str>,
+        cost: u64,
+    ) -> impl Future<Output = Result<Checked, DecideError>> + Send {
+        std::future::ready(self.decide(key, tenant, cost))
+    }
+}
+
+#[cfg(feature = "redis")]
+impl<C> Store for tollgate_redis::RedisLimiter<C>
+where
+    C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
+{
+    type Error = tollgate_redis::Error;
+
+    fn limits(&self) -> &Limits {
+        tollgate_redis::RedisLimiter::limits(self)
+    }
+
+    fn check(
+        &self,
+        key: &str,
+        tenant: Option<&str>,
+        cost: u64,
+    ) -> impl Future<Output = Result<Checked, tollgate_redis::Error>> + Send {
+        let key = key.to_string();
+        let tenant = tenant.map(str::to_string);
+        let this = self.clone();
+        async move {
+            let o = this.check_tenant(&key, tenant.as_deref(), cost).await?;
+            Ok(Checked {
+                decision: o.decision,
+                each: o.each,
+                source: match o.source {
+                    tollgate_redis::Source::Redis => Source::Redis,
+                    tollgate_redis::Source::DenyCache => Source::DenyCache,
+                    tollgate_redis::Source::Fallback(_) => Source::Fallback,
+                },
+            })
+        }
+    }
+}

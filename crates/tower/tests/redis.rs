@@ -1,0 +1,155 @@
+//! The layer on the Redis fleet store, against real redis-server processes (started on free
+//! loopback ports by the Redis crate's test support): decisions made by Redis, a store
+//! error answered as `on_error` declares, and Redis gone answered by the store's declared
+//! fallback.
+#![cfg(feature = "redis")]
+
+#[path = "../../redis/tests/support/mod.rs"]
+mod support;
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use axum::extract::Extension;
+use axum::routing::any;
+use axum::Router;
+use bytes::Bytes;
+use http::StatusCode;
+use http_body_util::{BodyExt, Empty};
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::TokioExecutor;
+use redis::aio::ConnectionManager;
+use support::Server;
+use tollgate::store::Slot;
+use tollgate_redis::{Fallback, Options, RedisLimiter};
+use tollgate_tower::{Builder, Key, OnError, RateLimitInfo, RateLimitLayer, Route};
+
+type Layer = RateLimitLayer<RedisLimiter<ConnectionManager>>;
+
+async fn layer(server: &Server, fallback: Fallback, on_error: OnError) -> Layer {
+    let conn = redis::Client::open(server.url())
+        .unwrap()
+        .get_connection_manager()
+        .await
+        .unwrap();
+    Builder::new(move |name, limits| {
+        let options = Options::new(name, fallback.clone())
+            .timeout(Duration::from_millis(200))
+            .probe_every(Duration::from_millis(300));
+        RedisLimiter::new(conn.clone(), limits, options)
+    })
+    .policy("per-ip", "fixed-window 2/hour", Key::Ip)
+    .route(Route::new("/").policy("per-ip"))
+    .on_error(on_error)
+    .build()
+    .unwrap()
+}
+
+async fn serve(layer: Layer) -> SocketAddr {
+    let app = Router::new()
+        .route(
+            "/",
+            any(
+                |info: Option<Extension<RateLimitInfo>>, h: http::HeaderMap| async move {
+                    format!(
+                        "source={:?} degraded={:?}",
+                        info.and_then(|i| i.0.source),
+                        h.get("tollgate-degraded")
+                    )
+                },
+            ),
+        )
+        .layer(layer);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        axum::serve(
+            listener,
+            app.into_make_service_with_connect_info::<SocketAddr>(),
+        )
+        .await
+        .unwrap()
+    });
+    addr
+}
+
+async fn get(addr: SocketAddr) -> (StatusCode, http::HeaderMap, String) {
+    let c = Client::builder(TokioExecutor::new()).build_http::<Empty<Bytes>>();
+    let r = c
+        .get(format!("http://{addr}/").parse().unwrap())
+        .await
+        .unwrap();
+    let (status, headers) = (r.status(), r.headers().clone());
+    let body = r.into_body().collect().await.unwrap().to_bytes();
+    (status, headers, String::from_utf8(body.to_vec()).unwrap())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn decided_by_redis() {
+    let server = Server::start();
+    let addr = serve(layer(&server, Fallback::Closed, OnError::Open).await).await;
+    for _ in 0..2 {
+        let (status, h, body) = get(addr).await;
+        assert_eq!(status, StatusCode::OK);
+        assert_eq!(body, "source=Some(Redis) degraded=None");
+        assert!(h.contains_key("ratelimit"));
+    }
+    assert_eq!(get(addr).await.0, StatusCode::TOO_MANY_REQUESTS);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_store_error_gets_on_error() {
+    let server = Server::start();
+    for on_error in [
+        OnError::Open,
+        OnError::Closed {
+            retry_after_secs: 7,
+        },
+    ] {
+        let layer = layer(&server, Fallback::Closed, on_error).await;
+        // A value no tollgate wrote at this client's key: the store cannot decide.
+        let key =
+            layer
+                .store("per-ip")
+                .unwrap()
+                .layout()
+                .slot_key("ip4:127.0.0.1", None, Slot::Layer(0));
+        assert_eq!(server.cli(&["SET", &key, "x"]), "OK");
+        let addr = serve(layer).await;
+        let (status, h, body) = get(addr).await;
+        match on_error {
+            OnError::Open => {
+                assert_eq!(status, StatusCode::OK, "{body}");
+                assert_eq!(
+                    body,
+                    "source=None degraded=Some(\"fail-open; reason=store-error\")"
+                );
+            }
+            OnError::Closed { .. } => {
+                assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
+                assert_eq!(h.get("retry-after").unwrap(), "7");
+                assert!(body.contains("store-unavailable"), "{body}");
+            }
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_gone_gets_the_declared_fallback() {
+    let mut server = Server::start();
+    let open = serve(layer(&server, Fallback::Open, OnError::Open).await).await;
+    let closed = serve(layer(&server, Fallback::Closed, OnError::Open).await).await;
+    server.kill();
+    for _ in 0..3 {
+        let (status, _, body) = get(open).await;
+        assert_eq!(status, StatusCode::OK);
+        assert_eq!(body, "source=Some(Fallback) degraded=None");
+    }
+    let (status, h, _) = get(closed).await;
+    assert_eq!(status, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(
+        h.get("retry-after").unwrap(),
+        "1",
+        "the next probe, 300 ms, rounded up"
+    );
+}
