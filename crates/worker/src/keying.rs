@@ -26,9 +26,11 @@ pub fn identify(
 ) -> Result<Identity, HeaderError> {
     let ip_text = match get("cf-connecting-ip") {
         Some(v) => Some(("cf-connecting-ip", v)),
+        // The right-most entry: the one the trusted proxy in front of the worker appended.
+        // Entries to its left were sent by the client, who can write anything there.
         None if settings.trust_forwarded_for => get("x-forwarded-for").map(|v| {
-            let first = v.split(',').next().unwrap_or("").trim().to_string();
-            ("x-forwarded-for", first)
+            let last = v.rsplit(',').next().unwrap_or("").trim().to_string();
+            ("x-forwarded-for", last)
         }),
         None => None,
     };
@@ -166,8 +168,12 @@ mod tests {
         .unwrap();
         assert_eq!(a.ip, "ip4:203.0.113.9");
         let t = settings("trust_forwarded_for = true");
-        let a = id(&t, &[("x-forwarded-for", "198.51.100.1, 10.0.0.1")]).unwrap();
-        assert_eq!(a.ip, "ip4:198.51.100.1");
+        // A client that sends its own X-Forwarded-For cannot choose its key: the trusted
+        // proxy appended the address it saw.
+        let a = id(&t, &[("x-forwarded-for", "198.51.100.1, 203.0.113.5")]).unwrap();
+        assert_eq!(a.ip, "ip4:203.0.113.5");
+        let a = id(&t, &[("x-forwarded-for", "203.0.113.5")]).unwrap();
+        assert_eq!(a.ip, "ip4:203.0.113.5");
     }
 
     #[test]
