@@ -68,6 +68,35 @@ export interface RedisLimiterOptions {
   lease?: number;
   /** Whether denials are remembered until their retry time (default true). */
   denyCache?: boolean;
+  /**
+   * Whether to decide in tollgate's Redis module when the server has it (asked once with
+   * `COMMAND INFO tollgate.check`; default true): one pipelined round trip of
+   * `TOLLGATE.CHECK`/`PEEK`/`RELEASE` commands per round instead of a read and a commit,
+   * on the same keys and bytes. Without the module, the scripts decide.
+   */
+  useModule?: boolean;
+}
+
+/** Options of {@link RedisLimiter.acquire}. Times are milliseconds. */
+export interface RedisAcquireOptions {
+  /** Units to charge (default 1). */
+  cost?: number;
+  /** The longest to wait in all (default `Infinity`). */
+  maxWait?: number;
+  /** Aborts the wait: rejects with the signal's reason, nothing charged (unless already admitted). */
+  signal?: AbortSignal;
+  /** The tenant, for a fair share. */
+  tenant?: string;
+  /** Up to this much random extra sleep after a denial (never past `maxWait`; default 0). */
+  jitter?: number;
+}
+
+/** The rejection of `acquire` when the request cannot proceed within `maxWait`. Nothing was charged. */
+export class WaitTimeoutError extends Error {
+  /** ms waited before giving up. */
+  waited: number;
+  /** ms until the key itself could admit the request (0 when no clock can say: a full concurrency limit). */
+  retryAfter: number;
 }
 
 /** Counts since the limiter was built. */
@@ -113,6 +142,22 @@ export class RedisLimiter {
    * (before any round trip) or a {@link RedisLimiterError}.
    */
   check(key: string, options?: { cost?: number; tenant?: string }): Promise<FleetDecision>;
+  /**
+   * Waits for a turn: resolves to the admitting decision (after a leaky queue's `delay`), or
+   * rejects with a {@link WaitTimeoutError} when the request cannot proceed within `maxWait`
+   * (at once when the retry time is already beyond it), or with the signal's reason. The
+   * waiting rule is the core's; waiters for one key (and tenant) in this process are served
+   * in arrival order.
+   */
+  acquire(key: string, options?: RedisAcquireOptions): Promise<FleetDecision>;
+  /**
+   * Wraps `fn`: each call first waits for a turn (`acquire` with `options`; `key` is a string
+   * or a function of the call's arguments, default `"default"`).
+   */
+  throttle<A extends unknown[], R>(
+    fn: (...args: A) => Promise<R> | R,
+    options?: RedisAcquireOptions & { key?: string | ((...args: A) => string) },
+  ): (...args: A) => Promise<R>;
   /** The key's standing without charging it. */
   peek(key: string, options?: { tenant?: string }): Promise<FleetDecision>;
   /** Gives back `cost` (default 1) slots of the concurrency limits for `key`. */
