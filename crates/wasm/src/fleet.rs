@@ -16,7 +16,7 @@ use std::cell::RefCell;
 use tollgate::fair_share::FairShare;
 use tollgate::keyed::KeyedLimiter;
 use tollgate::stack::StackDecision;
-use tollgate::store::{Batch, Limits, Slot, Write};
+use tollgate::store::{Batch, Limits, Write};
 use tollgate::{DecideError, Decision, Policy, State, NANOS_PER_SEC};
 use wasm_bindgen::prelude::*;
 
