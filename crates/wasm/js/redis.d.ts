@@ -1,5 +1,9 @@
 // Types of `tollgate/redis`: one exact limit for a fleet of processes sharing one Redis.
 import type { Decision, Policy } from "./index.js";
+import { WaitTimeoutError } from "./index.js";
+
+/** The rejection of `acquire` when the request cannot proceed within `maxWait` (the package's class). */
+export { WaitTimeoutError };
 
 /** What a {@link RedisLimiter} decides over: a policy, a stack (an array, or `{ stack }`) or a fair share. */
 export type LimiterSpec =
@@ -91,13 +95,6 @@ export interface RedisAcquireOptions {
   jitter?: number;
 }
 
-/** The rejection of `acquire` when the request cannot proceed within `maxWait`. Nothing was charged. */
-export class WaitTimeoutError extends Error {
-  /** ms waited before giving up. */
-  waited: number;
-  /** ms until the key itself could admit the request (0 when no clock can say: a full concurrency limit). */
-  retryAfter: number;
-}
 
 /** Counts since the limiter was built. */
 export interface RedisLimiterStats {

@@ -36,7 +36,8 @@ const TEST_TTL_MS = 86_400_000;
 /**
  * Test-only options (the Rust crate's `testing` feature): `options[TESTING] = { clock, blindCommit }`.
  * `clock()` returns the time in whole ms to decide at instead of Redis `TIME` (and turns the deny
- * cache off); `blindCommit` commits without comparing versions (a control run that must over-admit).
+ * cache off; with the module, it is sent as `NOW <ms>`, which needs the module loaded with
+ * `TESTCLOCK`); `blindCommit` commits without comparing versions (a control run that must over-admit).
  */
 export const TESTING = Symbol.for("tollgate.redis.testing");
 
