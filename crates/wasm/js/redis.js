@@ -710,7 +710,14 @@ export class RedisLimiter {
     }
     round.forEach((p, i) => {
       const { value, error } = answers[i];
-      if (error !== undefined) return p.reject(this.#fatal(error));
+      if (error !== undefined) {
+        const message = String(error.message);
+        // The server lost the module (restarted without it): ask again next round.
+        if (/unknown command/i.test(message)) this.#module = undefined;
+        // A release without a concurrency limit: the core's own error, as on the script path.
+        if (p.kind === OP_RELEASE && /^(ERR )?not-concurrency/.test(message)) return p.reject(this.#releaseError(group, p.cost));
+        return p.reject(this.#fatal(error));
+      }
       if (p.kind === OP_RELEASE) return p.resolve(undefined);
       const d = moduleDecision(value);
       if (d === undefined) return p.reject(new RedisLimiterError("redis", "redis: unexpected module reply"));
@@ -720,6 +727,12 @@ export class RedisLimiter {
       }
       p.resolve(d);
     });
+  }
+
+  /** The core's error for a release the limits refuse (decided on absent states: nothing is read or written). */
+  #releaseError(group, cost) {
+    const out = this.#limits.decide(group.tenant, Buffer.alloc(0), new Uint32Array(group.keys.length), 0, 0, [OP_RELEASE, cost, 0]);
+    return out[0] === FAILED ? this.#limits.error(0) : this.#fatal(new Error("the module refused a release the core allows"));
   }
 
   /** A key's time to live: until its state is fresh, plus the grace; a concurrency count lives for the lease. */

@@ -149,6 +149,16 @@ test("every shared vector through the module gives the core's decisions (test cl
   assert.equal(calls.evalsha, undefined, "decided in the module, not by the scripts");
 });
 
+test("the module's refusals are the core's errors: a release without a concurrency limit", async () => {
+  const limiter = new RedisLimiter(ioredis(), "10/s", { namespace: "module-errors", fallback: "closed" });
+  await limiter.check("k");
+  await assert.rejects(limiter.release("k"), (e) => e instanceof RangeError && e.rule === "not-concurrency" && e.field === "policy");
+  const slots = new RedisLimiter(ioredis(), "concurrency 2", { namespace: "module-errors", fallback: "closed" });
+  assert.equal((await slots.check("c")).remaining, 1);
+  await slots.release("c");
+  assert.equal((await slots.peek("c")).remaining, 2);
+});
+
 test("acquire through the module: waits to the retry time, and a queue delay that does not fit is not kept (MAXDELAY)", async () => {
   const c = ioredis();
   const limiter = new RedisLimiter(c, "gcra 10/s burst 1", { namespace: "module-acquire", fallback: "closed" });
