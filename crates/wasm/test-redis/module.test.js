@@ -32,8 +32,8 @@ after(async () => {
   await server.stop();
 });
 
-function ioredis() {
-  const c = new Redis({ port: server.port, host: "127.0.0.1" });
+function ioredis(options = {}) {
+  const c = new Redis({ port: server.port, host: "127.0.0.1", ...options });
   c.on("error", () => {});
   clients.push(c);
   return c;
@@ -163,11 +163,11 @@ test("acquire through the module: waits to the retry time, and a queue delay tha
   const c = ioredis();
   const limiter = new RedisLimiter(c, "gcra 10/s burst 1", { namespace: "module-acquire", fallback: "closed" });
   const key = `k${Math.random()}`;
+  const t0 = performance.now(); // before the check: its admission starts the 100 ms
   assert.equal((await limiter.check(key)).allowed, true);
-  const t0 = performance.now();
   const d = await limiter.acquire(key, { maxWait: 1000 });
   assert.equal(d.allowed, true);
-  assert.ok(performance.now() - t0 >= 98, "waited for the retry time");
+  assert.ok(performance.now() - t0 >= 99, "waited for the retry time");
 
   const queue = new RedisLimiter(c, "leaky-queue 10/s burst 5", { namespace: "module-acquire", fallback: "closed" });
   const q = `q${Math.random()}`;
@@ -182,4 +182,35 @@ test("acquire through the module: waits to the retry time, and a queue delay tha
   const ok = await queue.acquire(q, { maxWait: 1000 });
   assert.ok(ok.allowed && ok.delay > first.delay, JSON.stringify(ok));
   assert.ok(performance.now() - t1 >= ok.delay - 2);
+});
+
+test("a module round whose answer is lost is indeterminate: the fallback decides, it is never sent again, applied once", async () => {
+  const c = ioredis({ autoResendUnfulfilledCommands: false });
+  const admin = ioredis();
+  let checks = 0;
+  const send = async (args) => {
+    if (args[0] === "TOLLGATE.CHECK") {
+      checks++;
+      // Redis stops serving clients for 400 ms as the check is sent: its answer comes after
+      // the limiter's 100 ms timeout.
+      await admin.call("CLIENT", "PAUSE", "400", "ALL");
+    }
+    return c.callBuffer(args[0], args.slice(1));
+  };
+  const limiter = new RedisLimiter({ sendCommand: send }, "fixed-window 10/hour", {
+    namespace: "module-indeterminate",
+    fallback: "open",
+    timeout: 100,
+    probeEvery: 50,
+  });
+  await limiter.peek("warm"); // detects the module
+  const d = await limiter.check("k");
+  assert.equal(d.source, "fallback");
+  assert.equal(d.why, "indeterminate");
+  assert.equal(limiter.stats().indeterminate, 1);
+  await new Promise((r) => setTimeout(r, 500)); // the pause ends; Redis runs the check it holds
+  const after = await limiter.peek("k");
+  assert.equal(after.source, "redis");
+  assert.equal(checks, 1, "never sent again");
+  assert.equal(after.remaining, 9, "applied once, by Redis, after the answer was lost");
 });
