@@ -104,7 +104,7 @@ export interface RedisLimiterStats {
   denyCache: number;
   /** Requests decided by the fallback. */
   fallback: number;
-  /** Commits whose answer was lost (never sent again). */
+  /** Commits (or module commands) whose answer was lost (never sent again). */
   indeterminate: number;
   /** Commits refused because another client wrote first (each retried). */
   conflicts: number;

@@ -701,15 +701,17 @@ export class RedisLimiter {
       );
     });
     const answers = await Promise.all(replies);
-    const unavailable = answers.find((a) => a.error !== undefined && this.#classify(a.error) instanceof Unavailable);
-    if (unavailable !== undefined) {
-      // The commands may have run: never sent again; the fallback decides.
-      this.#stats.indeterminate++;
+    const lost = round.filter((_, i) => answers[i].error !== undefined && this.#classify(answers[i].error) instanceof Unavailable);
+    if (lost.length > 0) {
+      // Their commands may have run: never sent again; the fallback decides them (the others
+      // were answered, and are answered as decided).
+      this.#stats.indeterminate += lost.length;
       this.#downUntil = performance.now() + this.#probeEvery;
-      return this.#fallBack(group, round, "indeterminate");
+      this.#fallBack(group, lost, "indeterminate");
     }
     round.forEach((p, i) => {
       const { value, error } = answers[i];
+      if (lost.includes(p)) return;
       if (error !== undefined) {
         const message = String(error.message);
         // The server lost the module (restarted without it): ask again next round.
