@@ -3,11 +3,12 @@
 # feature) against real redis-server processes (Debian's package), which the tests start on
 # free loopback ports with temporary directories and stop afterwards: the shared vectors
 # through Redis with ioredis and node-redis, exactness under concurrency, and 2 Node + 2 Rust
-# client processes (crates/redis/examples/storm.rs) sharing one limit.
+# client processes (crates/redis/examples/storm.rs) sharing one limit; the same entry on a
+# server with tollgate's module loaded (crates/redis-module; bindgen needs libclang), and acquire.
 set -euo pipefail
 source scripts/tools.sh
 wasm_tools
-apt_packages redis-server
+apt_packages redis-server libclang-dev
 npm_ci .
 npm_ci crates/wasm
 
@@ -16,9 +17,10 @@ cargo fmt -p tollgate-wasm -p tollgate-redis --check
 cargo clippy -q -p tollgate-wasm --all-targets --features store --target wasm32-unknown-unknown -- -D warnings
 cargo clippy -q -p tollgate-redis --examples -- -D warnings
 
-echo "--- build (pkg/ with pkg/redis/, and the Rust client of the cross-runtime test)"
+echo "--- build (pkg/ with pkg/redis/, the Rust client of the cross-runtime test, the module)"
 crates/wasm/build.sh
 cargo build -q -p tollgate-redis --example storm
+cargo build -q -p tollgate-redis-module --locked
 
 echo "--- node --test test-redis/"
 (cd crates/wasm && node --test --test-reporter=spec test-redis/)

@@ -1,6 +1,8 @@
 // Side-by-side benchmark of a fleet rate limit on one local redis-server (not a test: numbers
 // only, no assertions):
 //   tollgate   tollgate/redis RedisLimiter.check(key) on ioredis (this package)
+//   tollgate+module  the same against the redis-server with tollgate's module loaded (below):
+//              it finds the module and sends one TOLLGATE.CHECK a check
 //   rlf        rate-limiter-flexible RateLimiterRedis.consume(key) on ioredis (same client
 //              library, same version); a denial is its rejected promise, caught
 //   rust       the Rust crate tollgate-redis (crates/redis/examples/storm.rs `bench`, one
@@ -66,7 +68,7 @@ async function child(impl, port, keys, ms, warm) {
   const client = new Redis({ port, host: "127.0.0.1" });
   await client.ping();
   let check;
-  if (impl === "tollgate") {
+  if (impl.startsWith("tollgate")) {
     const { RedisLimiter } = await import("tollgate/redis");
     const limiter = new RedisLimiter(client, POLICY, { namespace: "bench", fallback: "closed", timeout: 5000 });
     check = async (key) => (await limiter.check(key)).allowed;
@@ -158,10 +160,16 @@ async function main() {
   const rust = existsSync(release) ? release : existsSync(debug) ? debug : undefined;
   const plain = await Server.start();
   const moduleSo = [join(target, "release/libtollgate_redis_module.so"), join(target, "debug/libtollgate_redis_module.so")].find(existsSync);
-  const withModule = rust && moduleSo ? await Server.start(["--save", "", "--appendonly", "no", "--loadmodule", moduleSo]) : undefined;
+  const withModule = moduleSo ? await Server.start(["--save", "", "--appendonly", "no", "--loadmodule", moduleSo]) : undefined;
   if (!moduleSo) console.log("(no module built: cargo build --release -p tollgate-redis-module)");
   const here = fileURLToPath(import.meta.url);
-  const impls = ["tollgate", "rlf", ...(rust ? ["rust"] : []), ...(withModule ? ["rust+module"] : [])];
+  const impls = [
+    "tollgate",
+    ...(withModule ? ["tollgate+module"] : []),
+    "rlf",
+    ...(rust ? ["rust"] : []),
+    ...(rust && withModule ? ["rust+module"] : []),
+  ];
   if (!rust) console.log("(no storm example built: cargo build --release -p tollgate-redis --example storm)");
   else if (rust === debug) console.log("(the Rust client is a debug build: its figures understate the crate)");
   const rows = [];
@@ -169,7 +177,7 @@ async function main() {
     for (let r = 1; r <= rounds; r++) {
       for (const [name, keys] of CASES) {
         for (const impl of impls) {
-          const server = impl === "rust+module" ? withModule : plain;
+          const server = impl.endsWith("+module") ? withModule : plain;
           server.cli("FLUSHALL");
           let redisCpu;
           const between = () => {

@@ -163,6 +163,9 @@ function turn(me, ms, signal) {
   });
 }
 
+// Shared with tollgate/redis (redis.js), whose `acquire` waits the same way.
+export { checkMs, sleep, leave, turn, MAX_TIMER };
+
 /**
  * The API over one wasm-bindgen output (`glue`: its exports, `Core`, `Backoff`,
  * `wasmMemory`, ...): `Limiter`, `headers`, `decide`, `parsePolicy`, `fetchWithBackoff`,

@@ -1,5 +1,9 @@
 // Types of `tollgate/redis`: one exact limit for a fleet of processes sharing one Redis.
 import type { Decision, Policy } from "./index.js";
+import { WaitTimeoutError } from "./index.js";
+
+/** The rejection of `acquire` when the request cannot proceed within `maxWait` (the package's class). */
+export { WaitTimeoutError };
 
 /** What a {@link RedisLimiter} decides over: a policy, a stack (an array, or `{ stack }`) or a fair share. */
 export type LimiterSpec =
@@ -68,7 +72,29 @@ export interface RedisLimiterOptions {
   lease?: number;
   /** Whether denials are remembered until their retry time (default true). */
   denyCache?: boolean;
+  /**
+   * Whether to decide in tollgate's Redis module when the server has it (asked once with
+   * `COMMAND INFO tollgate.check`; default true): one pipelined round trip of
+   * `TOLLGATE.CHECK`/`PEEK`/`RELEASE` commands per round instead of a read and a commit,
+   * on the same keys and bytes. Without the module, the scripts decide.
+   */
+  useModule?: boolean;
 }
+
+/** Options of {@link RedisLimiter.acquire}. Times are milliseconds. */
+export interface RedisAcquireOptions {
+  /** Units to charge (default 1). */
+  cost?: number;
+  /** The longest to wait in all (default `Infinity`). */
+  maxWait?: number;
+  /** Aborts the wait: rejects with the signal's reason, nothing charged (unless already admitted). */
+  signal?: AbortSignal;
+  /** The tenant, for a fair share. */
+  tenant?: string;
+  /** Up to this much random extra sleep after a denial (never past `maxWait`; default 0). */
+  jitter?: number;
+}
+
 
 /** Counts since the limiter was built. */
 export interface RedisLimiterStats {
@@ -78,7 +104,7 @@ export interface RedisLimiterStats {
   denyCache: number;
   /** Requests decided by the fallback. */
   fallback: number;
-  /** Commits whose answer was lost (never sent again). */
+  /** Commits (or module commands) whose answer was lost (never sent again). */
   indeterminate: number;
   /** Commits refused because another client wrote first (each retried). */
   conflicts: number;
@@ -113,6 +139,22 @@ export class RedisLimiter {
    * (before any round trip) or a {@link RedisLimiterError}.
    */
   check(key: string, options?: { cost?: number; tenant?: string }): Promise<FleetDecision>;
+  /**
+   * Waits for a turn: resolves to the admitting decision (after a leaky queue's `delay`), or
+   * rejects with a {@link WaitTimeoutError} when the request cannot proceed within `maxWait`
+   * (at once when the retry time is already beyond it), or with the signal's reason. The
+   * waiting rule is the core's; waiters for one key (and tenant) in this process are served
+   * in arrival order.
+   */
+  acquire(key: string, options?: RedisAcquireOptions): Promise<FleetDecision>;
+  /**
+   * Wraps `fn`: each call first waits for a turn (`acquire` with `options`; `key` is a string
+   * or a function of the call's arguments, default `"default"`).
+   */
+  throttle<A extends unknown[], R>(
+    fn: (...args: A) => Promise<R> | R,
+    options?: RedisAcquireOptions & { key?: string | ((...args: A) => string) },
+  ): (...args: A) => Promise<R>;
   /** The key's standing without charging it. */
   peek(key: string, options?: { tenant?: string }): Promise<FleetDecision>;
   /** Gives back `cost` (default 1) slots of the concurrency limits for `key`. */

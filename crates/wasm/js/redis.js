@@ -8,6 +8,9 @@
 import { createHash, randomFillSync } from "node:crypto";
 import glue from "./redis/tollgate_wasm.cjs";
 import { READ_SCRIPT, COMMIT_SCRIPT } from "./redis/scripts.js";
+import { WaitTimeoutError, checkMs, sleep as pause, leave, turn, MAX_TIMER } from "./web/api.js";
+
+export { WaitTimeoutError };
 
 const { FleetLimits } = glue;
 
@@ -18,6 +21,12 @@ const RELEASED = 3;
 const OP_CHECK = 0;
 const OP_PEEK = 1;
 const OP_RELEASE = 2;
+const OP_ACQUIRE = 3;
+/** FleetLimits.waitStep's statuses: go (1, as ALLOWED), wait (0, as DENIED), give up. */
+const GO = 1;
+const GIVE_UP = 3;
+/** The module's command for each request kind. */
+const MODULE_COMMAND = ["TOLLGATE.CHECK", "TOLLGATE.PEEK", "TOLLGATE.RELEASE", "TOLLGATE.CHECK"];
 
 /** The most denials remembered; past it the memory is cleared (it is only a shortcut). */
 const MAX_DENIALS = 100_000;
@@ -27,7 +36,8 @@ const TEST_TTL_MS = 86_400_000;
 /**
  * Test-only options (the Rust crate's `testing` feature): `options[TESTING] = { clock, blindCommit }`.
  * `clock()` returns the time in whole ms to decide at instead of Redis `TIME` (and turns the deny
- * cache off); `blindCommit` commits without comparing versions (a control run that must over-admit).
+ * cache off; with the module, it is sent as `NOW <ms>`, which needs the module loaded with
+ * `TESTCLOCK`); `blindCommit` commits without comparing versions (a control run that must over-admit).
  */
 export const TESTING = Symbol.for("tollgate.redis.testing");
 
@@ -181,6 +191,22 @@ function decisionAt(out, at, n, source, why) {
   return d;
 }
 
+/** A module reply: six integers (durations in ms), then an array of each limit's six. */
+function moduleDecision(reply) {
+  const one = (f) => {
+    if (!Array.isArray(f) || f.length < 6) return undefined;
+    const n = f.slice(0, 6).map(number);
+    if (n.some((x) => !Number.isFinite(x))) return undefined;
+    return { allowed: n[0] === 1, limit: n[1], remaining: n[2], resetAfter: n[3], retryAfter: n[4], delay: n[5] };
+  };
+  const d = one(reply);
+  if (d === undefined || !Array.isArray(reply[6])) return undefined;
+  d.each = reply[6].map(one);
+  if (d.each.some((e) => e === undefined)) return undefined;
+  d.source = "redis";
+  return d;
+}
+
 /**
  * A fleet-wide limiter on Redis. See redis.d.ts.
  */
@@ -200,8 +226,13 @@ export class RedisLimiter {
   #denyCache;
   #clock;
   #blind;
+  #useModule;
+  /** Whether the server has tollgate's module: undefined until asked (once). */
+  #module;
   #epoch = performance.now();
   #groups = new Map();
+  /** `acquire`'s lines of waiters: group id -> waiters, the first deciding. */
+  #lines = new Map();
   #denials = new Map();
   #downUntil = 0;
   #stats = { redis: 0, denyCache: 0, fallback: 0, indeterminate: 0, conflicts: 0, roundTrips: 0 };
@@ -233,6 +264,10 @@ export class RedisLimiter {
     if (typeof this.#denyCache !== "boolean") {
       throw optionError(TypeError, "denyCache", options.denyCache, "not-a-boolean", "must be true or false");
     }
+    this.#useModule = options.useModule ?? true;
+    if (typeof this.#useModule !== "boolean") {
+      throw optionError(TypeError, "useModule", options.useModule, "not-a-boolean", "must be true or false");
+    }
     const testing = options[TESTING];
     this.#clock = testing?.clock;
     this.#blind = testing?.blindCommit === true;
@@ -258,8 +293,13 @@ export class RedisLimiter {
    * used as they are).
    */
   #key(key, suffix) {
+    return `${this.#baseKey(key)}:${suffix}`;
+  }
+
+  /** A key's name without its slot, `<prefix>:{<namespace>:<key>}` (the module's `<base>`). */
+  #baseKey(key) {
     const part = key.includes("}") || key.includes("%") ? FleetLimits.keyPart(key) : key;
-    return `${this.#prefix}:{${this.#namespace}:${part}}:${suffix}`;
+    return `${this.#prefix}:{${this.#namespace}:${part}}`;
   }
 
   /** The requests for one key (and tenant, for a fair share's tenant window) share their slots. */
@@ -273,6 +313,7 @@ export class RedisLimiter {
     return {
       id: withTenant ? `t${key.length}:${key}${tenant}` : `k${key}`,
       key,
+      base: this.#baseKey(key),
       tenant: withTenant ? tenant : undefined,
       keys: suffixes.map((s) => this.#key(key, s)),
     };
@@ -300,6 +341,78 @@ export class RedisLimiter {
   /** The key's standing without charging it. */
   async peek(key, options) {
     return this.#submit(this.#group(key, options?.tenant), OP_PEEK, 0);
+  }
+
+  /**
+   * Waits for a turn: resolves to the admitting decision (after a leaky queue's `delay`), or
+   * rejects with a `WaitTimeoutError` (`waited`, `retryAfter`) when the request cannot
+   * proceed within `maxWait` ms (at once when the retry time is already beyond it, or
+   * unknown: a full concurrency limit), with the signal's reason when `signal` aborts, or
+   * like `check` for invalid arguments. The waiting rule is the core's
+   * (`FleetLimits.waitStep`: `tollgate::wait::step`); an admission whose queue delay does not
+   * fit the remaining wait is not kept. Waiters for one key (and tenant) in this process are
+   * served in arrival order, one decision at a time. Nothing is charged until admitted.
+   */
+  async acquire(key, options) {
+    const cost = this.#cost(options?.cost);
+    const group = this.#group(key, options?.tenant);
+    const maxWait = options?.maxWait === undefined ? Infinity : checkMs("maxWait", options.maxWait, true);
+    const jitter = options?.jitter === undefined ? 0 : checkMs("jitter", options.jitter, false);
+    this.#limits.checkCost(cost, group.tenant);
+    const signal = options?.signal;
+    signal?.throwIfAborted();
+    const start = performance.now();
+    const elapsed = () => Math.round(performance.now() - start);
+    let line = this.#lines.get(group.id);
+    if (line === undefined) this.#lines.set(group.id, (line = []));
+    const me = { wake: null };
+    line.push(me);
+    try {
+      if (line[0] !== me && !(await turn(me, maxWait, signal))) {
+        throw new WaitTimeoutError(elapsed(), 0);
+      }
+      for (;;) {
+        const waited = performance.now() - start;
+        // Whole ms: the core keeps a queue delay up to it, and the rule (on the decision's
+        // delay rounded up) then agrees that it fits.
+        const maxDelay = Math.max(0, Math.floor(maxWait - waited));
+        const d = this.#remembered(group, cost) ?? (await this.#submit(group, OP_ACQUIRE, cost, maxDelay));
+        const drawn = jitter === 0 ? 0 : Math.random() * jitter;
+        const [status, ms] = FleetLimits.waitStep(d.allowed, d.retryAfter, d.delay, waited, maxWait, drawn);
+        if (status === GO) {
+          leave(this.#lines, group.id, me); // admitted and charged: the next may decide now
+          if (ms > 0) await pause(ms, signal);
+          return d;
+        }
+        if (status === GIVE_UP) throw new WaitTimeoutError(elapsed(), ms);
+        await pause(Math.min(ms, MAX_TIMER), signal);
+      }
+    } finally {
+      leave(this.#lines, group.id, me);
+    }
+  }
+
+  /**
+   * Wraps the async function `fn`: each call waits for a turn (`acquire` with `options`:
+   * `key`, a string or a function of the call's arguments, default `"default"`; `cost`,
+   * `maxWait`, `signal`, `tenant`, `jitter`), then calls `fn` with the same `this` and
+   * arguments and returns its result. A timeout rejects with `WaitTimeoutError` and does not
+   * call `fn`.
+   */
+  throttle(fn, options) {
+    if (typeof fn !== "function") {
+      throw optionError(TypeError, "fn", fn, "not-a-function", "must be a function");
+    }
+    const keyOf = options?.key ?? "default";
+    if (typeof keyOf !== "string" && typeof keyOf !== "function") {
+      throw optionError(TypeError, "key", keyOf, "not-a-string", "must be a string or a function of the arguments");
+    }
+    const limiter = this;
+    return async function throttled(...args) {
+      const key = typeof keyOf === "function" ? keyOf(...args) : keyOf;
+      await limiter.acquire(key, options);
+      return fn.apply(this, args);
+    };
   }
 
   /** Gives back `cost` (default 1) slots of the concurrency limits for `key`. */
@@ -404,9 +517,9 @@ export class RedisLimiter {
   }
 
   /** Queues a request for its group; the first of an idle group runs the group's rounds. */
-  #submit(group, kind, cost) {
+  #submit(group, kind, cost, maxDelay = Infinity) {
     return new Promise((resolve, reject) => {
-      const pending = { kind, cost, resolve, reject };
+      const pending = { kind, cost, maxDelay, resolve, reject };
       const queue = this.#groups.get(group.id);
       if (queue !== undefined) {
         queue.push(pending);
@@ -448,6 +561,7 @@ export class RedisLimiter {
       if (performance.now() < this.#downUntil) return this.#fallBack(group, round, "unreachable");
       this.#downUntil = 0; // time to probe: this round tries Redis again
     }
+    if (await this.#hasModule()) return this.#moduleRound(group, round);
     const started = performance.now();
     let reply;
     try {
@@ -461,10 +575,11 @@ export class RedisLimiter {
     let view = this.#view(reply, 0, n);
     let sent = started;
     let retries = 0;
-    const ops = new Float64Array(2 * round.length);
+    const ops = new Float64Array(3 * round.length);
     round.forEach((p, i) => {
-      ops[2 * i] = p.kind;
-      ops[2 * i + 1] = p.cost;
+      ops[3 * i] = p.kind;
+      ops[3 * i + 1] = p.cost;
+      ops[3 * i + 2] = p.maxDelay;
     });
     for (;;) {
       const { versions, states, lens } = this.#decode(group, view.values);
@@ -533,7 +648,7 @@ export class RedisLimiter {
         if (status === FAILED) return p.reject(errors[i]);
         if (status === RELEASED) return p.resolve(undefined);
         const d = decisionAt(out, at, n, "redis");
-        if (p.kind === OP_CHECK) {
+        if (p.kind === OP_CHECK || p.kind === OP_ACQUIRE) {
           this.#stats.redis++;
           this.#remember(group, p.cost, sent, d);
         }
@@ -541,6 +656,85 @@ export class RedisLimiter {
       });
       return;
     }
+  }
+
+  /** Whether to decide with the server's module (asked once, with `COMMAND INFO tollgate.check`). */
+  async #hasModule() {
+    if (!this.#useModule) return false;
+    if (this.#module !== undefined) return this.#module;
+    let reply;
+    try {
+      reply = await this.#call(["COMMAND", "INFO", "tollgate.check"]);
+    } catch {
+      return false; // not known yet: the read that follows reports the failure
+    }
+    this.#module = Array.isArray(reply) && Array.isArray(reply[0]);
+    return this.#module;
+  }
+
+  /** The limiter's arguments of a module command: the policy, a stack, or a fair share's shared policy and tenant window. */
+  #moduleLimits(tenant) {
+    const policies = this.#limits.policies();
+    if (this.#fair) {
+      return tenant === undefined ? [policies[0]] : [policies[0], "TENANT", tenant, policies[1]];
+    }
+    return policies.length === 1 ? policies : ["STACK", String(policies.length), ...policies];
+  }
+
+  /**
+   * One round in the module: every queued request one command, all sent at once (one round
+   * trip, pipelined by the client), each decided atomically inside Redis.
+   */
+  async #moduleRound(group, round) {
+    const limits = this.#moduleLimits(group.tenant);
+    const now = this.#clock?.();
+    const sent = performance.now();
+    this.#stats.roundTrips++;
+    const replies = round.map((p) => {
+      const args = [MODULE_COMMAND[p.kind], group.base, ...limits];
+      if (p.kind !== OP_PEEK) args.push("COST", String(p.cost));
+      if (p.kind === OP_ACQUIRE && p.maxDelay !== Infinity) args.push("MAXDELAY", String(p.maxDelay));
+      if (now !== undefined) args.push("NOW", String(now)); // a server loaded with TESTCLOCK
+      return this.#call(args).then(
+        (value) => ({ value }),
+        (error) => ({ error }),
+      );
+    });
+    const answers = await Promise.all(replies);
+    const lost = round.filter((_, i) => answers[i].error !== undefined && this.#classify(answers[i].error) instanceof Unavailable);
+    if (lost.length > 0) {
+      // Their commands may have run: never sent again; the fallback decides them (the others
+      // were answered, and are answered as decided).
+      this.#stats.indeterminate += lost.length;
+      this.#downUntil = performance.now() + this.#probeEvery;
+      this.#fallBack(group, lost, "indeterminate");
+    }
+    round.forEach((p, i) => {
+      const { value, error } = answers[i];
+      if (lost.includes(p)) return;
+      if (error !== undefined) {
+        const message = String(error.message);
+        // The server lost the module (restarted without it): ask again next round.
+        if (/unknown command/i.test(message)) this.#module = undefined;
+        // A release without a concurrency limit: the core's own error, as on the script path.
+        if (p.kind === OP_RELEASE && /^(ERR )?not-concurrency/.test(message)) return p.reject(this.#releaseError(group, p.cost));
+        return p.reject(this.#fatal(error));
+      }
+      if (p.kind === OP_RELEASE) return p.resolve(undefined);
+      const d = moduleDecision(value);
+      if (d === undefined) return p.reject(new RedisLimiterError("redis", "redis: unexpected module reply"));
+      if (p.kind !== OP_PEEK) {
+        this.#stats.redis++;
+        this.#remember(group, p.cost, sent, d); // retryAfter is whole ms rounded up: remembered 1 ms less
+      }
+      p.resolve(d);
+    });
+  }
+
+  /** The core's error for a release the limits refuse (decided on absent states: nothing is read or written). */
+  #releaseError(group, cost) {
+    const out = this.#limits.decide(group.tenant, Buffer.alloc(0), new Uint32Array(group.keys.length), 0, 0, [OP_RELEASE, cost, 0]);
+    return out[0] === FAILED ? this.#limits.error(0) : this.#fatal(new Error("the module refused a release the core allows"));
   }
 
   /** A key's time to live: until its state is fresh, plus the grace; a concurrency count lives for the lease. */
@@ -588,7 +782,7 @@ export class RedisLimiter {
           } else p.resolve(undefined);
           continue;
         }
-        if (p.kind === OP_CHECK) this.#stats.fallback++;
+        if (p.kind === OP_CHECK || p.kind === OP_ACQUIRE) this.#stats.fallback++;
         p.resolve(this.#fallbackDecide(group, p.cost, why));
       } catch (e) {
         p.reject(e);

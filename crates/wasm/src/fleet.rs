@@ -20,7 +20,9 @@ use tollgate::store::{Batch, Limits, Write};
 use tollgate::{DecideError, Decision, Policy, State, NANOS_PER_SEC};
 use wasm_bindgen::prelude::*;
 
-use crate::{cost_units, errors, max_keys, ms, now_ns, spec, ALLOWED, DENIED, FAILED};
+use tollgate::wait::Step;
+
+use crate::{cost_units, errors, max_keys, ms, now_ns, spec, ALLOWED, DENIED, FAILED, GIVE_UP};
 
 /// Status of a request in [`FleetLimits::decide`]'s output: a release was applied.
 pub const RELEASED: u32 = 3;
@@ -31,6 +33,11 @@ pub const OP_CHECK: u32 = 0;
 pub const OP_PEEK: u32 = 1;
 /// A request kind: a release of `cost` concurrency slots.
 pub const OP_RELEASE: u32 = 2;
+/// A request kind: a check of `cost` by a waiting caller (`acquire`), decided on a copy of
+/// the batch and kept unless it is admitted with a leaky-queue delay above the request's
+/// `maxDelay` (the caller's remaining wait: it gives up, uncharged, as the waiting rule
+/// [`tollgate::wait::step`] says).
+pub const OP_ACQUIRE: u32 = 3;
 
 /// The limits of one `RedisLimiter` (a policy, a stack or a fair share), the decisions on
 /// states read from Redis, and the in-memory limiter of the `local` fallback.
@@ -195,7 +202,9 @@ impl FleetLimits {
     /// * `states`, `lens`: each slot's state bytes (the value after its 8-byte version),
     ///   one after the other; a length of 0 is an absent key.
     /// * `secs`, `micros`: the clock, as Redis `TIME` answers it.
-    /// * `ops`: pairs of (kind, cost): [`OP_CHECK`], [`OP_PEEK`], [`OP_RELEASE`].
+    /// * `ops`: triples of (kind, cost, maxDelay): [`OP_CHECK`], [`OP_PEEK`], [`OP_RELEASE`],
+    ///   [`OP_ACQUIRE`] (whose `maxDelay`, in ms, is the most queue delay it may keep;
+    ///   ignored by the other kinds).
     ///
     /// Returns, for each request, `1 + 6 * (1 + slots)` numbers: its status ([`ALLOWED`],
     /// [`DENIED`], [`RELEASED`], or [`FAILED`]: [`FleetLimits::error`] gives the exception),
@@ -241,14 +250,26 @@ impl FleetLimits {
             .saturating_add((micros as u64).saturating_mul(1_000));
         let mut batch = Batch::new(&self.limits, &slots, loaded, now);
         let stride = 1 + 6 * (1 + slots.len());
-        let mut out = Vec::with_capacity(ops.len() / 2 * stride + 3 * slots.len());
+        let mut out = Vec::with_capacity(ops.len() / 3 * stride + 3 * slots.len());
         let mut errors = self.errors.borrow_mut();
         errors.clear();
-        for op in ops.chunks_exact(2) {
+        for op in ops.chunks_exact(3) {
             let (kind, cost) = (op[0] as u32, cost_units(op[1]));
             let start = out.len();
             let result = match kind {
                 OP_CHECK => batch.decide(cost).map(Some),
+                OP_ACQUIRE => {
+                    // Decided on a copy, kept unless admitted with a queue delay that the
+                    // waiter cannot afford (then it gives up, uncharged).
+                    let mut trial = batch.clone();
+                    let d = trial.decide(cost);
+                    if let Ok(d) = &d {
+                        if !d.decision.allowed || d.decision.delay <= now_ns(op[2]) {
+                            batch = trial;
+                        }
+                    }
+                    d.map(Some)
+                }
                 OP_PEEK => batch.clone().decide(0).map(Some),
                 OP_RELEASE if batch.release(cost) => Ok(None),
                 _ => Err(DecideError::NotConcurrency {
@@ -285,6 +306,33 @@ impl FleetLimits {
             }
         }
         Ok(out)
+    }
+
+    /// The core's waiting rule ([`tollgate::wait::step`]) for a decision of `RedisLimiter`
+    /// (`allowed`, and its `retryAfter` and `delay` in ms), having waited `waited` ms of at
+    /// most `maxWait` (Infinity: no deadline), with `jitter` ms the caller drew. Returns
+    /// `[status, ms]`: [`ALLOWED`] (go, after `ms`, the queue delay), [`DENIED`] (sleep `ms`,
+    /// then decide again) or [`GIVE_UP`] (`ms`: the retry time the timeout reports).
+    #[wasm_bindgen(js_name = waitStep)]
+    pub fn wait_step(
+        allowed: bool,
+        retry_after: f64,
+        delay: f64,
+        waited: f64,
+        max_wait: f64,
+        jitter: f64,
+    ) -> Vec<f64> {
+        let decision = Decision {
+            allowed,
+            retry_after: now_ns(retry_after),
+            delay: now_ns(delay),
+            ..Decision::default()
+        };
+        match tollgate::wait::step(&decision, now_ns(waited), now_ns(max_wait), now_ns(jitter)) {
+            Step::Go { delay } => vec![ALLOWED as f64, ms(delay)],
+            Step::Wait(d) => vec![DENIED as f64, ms(d)],
+            Step::GiveUp { retry_after } => vec![GIVE_UP as f64, ms(retry_after)],
+        }
     }
 
     /// The state bytes to write from the last [`FleetLimits::decide`], one after the other

@@ -46,10 +46,10 @@ rateLimiter({ limiter, name: "per-ip", key: () => "k" });
 void allowed, wait, forgot, n, ps, ra, res;
 
 // tollgate/redis (the client is the caller's: any object with sendCommand, ioredis, node-redis).
-import { RedisLimiter, RedisLimiterError, type FleetDecision, type RedisLimiterStats } from "tollgate/redis";
+import { RedisLimiter, RedisLimiterError, WaitTimeoutError as FleetWaitTimeout, type FleetDecision, type RedisLimiterStats } from "tollgate/redis";
 const client = { sendCommand: async (args: (string | Uint8Array)[]): Promise<unknown> => args.length };
 const fleet = new RedisLimiter(client, { fairShare: { shared: "2/2s", tenant: "1/2s" } }, { namespace: "whois", fallback: "local", timeout: 50 });
-new RedisLimiter(client, ["10/s", "fixed-window 100/min"], { namespace: "dns", fallback: "closed", prefix: "tg" });
+new RedisLimiter(client, ["10/s", "fixed-window 100/min"], { namespace: "dns", fallback: "closed", prefix: "tg", useModule: false });
 async function fleetUse(): Promise<void> {
   const fd: FleetDecision = await fleet.check("1.2.3.4", { cost: 1, tenant: "acme" });
   const where: "redis" | "deny-cache" | "fallback" = fd.source;
@@ -57,6 +57,15 @@ async function fleetUse(): Promise<void> {
   await fleet.peek("1.2.3.4", { tenant: "acme" });
   await fleet.release("1.2.3.4");
   const was: boolean = await fleet.reset("1.2.3.4");
+  const waited: FleetDecision = await fleet.acquire("1.2.3.4", { cost: 1, maxWait: 500, tenant: "acme", jitter: 5, signal: AbortSignal.timeout(1000) });
+  const lookup = fleet.throttle(async (domain: string) => domain.length, { key: (d) => d, maxWait: 500 });
+  const len: number = await lookup("example.com");
+  try {
+    await fleet.acquire("x", { maxWait: 0 });
+  } catch (e) {
+    if (e instanceof FleetWaitTimeout) void (e.waited + e.retryAfter);
+  }
+  void [waited.delay, len];
   const s: RedisLimiterStats = fleet.stats();
   void [where, first, was, s.redis + s.denyCache + s.fallback + s.indeterminate + s.conflicts + s.roundTrips];
   try {

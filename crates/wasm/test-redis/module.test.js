@@ -1,0 +1,216 @@
+// tollgate/redis on a redis-server that has tollgate's module loaded (crates/redis-module,
+// built by the suite script into target/debug/): the entry detects it once (COMMAND INFO) and
+// decides each round in the module, one round trip, on the same keys and bytes as the
+// script path, so the two kinds of client share one limit exactly.
+import { test, before, after } from "node:test";
+import assert from "node:assert/strict";
+import { existsSync, readdirSync, readFileSync } from "node:fs";
+import { join } from "node:path";
+import Redis from "ioredis";
+import { createClient } from "redis";
+import { RedisLimiter, WaitTimeoutError, TESTING } from "tollgate/redis";
+import { Server, FIFTY, repo } from "./support.js";
+
+const MODULE = join(process.env.CARGO_TARGET_DIR ?? join(repo, "target"), "debug/libtollgate_redis_module.so");
+
+let server;
+const clients = [];
+
+before(async () => {
+  assert.ok(existsSync(MODULE), `${MODULE} is missing: cargo build -p tollgate-redis-module`);
+  // TESTCLOCK: the module accepts NOW <ms>, so the shared vectors replay at their own times.
+  server = await Server.start(["--save", "", "--appendonly", "no", "--loadmodule", MODULE, "TESTCLOCK"]);
+});
+
+after(async () => {
+  for (const c of clients) {
+    try {
+      if (typeof c.disconnect === "function" && c.status !== undefined) c.disconnect();
+      else await c.destroy();
+    } catch {}
+  }
+  await server.stop();
+});
+
+function ioredis(options = {}) {
+  const c = new Redis({ port: server.port, host: "127.0.0.1", ...options });
+  c.on("error", () => {});
+  clients.push(c);
+  return c;
+}
+
+async function nodeRedis() {
+  const c = createClient({ url: server.url });
+  c.on("error", () => {});
+  await c.connect();
+  clients.push(c);
+  return c;
+}
+
+/** `INFO commandstats` as { command: calls }. */
+function commandCalls() {
+  const calls = {};
+  for (const m of server.cli("INFO", "commandstats").matchAll(/cmdstat_([^:]+):calls=(\d+)/g)) calls[m[1]] = Number(m[2]);
+  return calls;
+}
+
+test("with the module loaded, each check is one round trip of TOLLGATE.CHECK (no script); useModule: false keeps the scripts", async () => {
+  const c = ioredis();
+  const limiter = new RedisLimiter(c, "gcra 5/s", { namespace: "rt", fallback: "closed", denyCache: false });
+  await limiter.check("warm"); // the detection (COMMAND INFO) happens once, before the first round
+  server.cli("CONFIG", "RESETSTAT");
+  for (let i = 0; i < 8; i++) {
+    const d = await limiter.check("k");
+    assert.equal(d.source, "redis");
+    assert.equal(d.allowed, i < 5, `check ${i}`);
+  }
+  const calls = commandCalls();
+  assert.equal(calls["tollgate.check"], 8, JSON.stringify(calls));
+  assert.equal(calls.evalsha, undefined, JSON.stringify(calls));
+  assert.equal(calls.eval, undefined, JSON.stringify(calls));
+  assert.equal(calls.command, undefined, "detected once, before: " + JSON.stringify(calls));
+  assert.equal(limiter.stats().roundTrips, 9);
+
+  const scripts = new RedisLimiter(c, "gcra 5/s", { namespace: "rt", fallback: "closed", useModule: false });
+  server.cli("CONFIG", "RESETSTAT");
+  const d = await scripts.check("k");
+  assert.equal(d.allowed, false, "the script path sees the module's writes");
+  assert.equal(commandCalls()["tollgate.check"], undefined);
+  assert.ok(commandCalls().evalsha >= 1);
+});
+
+test("module and script clients share one limit exactly: 400 concurrent checks against 50 admit 50, every algorithm", async () => {
+  const limiters = [];
+  for (const [i, connect] of [ioredis, nodeRedis, ioredis, nodeRedis].entries()) {
+    limiters.push({ connect, useModule: i < 2 });
+  }
+  for (const policy of FIFTY) {
+    const built = [];
+    for (const { connect, useModule } of limiters) {
+      built.push(new RedisLimiter(await connect(), policy, { namespace: "mixed", fallback: "closed", timeout: 5000, useModule }));
+    }
+    for (let round = 0; round < 2; round++) {
+      const key = `${policy}/${round}/${Math.random()}`;
+      const decisions = await Promise.all(Array.from({ length: 400 }, (_, i) => built[i % 4].check(key)));
+      for (const d of decisions) assert.ok(d.source === "redis" || d.source === "deny-cache", JSON.stringify(d));
+      assert.equal(decisions.filter((d) => d.allowed).length, 50, `${policy} round ${round}`);
+    }
+    const stats = built.map((l) => l.stats());
+    assert.equal(stats[0].conflicts + stats[1].conflicts, 0, "the module never conflicts");
+  }
+});
+
+const vectors = readdirSync(join(repo, "tests/vectors"))
+  .filter((f) => f.endsWith(".json"))
+  .sort()
+  .map((f) => JSON.parse(readFileSync(join(repo, "tests/vectors", f), "utf8")))
+  .filter((v) => v.limiter !== undefined);
+
+test("every shared vector through the module gives the core's decisions (test clock: NOW)", async () => {
+  const client = ioredis();
+  server.cli("CONFIG", "RESETSTAT");
+  let replayed = 0;
+  for (const v of vectors) {
+    let now = 0;
+    const limiter = new RedisLimiter(client, v.limiter, {
+      namespace: `module-vectors-${v.name}`,
+      fallback: "closed",
+      timeout: 5000,
+      [TESTING]: { clock: () => now },
+    });
+    for (const [i, step] of v.steps.entries()) {
+      now = step.t ?? 0;
+      const where = `${v.name} step ${i} ${JSON.stringify(step)}`;
+      const op = step.op ?? "check";
+      const run = () =>
+        op === "check"
+          ? limiter.check(step.key, { cost: step.cost ?? 1, tenant: step.tenant })
+          : op === "peek"
+            ? limiter.peek(step.key)
+            : op === "release"
+              ? limiter.release(step.key, { cost: step.cost ?? 1 })
+              : limiter.reset(step.key);
+      const expect = step.expect;
+      if (expect?.error !== undefined) {
+        await assert.rejects(run(), (e) => e instanceof RangeError && e.rule === expect.error, where);
+      } else {
+        const got = await run();
+        if (expect !== undefined) {
+          assert.equal(got.source, "redis", where);
+          for (const [k, want] of Object.entries(expect)) if (k !== "each") assert.equal(got[k], want, `${where}: ${k}`);
+        }
+      }
+      replayed++;
+    }
+  }
+  assert.ok(replayed > 500, `only ${replayed} steps replayed`);
+  const calls = commandCalls();
+  assert.ok(calls["tollgate.check"] > 400, JSON.stringify(calls));
+  assert.equal(calls.evalsha, undefined, "decided in the module, not by the scripts");
+});
+
+test("the module's refusals are the core's errors: a release without a concurrency limit", async () => {
+  const limiter = new RedisLimiter(ioredis(), "10/s", { namespace: "module-errors", fallback: "closed" });
+  await limiter.check("k");
+  await assert.rejects(limiter.release("k"), (e) => e instanceof RangeError && e.rule === "not-concurrency" && e.field === "policy");
+  const slots = new RedisLimiter(ioredis(), "concurrency 2", { namespace: "module-errors", fallback: "closed" });
+  assert.equal((await slots.check("c")).remaining, 1);
+  await slots.release("c");
+  assert.equal((await slots.peek("c")).remaining, 2);
+});
+
+test("acquire through the module: waits to the retry time, and a queue delay that does not fit is not kept (MAXDELAY)", async () => {
+  const c = ioredis();
+  const limiter = new RedisLimiter(c, "gcra 10/s burst 1", { namespace: "module-acquire", fallback: "closed" });
+  const key = `k${Math.random()}`;
+  const t0 = performance.now(); // before the check: its admission starts the 100 ms
+  assert.equal((await limiter.check(key)).allowed, true);
+  const d = await limiter.acquire(key, { maxWait: 1000 });
+  assert.equal(d.allowed, true);
+  assert.ok(performance.now() - t0 >= 99, "waited for the retry time");
+
+  const queue = new RedisLimiter(c, "leaky-queue 10/s burst 5", { namespace: "module-acquire", fallback: "closed" });
+  const q = `q${Math.random()}`;
+  const first = await queue.check(q);
+  const before = await queue.peek(q);
+  await assert.rejects(queue.acquire(q, { maxWait: first.delay + 50 }), (e) => e instanceof WaitTimeoutError && e.retryAfter > first.delay + 50);
+  // Uncharged: the queue holds what it held.
+  const after = await queue.peek(q);
+  assert.equal(after.remaining, before.remaining, JSON.stringify([before, after]));
+  // A wait that fits is admitted, after its place's delay.
+  const t1 = performance.now();
+  const ok = await queue.acquire(q, { maxWait: 1000 });
+  assert.ok(ok.allowed && ok.delay > first.delay, JSON.stringify(ok));
+  assert.ok(performance.now() - t1 >= ok.delay - 2);
+});
+
+test("a module round whose answer is lost is indeterminate: the fallback decides, it is never sent again, applied once", async () => {
+  const c = ioredis({ autoResendUnfulfilledCommands: false });
+  const admin = ioredis();
+  let checks = 0;
+  const send = async (args) => {
+    if (args[0] === "TOLLGATE.CHECK") {
+      checks++;
+      // Redis stops serving clients for 400 ms as the check is sent: its answer comes after
+      // the limiter's 100 ms timeout.
+      await admin.call("CLIENT", "PAUSE", "400", "ALL");
+    }
+    return c.callBuffer(args[0], args.slice(1));
+  };
+  const limiter = new RedisLimiter({ sendCommand: send }, "fixed-window 10/hour", {
+    namespace: "module-indeterminate",
+    fallback: "open",
+    timeout: 100,
+    probeEvery: 50,
+  });
+  await limiter.peek("warm"); // detects the module
+  const d = await limiter.check("k");
+  assert.equal(d.source, "fallback");
+  assert.equal(d.why, "indeterminate");
+  assert.equal(limiter.stats().indeterminate, 1);
+  await new Promise((r) => setTimeout(r, 500)); // the pause ends; Redis runs the check it holds
+  const after = await limiter.peek("k");
+  assert.equal(after.source, "redis");
+  assert.equal(checks, 1, "never sent again");
+  assert.equal(after.remaining, 9, "applied once, by Redis, after the answer was lost");
+});
