@@ -163,8 +163,29 @@ function turn(me, ms, signal) {
   });
 }
 
+/**
+ * `limiter.throttle(fn, options)` for any limiter with an `acquire(key, options)`: each call
+ * of the returned function waits for a turn, then calls `fn` with the same `this` and
+ * arguments. `options.key` is a string or a function of the call's arguments (default
+ * `"default"`).
+ */
+function throttled(limiter, fn, options) {
+  if (typeof fn !== "function") {
+    throw optionError(TypeError, "fn", fn, "not-a-function", "must be a function");
+  }
+  const keyOf = options?.key ?? "default";
+  if (typeof keyOf !== "string" && typeof keyOf !== "function") {
+    throw optionError(TypeError, "key", keyOf, "not-a-string", "must be a string or a function of the arguments");
+  }
+  return async function throttledCall(...args) {
+    const key = typeof keyOf === "function" ? keyOf(...args) : keyOf;
+    await limiter.acquire(key, options);
+    return fn.apply(this, args);
+  };
+}
+
 // Shared with tollgate/redis (redis.js), whose `acquire` waits the same way.
-export { checkMs, sleep, leave, turn, MAX_TIMER };
+export { checkMs, sleep, leave, turn, throttled, MAX_TIMER };
 
 /**
  * The API over one wasm-bindgen output (`glue`: its exports, `Core`, `Backoff`,
@@ -411,19 +432,7 @@ export function bind(glue) {
      * not call `fn`.
      */
     throttle(fn, options) {
-      if (typeof fn !== "function") {
-        throw optionError(TypeError, "fn", fn, "not-a-function", "must be a function");
-      }
-      const keyOf = options?.key ?? "default";
-      if (typeof keyOf !== "string" && typeof keyOf !== "function") {
-        throw optionError(TypeError, "key", keyOf, "not-a-string", "must be a string or a function of the arguments");
-      }
-      const limiter = this;
-      return async function throttled(...args) {
-        const key = typeof keyOf === "function" ? keyOf(...args) : keyOf;
-        await limiter.acquire(key, options);
-        return fn.apply(this, args);
-      };
+      return throttled(this, fn, options);
     }
 
     /** The key's standing without charging it (a check of cost 0). */

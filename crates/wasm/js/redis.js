@@ -8,7 +8,7 @@
 import { createHash, randomFillSync } from "node:crypto";
 import glue from "./redis/tollgate_wasm.cjs";
 import { READ_SCRIPT, COMMIT_SCRIPT } from "./redis/scripts.js";
-import { WaitTimeoutError, checkMs, sleep as pause, leave, turn, MAX_TIMER } from "./web/api.js";
+import { WaitTimeoutError, checkMs, sleep as pause, leave, turn, throttled, MAX_TIMER } from "./web/api.js";
 
 export { WaitTimeoutError };
 
@@ -400,19 +400,7 @@ export class RedisLimiter {
    * call `fn`.
    */
   throttle(fn, options) {
-    if (typeof fn !== "function") {
-      throw optionError(TypeError, "fn", fn, "not-a-function", "must be a function");
-    }
-    const keyOf = options?.key ?? "default";
-    if (typeof keyOf !== "string" && typeof keyOf !== "function") {
-      throw optionError(TypeError, "key", keyOf, "not-a-string", "must be a string or a function of the arguments");
-    }
-    const limiter = this;
-    return async function throttled(...args) {
-      const key = typeof keyOf === "function" ? keyOf(...args) : keyOf;
-      await limiter.acquire(key, options);
-      return fn.apply(this, args);
-    };
+    return throttled(this, fn, options);
   }
 
   /** Gives back `cost` (default 1) slots of the concurrency limits for `key`. */
