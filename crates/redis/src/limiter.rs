@@ -445,15 +445,27 @@ where
     /// Serves a group until its queue is empty, one round (every request queued so far)
     /// at a time.
     async fn run(self: Arc<Self>, group: Group, first: Pending) {
+        // Should a round ever panic, the group is unregistered on the way out, so that its
+        // queued requests are answered (their senders dropped: an error) and the key's next
+        // request starts a new runner instead of waiting behind a dead one.
+        struct Unregister<'a>(&'a Mutex<HashMap<Group, Vec<Pending>>>, &'a Group);
+        impl Drop for Unregister<'_> {
+            fn drop(&mut self) {
+                if let Ok(mut groups) = self.0.lock() {
+                    groups.remove(self.1);
+                }
+            }
+        }
+        let _unregister = Unregister(&self.groups, &group);
         let mut round = vec![first];
         loop {
             self.decide_round(&group, round).await;
             let mut groups = self.groups.lock().unwrap();
-            let queue = groups
-                .get_mut(&group)
-                .expect("a running group is registered");
+            let Some(queue) = groups.get_mut(&group) else {
+                return;
+            };
             if queue.is_empty() {
-                groups.remove(&group);
+                // Unregistered by the guard.
                 return;
             }
             round = std::mem::take(queue);
