@@ -20,7 +20,9 @@ test("timed-out calls are (nearly all) not charged; admitted ones are", async ()
     const n = (s) => got.filter((r) => r.status === s).length;
     const [ok, late] = [n(200), n(503)];
     assert.equal(ok + late, 400, "nothing denied: the limit is 1000");
-    assert.ok(late >= 100, `the burst must time out (${late} did) for this test to say anything`);
+    // How many time out depends on the machine's load (93 to 390 of 400 seen); a few dozen
+    // are enough for the charge count below to say something.
+    assert.ok(late >= 20, `the burst must time out (${late} did) for this test to say anything`);
     for (const r of got.filter((r) => r.status === 503)) {
       assert.equal(JSON.parse(r.text).title, "coordinator-timeout");
     }
