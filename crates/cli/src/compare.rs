@@ -20,17 +20,13 @@ use crate::error::{CliError, Source};
 use crate::limiter::PerKey;
 use crate::trace::{read_all, time_order, Request, Trace};
 
-/// The algorithms compared, in table order: every rate algorithm of the core (concurrency
-/// needs request durations and is not a rate).
-pub const ALGORITHMS: [Algorithm; 7] = [
-    Algorithm::TokenBucket,
-    Algorithm::Gcra,
-    Algorithm::SlidingWindow,
-    Algorithm::FixedWindow,
-    Algorithm::SlidingLog,
-    Algorithm::LeakyBucket,
-    Algorithm::LeakyQueue,
-];
+/// The algorithms compared, in table order: every rate algorithm of the core, in the order of
+/// [`Algorithm::ALL`] (concurrency needs request durations and is not a rate).
+pub fn algorithms() -> impl Iterator<Item = Algorithm> {
+    Algorithm::ALL
+        .into_iter()
+        .filter(|&a| a != Algorithm::Concurrency)
+}
 
 /// What `compare` was asked.
 pub struct Options {
@@ -203,7 +199,7 @@ fn run_one(
     })
 }
 
-/// Runs every algorithm of [`ALGORITHMS`] on the trace.
+/// Runs every algorithm of [`algorithms`] on the trace.
 pub fn compare(options: &Options, trace: Trace) -> Result<Report, CliError> {
     let limit = options.limit.trim();
     if limit.is_empty() || !limit.contains('/') || limit.contains(char::is_whitespace) {
@@ -215,9 +211,8 @@ pub fn compare(options: &Options, trace: Trace) -> Result<Report, CliError> {
     if options.window_ms == 0 {
         return Err(CliError::Usage("--window-ms must be at least 1".into()));
     }
-    let policies = ALGORITHMS
-        .iter()
-        .map(|&a| policy_for(a, limit, options.burst))
+    let policies = algorithms()
+        .map(|a| policy_for(a, limit, options.burst))
         .collect::<Result<Vec<_>, _>>()?;
     let (source, requests) = read_all(trace, options.sort)?;
     let order = if options.sort {
