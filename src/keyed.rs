@@ -8,10 +8,12 @@
 //!   hand last passed it is never evicted while an idle one is stored). Large limiters are
 //!   split into 16 shards, each with its share of `max_keys`. An evicted key starts fresh: eviction trades memory for a little leniency
 //!   toward idle keys, never for over-charging.
-//! * **Compact.** A store keeps each state without its enum tag, in three 64-bit words
-//!   (the sliding log boxed), next to its key in a dense slab, found through an
-//!   open-addressing index of one `u32` per entry (at most 7/8 full): a limiter over `u64`
-//!   keys takes about 45 bytes per key at its bound.
+//! * **Compact.** A store keeps each state without its enum tag, in two or three 64-bit
+//!   words (the sliding log boxed), next to its key in a dense slab, found through an
+//!   open-addressing index of one `u32` per entry (at most 7/8 full): a GCRA limiter over
+//!   `u64` keys takes about 30 bytes per key at its bound. (With the `compact-store` feature,
+//!   built for the npm package's `.wasm`, two-word states take three words: less code, 8
+//!   more bytes per key.)
 //! * **Stacks and fair share** decide all or nothing across their limits, with the locks of
 //!   every limit held together (always taken in the same order, so never deadlocking).
 //!
@@ -46,8 +48,9 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use hashbrown::DefaultHashBuilder;
 
-use self::cell::Cell;
+use self::cell::{Cell, Width};
 use self::table::{Slot, Table};
+use crate::algorithms::sliding_log::SlidingLogState;
 use crate::decide::decide_at;
 use crate::fair_share::{skips_tenant_window, FairShare};
 use crate::stack::{decide_all, StackDecision};
@@ -56,12 +59,37 @@ use crate::{
 };
 
 /// One shard: a table behind its lock.
-type Shard<K> = Mutex<Table<K, Cell>>;
+type Shard<K, C> = Mutex<Table<K, C>>;
+
+/// One limit's shards, their cells as wide as the policy's states need.
+enum Shards<K> {
+    #[cfg(not(feature = "compact-store"))]
+    Narrow(Box<[Shard<K, [u64; 2]>]>),
+    Wide(Box<[Shard<K, [u64; 3]>]>),
+    Log(Box<[Shard<K, Box<SlidingLogState>>]>),
+}
+
+/// Runs `$body` with `$v` bound to the payload of `$e`, a [`Shards`] or a [`Guard`]: the same
+/// code for every cell width.
+macro_rules! each {
+    ($e:expr, $T:ident, $v:ident => $body:expr) => {
+        match $e {
+            #[cfg(not(feature = "compact-store"))]
+            $T::Narrow($v) => $body,
+            $T::Wide($v) => $body,
+            $T::Log($v) => $body,
+        }
+    };
+}
+
+fn shards<K: Hash, C>(n: usize, per: usize) -> Box<[Shard<K, C>]> {
+    (0..n).map(|_| Mutex::new(Table::new(per))).collect()
+}
 
 /// Locks the shard of `hash`: its 32 high bits scaled to the shard count (a multiplication,
 /// not a division; the table uses the low bits, and its tags bits 40..46).
 #[inline(always)]
-fn lock<K>(shards: &[Shard<K>], hash: u64) -> MutexGuard<'_, Table<K, Cell>> {
+fn lock<T>(shards: &[Mutex<T>], hash: u64) -> MutexGuard<'_, T> {
     let i = (((hash >> 32) * shards.len() as u64) >> 32) as usize;
     acquire(&shards[i])
 }
@@ -76,8 +104,8 @@ fn acquire<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 /// Stores what a decision left for the key found at `at` (or new): `None` removes it, a
 /// state makes it used (or stores it, evicting an idle key if the table is full).
 #[inline(always)]
-fn write_back<K: Hash, S: BuildHasher>(
-    table: &mut Table<K, Cell>,
+fn write_back<K: Hash, C: Cell, S: BuildHasher>(
+    table: &mut Table<K, C>,
     hasher: &S,
     hash: u64,
     at: Option<usize>,
@@ -86,13 +114,17 @@ fn write_back<K: Hash, S: BuildHasher>(
 ) {
     match (at, state) {
         (Some(i), Some(s)) => {
-            table.slot_mut(i).cell.put(s);
-            table.touch(i);
+            if table.slot_mut(i).cell.put(s) {
+                table.touch(i);
+            } else {
+                drop(table.remove(hasher, i));
+            }
         }
         (Some(i), None) => drop(table.remove(hasher, i)),
         (None, Some(s)) => {
-            let cell = Cell::pack(s);
-            drop(table.insert(hasher, hash, Slot { key: key(), cell }));
+            if let Some(cell) = C::pack(s) {
+                drop(table.insert(hasher, hash, Slot { key: key(), cell }));
+            }
         }
         (None, None) => {}
     }
@@ -101,7 +133,7 @@ fn write_back<K: Hash, S: BuildHasher>(
 /// The states of one limit, for every key: sharded, bounded.
 struct Store<K> {
     policy: Policy,
-    shards: Box<[Shard<K>]>,
+    shards: Shards<K>,
     hasher: DefaultHashBuilder,
 }
 
@@ -117,7 +149,12 @@ impl<K: Hash + Eq> Store<K> {
         let per = max.div_ceil(n);
         Store {
             policy,
-            shards: (0..n).map(|_| Mutex::new(Table::new(per))).collect(),
+            shards: match Width::of(policy.algorithm()) {
+                #[cfg(not(feature = "compact-store"))]
+                Width::Narrow => Shards::Narrow(shards(n, per)),
+                Width::Wide => Shards::Wide(shards(n, per)),
+                Width::Log => Shards::Log(shards(n, per)),
+            },
             hasher: DefaultHashBuilder::default(),
         }
     }
@@ -142,24 +179,37 @@ impl<K: Hash + Eq> Store<K> {
     {
         let hash = self.hasher.hash_one(key);
         let policy = &self.policy;
-        let mut table = lock(&self.shards, hash);
-        let at = table.find(hash, |k| k.borrow() == key);
-        let mut state = at.map(|i| table.slot_mut(i).cell.take(policy.algorithm()));
-        let result = decide(policy, &mut state);
-        write_back(&mut table, &self.hasher, hash, at, || key.to_owned(), state);
-        result
+        each!(&self.shards, Shards, shards => {
+            let mut table = lock(shards, hash);
+            let at = table.find(hash, |k| k.borrow() == key);
+            let mut state = at.map(|i| table.slot_mut(i).cell.take(policy.algorithm()));
+            let result = decide(policy, &mut state);
+            write_back(&mut table, &self.hasher, hash, at, || key.to_owned(), state);
+            result
+        })
     }
 
     fn len(&self) -> usize {
-        self.shards.iter().map(|s| acquire(s).len()).sum()
+        each!(&self.shards, Shards, shards => shards
+            .iter()
+            .map(|s| acquire(s).len())
+            .sum())
     }
+}
+
+/// A locked shard, whatever its cell.
+enum Guard<'a, K> {
+    #[cfg(not(feature = "compact-store"))]
+    Narrow(MutexGuard<'a, Table<K, [u64; 2]>>),
+    Wide(MutexGuard<'a, Table<K, [u64; 3]>>),
+    Log(MutexGuard<'a, Table<K, Box<SlidingLogState>>>),
 }
 
 /// A locked view of one key in one store: a copy of its state, written back by
 /// [`Held::put`] (dropping a `Held` without `put` leaves the key as it was).
 struct Held<'a, K> {
     store: &'a Store<K>,
-    table: MutexGuard<'a, Table<K, Cell>>,
+    guard: Guard<'a, K>,
     hash: u64,
     at: Option<usize>,
     state: Option<State>,
@@ -173,12 +223,20 @@ impl<'a, K: Hash + Eq> Held<'a, K> {
         Q: Hash + Eq + ?Sized,
     {
         let hash = store.hasher.hash_one(key);
-        let mut table = lock(&store.shards, hash);
-        let at = table.find(hash, |k| k.borrow() == key);
-        let state = at.map(|i| table.slot_mut(i).cell.read(store.policy.algorithm()));
+        let mut guard = match &store.shards {
+            #[cfg(not(feature = "compact-store"))]
+            Shards::Narrow(s) => Guard::Narrow(lock(s, hash)),
+            Shards::Wide(s) => Guard::Wide(lock(s, hash)),
+            Shards::Log(s) => Guard::Log(lock(s, hash)),
+        };
+        let algorithm = store.policy.algorithm();
+        let (at, state) = each!(&mut guard, Guard, t => {
+            let at = t.find(hash, |k| k.borrow() == key);
+            (at, at.map(|i| t.slot_mut(i).cell.read(algorithm)))
+        });
         Held {
             store,
-            table,
+            guard,
             hash,
             at,
             state,
@@ -189,7 +247,7 @@ impl<'a, K: Hash + Eq> Held<'a, K> {
     fn put(mut self, key: impl FnOnce() -> K) {
         let state = self.state.take();
         let (hasher, hash, at) = (&self.store.hasher, self.hash, self.at);
-        write_back(&mut self.table, hasher, hash, at, key, state);
+        each!(&mut self.guard, Guard, t => write_back(t, hasher, hash, at, key, state));
     }
 
     /// Writes the decided state back if `commit`; otherwise leaves the stored state as it
@@ -199,7 +257,7 @@ impl<'a, K: Hash + Eq> Held<'a, K> {
         if commit {
             self.put(key);
         } else if let Some(i) = self.at {
-            self.table.touch(i);
+            each!(&mut self.guard, Guard, t => t.touch(i));
         }
     }
 
@@ -208,7 +266,7 @@ impl<'a, K: Hash + Eq> Held<'a, K> {
         let hasher = &self.store.hasher;
         match self.at {
             Some(i) => {
-                drop(self.table.remove(hasher, i));
+                each!(&mut self.guard, Guard, t => drop(t.remove(hasher, i)));
                 true
             }
             None => false,

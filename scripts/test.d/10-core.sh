@@ -4,8 +4,8 @@
 set -euo pipefail
 source scripts/tools.sh
 rust_targets
-# Every feature (`compact-store` has no effect any more); `tokio` brings the ready-made
-# `acquire` and its tests.
+# Every feature but `compact-store` (a store layout for the npm .wasm, tested on its own below);
+# `tokio` brings the ready-made `acquire` and its tests.
 full=std,serde,headers,http-date,tokio
 cargo fmt --all --check
 cargo clippy -p tollgate --all-targets --features "$full" -- -D warnings
@@ -15,6 +15,8 @@ cargo build -p tollgate --no-default-features --target wasm32-unknown-unknown
 cargo build -p tollgate --no-default-features --features alloc,serde --target wasm32-unknown-unknown
 cargo build -p tollgate --all-features --target wasm32-wasip2
 cargo test -p tollgate --features "$full"
+# The npm package's store layout (two-word states in three-word cells): the store's own tests.
+cargo test -p tollgate --all-features --lib --test keyed --test properties
 # The API docs build without a broken or ambiguous link (private items too: the store's
 # internals are documented for the next maintainer).
 RUSTDOCFLAGS="-D warnings" cargo doc --quiet --no-deps -p tollgate --all-features --document-private-items

@@ -1,17 +1,16 @@
 //! States as the store keeps them: without the enum's tag (a store has one policy, so its
-//! algorithm is known), in three 64-bit words, or boxed for the sliding log (whose log grows
-//! with the limit).
+//! algorithm is known) and in as few 64-bit words as the algorithm needs.
 //!
-//! | algorithm | words |
-//! |---|---|
-//! | GCRA | the 128-bit TAT; 0 |
-//! | leaky queue | the 128-bit last departure; 0 |
-//! | fixed window | window; count; 0 |
-//! | concurrency | in flight; 0; 0 |
-//! | token bucket | the 128-bit credit; last refill |
-//! | leaky bucket | the 128-bit level; last leak |
-//! | sliding window | window; previous count; current count |
-//! | sliding log | (boxed) |
+//! | algorithm | words | layout |
+//! |---|---|---|
+//! | GCRA | 2 | the 128-bit TAT |
+//! | leaky queue | 2 | the 128-bit last departure |
+//! | fixed window | 2 | window; count |
+//! | concurrency | 2 | in flight; 0 |
+//! | token bucket | 3 | the 128-bit credit; last refill |
+//! | leaky bucket | 3 | the 128-bit level; last leak |
+//! | sliding window | 3 | window; previous count; current count |
+//! | sliding log | boxed | the log |
 
 use alloc::boxed::Box;
 
@@ -22,12 +21,58 @@ use crate::algorithms::{
 };
 use crate::{Algorithm, State};
 
-/// One key's state in the store.
-pub(super) enum Cell {
-    /// Every state but the sliding log, as in the table above.
-    Words([u64; 3]),
-    /// The sliding log.
-    Log(Box<SlidingLogState>),
+/// How a store keeps its policy's states.
+pub(super) trait Cell: Sized {
+    /// Packs a state of the store's algorithm (`None` for a state this cell cannot hold,
+    /// which a store never produces: it would be dropped, leaving the key fresh).
+    fn pack(state: State) -> Option<Self>;
+    /// Moves the state out (the cell is left to be overwritten by [`Cell::put`]).
+    fn take(&mut self, algorithm: Algorithm) -> State;
+    /// A copy of the state, the cell untouched.
+    fn read(&self, algorithm: Algorithm) -> State;
+    /// Overwrites the cell with `state`; `false` if this cell cannot hold it.
+    fn put(&mut self, state: State) -> bool {
+        match Self::pack(state) {
+            Some(c) => {
+                *self = c;
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+/// The cell width a policy's states need.
+pub(super) enum Width {
+    /// Two words (with the `compact-store` feature, two-word states take three-word cells:
+    /// one store instantiation less, for a smaller `.wasm`).
+    #[cfg(not(feature = "compact-store"))]
+    Narrow,
+    /// Three words.
+    Wide,
+    /// A boxed sliding log.
+    Log,
+}
+
+impl Width {
+    pub fn of(algorithm: Algorithm) -> Width {
+        match algorithm {
+            Algorithm::TokenBucket | Algorithm::LeakyBucket | Algorithm::SlidingWindow => {
+                Width::Wide
+            }
+            Algorithm::SlidingLog => Width::Log,
+            #[cfg(not(feature = "compact-store"))]
+            Algorithm::Gcra
+            | Algorithm::LeakyQueue
+            | Algorithm::FixedWindow
+            | Algorithm::Concurrency => Width::Narrow,
+            #[cfg(feature = "compact-store")]
+            Algorithm::Gcra
+            | Algorithm::LeakyQueue
+            | Algorithm::FixedWindow
+            | Algorithm::Concurrency => Width::Wide,
+        }
+    }
 }
 
 fn hi(v: u128) -> u64 {
@@ -38,57 +83,49 @@ fn join(hi: u64, lo: u64) -> u128 {
     ((hi as u128) << 64) | lo as u128
 }
 
-impl Cell {
-    /// Packs a state.
-    #[inline(always)]
-    pub fn pack(state: State) -> Cell {
-        Cell::Words(match state {
-            State::Gcra(g) => [hi(g.tat), g.tat as u64, 0],
-            State::LeakyQueue(q) => [hi(q.last_departure), q.last_departure as u64, 0],
-            State::FixedWindow(f) => [f.window, f.count, 0],
-            State::Concurrency(c) => [c.in_flight, 0, 0],
-            State::TokenBucket(t) => [hi(t.credit), t.credit as u64, t.last],
-            State::LeakyBucket(l) => [hi(l.level), l.level as u64, l.last],
-            State::SlidingWindow(s) => [s.window, s.prev, s.cur],
-            State::SlidingLog(l) => return Cell::Log(Box::new(l)),
-        })
+/// Packs into `w` (2 or 3 words); `false` if the state needs more words than `w` has.
+#[inline(always)]
+fn pack_words(state: State, w: &mut [u64]) -> bool {
+    let [a, b, rest @ ..] = w else { return false };
+    match state {
+        State::Gcra(g) => (*a, *b) = (hi(g.tat), g.tat as u64),
+        State::LeakyQueue(q) => (*a, *b) = (hi(q.last_departure), q.last_departure as u64),
+        State::SlidingWindow(s) => match rest {
+            [c, ..] => (*a, *b, *c) = (s.window, s.prev, s.cur),
+            [] => return false,
+        },
+        State::FixedWindow(f) => (*a, *b) = (f.window, f.count),
+        State::Concurrency(c) => (*a, *b) = (c.in_flight, 0),
+        State::TokenBucket(t) => match rest {
+            [c, ..] => (*a, *b, *c) = (hi(t.credit), t.credit as u64, t.last),
+            [] => return false,
+        },
+        State::LeakyBucket(l) => match rest {
+            [c, ..] => (*a, *b, *c) = (hi(l.level), l.level as u64, l.last),
+            [] => return false,
+        },
+        State::SlidingLog(_) => return false,
     }
-
-    /// Moves the state of `algorithm` (the store's) out; the cell is left to be overwritten
-    /// by [`Cell::put`].
-    #[inline(always)]
-    pub fn take(&mut self, algorithm: Algorithm) -> State {
-        match self {
-            Cell::Words(w) => unpack(w, algorithm),
-            Cell::Log(l) => State::SlidingLog(core::mem::take(&mut **l)),
-        }
-    }
-
-    /// A copy of the state, the cell untouched.
-    pub fn read(&self, algorithm: Algorithm) -> State {
-        match self {
-            Cell::Words(w) => unpack(w, algorithm),
-            Cell::Log(l) => State::SlidingLog((**l).clone()),
-        }
-    }
-
-    /// Overwrites the cell with `state` (a log reuses its box).
-    #[inline(always)]
-    pub fn put(&mut self, state: State) {
-        match (self, state) {
-            (Cell::Log(l), State::SlidingLog(new)) => **l = new,
-            (cell, state) => *cell = Cell::pack(state),
-        }
-    }
+    true
 }
 
-/// Unpacks what [`Cell::pack`] wrote for `algorithm`.
+/// Unpacks what [`pack_words`] wrote for `algorithm`.
 #[inline(always)]
-fn unpack(&[a, b, c]: &[u64; 3], algorithm: Algorithm) -> State {
+fn unpack_words(w: &[u64], algorithm: Algorithm) -> State {
+    let (a, b, c) = (
+        w.first().copied().unwrap_or(0),
+        w.get(1).copied().unwrap_or(0),
+        w.get(2).copied().unwrap_or(0),
+    );
     match algorithm {
         Algorithm::Gcra => State::Gcra(GcraState { tat: join(a, b) }),
         Algorithm::LeakyQueue => State::LeakyQueue(LeakyQueueState {
             last_departure: join(a, b),
+        }),
+        Algorithm::SlidingWindow => State::SlidingWindow(SlidingWindowState {
+            window: a,
+            prev: b,
+            cur: c,
         }),
         Algorithm::FixedWindow => State::FixedWindow(FixedWindowState {
             window: a,
@@ -103,13 +140,54 @@ fn unpack(&[a, b, c]: &[u64; 3], algorithm: Algorithm) -> State {
             level: join(a, b),
             last: c,
         }),
-        Algorithm::SlidingWindow => State::SlidingWindow(SlidingWindowState {
-            window: a,
-            prev: b,
-            cur: c,
-        }),
-        // A log is never kept in words (`Cell::pack`); reads as an empty log.
+        // Never stored in words (`Width::of`); reads as an empty log.
         Algorithm::SlidingLog => State::SlidingLog(SlidingLogState::default()),
+    }
+}
+
+impl<const N: usize> Cell for [u64; N] {
+    #[inline(always)]
+    fn pack(state: State) -> Option<Self> {
+        let mut w = [0; N];
+        pack_words(state, &mut w).then_some(w)
+    }
+
+    #[inline(always)]
+    fn take(&mut self, algorithm: Algorithm) -> State {
+        unpack_words(self, algorithm)
+    }
+
+    #[inline(always)]
+    fn read(&self, algorithm: Algorithm) -> State {
+        unpack_words(self, algorithm)
+    }
+}
+
+impl Cell for Box<SlidingLogState> {
+    fn pack(state: State) -> Option<Self> {
+        match state {
+            State::SlidingLog(l) => Some(Box::new(l)),
+            _ => None,
+        }
+    }
+
+    fn take(&mut self, _: Algorithm) -> State {
+        State::SlidingLog(core::mem::take(&mut **self))
+    }
+
+    fn read(&self, _: Algorithm) -> State {
+        State::SlidingLog((**self).clone())
+    }
+
+    /// Reuses the box.
+    fn put(&mut self, state: State) -> bool {
+        match state {
+            State::SlidingLog(l) => {
+                **self = l;
+                true
+            }
+            _ => false,
+        }
     }
 }
 
@@ -119,12 +197,13 @@ mod tests {
 
     fn round_trip(s: State) {
         let alg = s.algorithm();
-        assert_eq!(Cell::pack(s.clone()).read(alg), s);
-        assert_eq!(Cell::pack(s.clone()).take(alg), s);
-        // Over a cell that held another state of the same algorithm.
-        let mut cell = Cell::pack(s.clone());
-        cell.put(s.clone());
-        assert_eq!(cell.take(alg), s);
+        let back = match Width::of(alg) {
+            #[cfg(not(feature = "compact-store"))]
+            Width::Narrow => <[u64; 2]>::pack(s.clone()).unwrap().take(alg),
+            Width::Wide => <[u64; 3]>::pack(s.clone()).unwrap().take(alg),
+            Width::Log => Box::<SlidingLogState>::pack(s.clone()).unwrap().take(alg),
+        };
+        assert_eq!(back, s);
     }
 
     #[test]
@@ -158,5 +237,11 @@ mod tests {
         log.entries
             .push_back(crate::algorithms::sliding_log::Entry { at: 5, cost: 2 });
         round_trip(State::SlidingLog(log));
+    }
+
+    #[test]
+    fn a_narrow_cell_refuses_a_wide_state() {
+        let s = State::TokenBucket(TokenBucketState { credit: 1, last: 2 });
+        assert!(<[u64; 2]>::pack(s).is_none());
     }
 }
