@@ -99,10 +99,10 @@ fn lock<T>(shards: &[Mutex<T>], hash: u64) -> MutexGuard<'_, T> {
 /// compare-and-swap and releasing it a plain store, where an OS mutex pays a second atomic
 /// to release. Measured 2026-12-03 (`cargo bench --bench check`, builds alternated, load
 /// 9-12 on 2 cores): with `std::sync::Mutex` a keyed check at 1 key took 0.87x governor's
-/// time (median of 7 runs; 10k keys 0.88x), with this lock 0.66x (0.72x). A thread that finds it taken spins briefly, then yields its time slice so that a
-/// preempted holder can finish. A panic while it is held cannot leave a table half-written
-/// (each write is one assignment after the decision); the lock is released as the guard
-/// unwinds.
+/// time (median of 7 runs; 10k keys 0.88x), with this lock 0.66x (0.72x). A thread that
+/// finds it taken spins briefly, then yields its time slice so that a preempted holder can
+/// finish. A panic while it is held cannot leave a table half-written (each write is one
+/// assignment after the decision); the lock is released as the guard unwinds.
 #[inline(always)]
 fn acquire<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     match m.try_lock() {
