@@ -1,4 +1,5 @@
 //! `tollgate`: simulate, compare and replay rate-limit policies. See the crate's README.
+#![forbid(unsafe_code)]
 
 use std::io::{self, BufWriter, Write};
 use std::num::NonZeroUsize;

@@ -5,6 +5,8 @@
 # path) and 10k keys (X-Forwarded-For from a trusted loopback proxy: mostly admitted).
 # Prints req/s and p99 per run. Bounded: DURATION seconds per run (default 8), 6 runs.
 #   crates/tower/bench/run.sh            (from the repository root)
+#   MODES="governor-headers governor tollgate" crates/tower/bench/run.sh   (another order, to
+#   see whether the machine's load drifting during a round favours the first or the last)
 # Not a test: figures depend on the machine and its load; compare within one run only.
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
@@ -20,7 +22,7 @@ BIN="${CARGO_TARGET_DIR:-target}/release/examples/bench"
 LUA="crates/tower/bench/xff.lua"
 
 printf '%-18s %-8s %12s %10s %10s\n' server keys req/s p99 non-2xx
-for mode in tollgate governor governor-headers; do
+for mode in ${MODES:-tollgate governor governor-headers}; do
   out=$(mktemp)
   "$BIN" "$mode" >"$out" &
   pid=$!

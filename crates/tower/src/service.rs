@@ -20,7 +20,7 @@ use tower_layer::Layer;
 use tower_service::Service;
 
 use crate::config::{CompiledRoute, Key, MissingKey, OnError, ProxyHeader};
-use crate::store::{Source, Store};
+use crate::store::{Checked, Source, Store};
 
 /// The body of the layer's responses: the inner service's, or one the layer wrote (a 429,
 /// a 400, a 503).
@@ -164,27 +164,71 @@ where
         self.inner.poll_ready(cx)
     }
 
+    /// Routes and keys the request, then decides: at once when the store can (in memory),
+    /// calling the inner service that was driven to readiness; otherwise in the returned
+    /// future, with a clone of the inner service (the one driven to readiness serves this
+    /// request, the clone the next). Why not always the future: it cloned axum's router per
+    /// request and moved a large state machine; measured 2026-12-03 with perf at 10k keys
+    /// (`bench/run.sh`'s server), see the crate's README.
     fn call(&mut self, req: Request<ReqB>) -> Self::Future {
-        // The clone that was driven to readiness serves this request.
-        let clone = self.inner.clone();
-        let inner = std::mem::replace(&mut self.inner, clone);
         let shared = Arc::clone(&self.shared);
-        Box::pin(async move { handle(shared, inner, req).await })
+        let target = match target(&shared, req) {
+            Target::Check(t) => t,
+            Target::Pass(req) => return forward(self.inner.call(req), Vec::new()),
+            Target::Answer(resp) => return answered(resp),
+        };
+        let entry = &shared.entries[target.entry];
+        if let Some(result) =
+            entry
+                .store
+                .check_now(&target.key, target.tenant.as_deref(), target.cost)
+        {
+            return match answer(&shared, target, result) {
+                Answer::Forward(req, fields) => forward(self.inner.call(req), fields),
+                Answer::Respond(resp) => answered(resp),
+            };
+        }
+        let clone = self.inner.clone();
+        let mut inner = std::mem::replace(&mut self.inner, clone);
+        Box::pin(async move {
+            let entry = &shared.entries[target.entry];
+            let result = entry
+                .store
+                .check(&target.key, target.tenant.as_deref(), target.cost)
+                .await;
+            match answer(&shared, target, result) {
+                Answer::Forward(req, fields) => {
+                    let mut resp = inner.call(req).await?.map(Either::Left);
+                    add_fields(&mut resp, fields);
+                    Ok(resp)
+                }
+                Answer::Respond(resp) => Ok(resp),
+            }
+        })
     }
 }
 
-fn left<B>(r: Response<B>) -> Response<ResponseBody<B>> {
-    r.map(Either::Left)
+/// The layer's own response (a future that holds only the response, so no `Send` bound
+/// falls on the inner service's error type).
+fn answered<B: Send + 'static, E>(
+    resp: Response<ResponseBody<B>>,
+) -> BoxFuture<Result<Response<ResponseBody<B>>, E>> {
+    Box::pin(async move { Ok(resp) })
 }
 
-async fn pass<Svc, ReqB, B>(
-    mut inner: Svc,
-    req: Request<ReqB>,
-) -> Result<Response<ResponseBody<B>>, Svc::Error>
+/// The inner service's response, with the rate limit's header fields added.
+fn forward<F, B, E>(
+    future: F,
+    fields: Vec<(&'static str, String)>,
+) -> BoxFuture<Result<Response<ResponseBody<B>>, E>>
 where
-    Svc: Service<Request<ReqB>, Response = Response<B>>,
+    F: Future<Output = Result<Response<B>, E>> + Send + 'static,
 {
-    inner.call(req).await.map(left)
+    Box::pin(async move {
+        let mut resp = future.await?.map(Either::Left);
+        add_fields(&mut resp, fields);
+        Ok(resp)
+    })
 }
 
 /// What a request is counted under, or why it is not.
@@ -213,43 +257,91 @@ impl Refusal {
     }
 }
 
-async fn handle<Svc, S, ReqB, B>(
-    shared: Arc<Shared<S>>,
-    inner: Svc,
-    req: Request<ReqB>,
-) -> Result<Response<ResponseBody<B>>, Svc::Error>
-where
-    Svc: Service<Request<ReqB>, Response = Response<B>>,
-    S: Store,
-{
+/// Where a request goes before the decision.
+enum Target<ReqB, B> {
+    /// Not rate-limited (no route, no policy on its route, or no key and `skip`).
+    Pass(Request<ReqB>),
+    /// To be decided.
+    Check(Checking<ReqB>),
+    /// Refused before the decision (a 400).
+    Answer(Response<ResponseBody<B>>),
+}
+
+/// What the layer does after the decision.
+enum Answer<ReqB, B> {
+    /// Passes the request on (the decision in its extensions) and adds these header fields
+    /// to the response.
+    Forward(Request<ReqB>, Vec<(&'static str, String)>),
+    /// Answers itself: a 429, or a 503 when the store failed and the layer fails closed.
+    Respond(Response<ResponseBody<B>>),
+}
+
+/// A request to decide: its policy, key, tenant and cost.
+struct Checking<ReqB> {
+    entry: usize,
+    key: String,
+    tenant: Option<String>,
+    cost: u64,
+    shadow: bool,
+    parts: Parts,
+    body: ReqB,
+}
+
+/// Routes and keys a request.
+fn target<S, ReqB, B>(shared: &Shared<S>, req: Request<ReqB>) -> Target<ReqB, B> {
     let settings = &shared.settings;
     let path = match route::normalize(req.uri().path()) {
         Ok(p) => p,
-        Err(e) => return Ok(problem(400, "invalid-path", &e.to_string(), json!({}))),
+        Err(e) => return Target::Answer(problem(400, "invalid-path", &e.to_string(), json!({}))),
     };
     let Some(r) = route::find(&shared.routes, req.method().as_str(), &path) else {
-        return pass(inner, req).await;
+        return Target::Pass(req);
     };
     let Some(entry_index) = r.entry else {
-        return pass(inner, req).await;
+        return Target::Pass(req);
     };
     let (cost, shadow) = (r.cost, r.shadow || settings.shadow);
     let entry = &shared.entries[entry_index];
-    let (mut parts, body) = req.into_parts();
+    let (parts, body) = req.into_parts();
     let key = match key_of(settings, &entry.key, &parts) {
         Ok(Keyed::Key(k)) => k,
-        Ok(Keyed::Skip) => return pass(inner, Request::from_parts(parts, body)).await,
-        Err(refusal) => return Ok(refusal.answer()),
+        Ok(Keyed::Skip) => return Target::Pass(Request::from_parts(parts, body)),
+        Err(refusal) => return Target::Answer(refusal.answer()),
     };
     let tenant = if entry.with_tenant.len() > entry.names.len() {
         match header_text(settings, &parts, &settings.tenant_header) {
             Ok(t) => t.filter(|t| !t.is_empty()),
-            Err(e) => return Ok(header_problem(&e)),
+            Err(e) => return Target::Answer(header_problem(&e)),
         }
     } else {
         None
     };
-    match entry.store.check(&key, tenant.as_deref(), cost).await {
+    Target::Check(Checking {
+        entry: entry_index,
+        key,
+        tenant,
+        cost,
+        shadow,
+        parts,
+        body,
+    })
+}
+
+/// The layer's answer to a decision (or to the store's failure).
+fn answer<S: Store, ReqB, B>(
+    shared: &Shared<S>,
+    target: Checking<ReqB>,
+    result: Result<Checked, S::Error>,
+) -> Answer<ReqB, B> {
+    let settings = &shared.settings;
+    let entry = &shared.entries[target.entry];
+    let Checking {
+        shadow,
+        mut parts,
+        body,
+        ..
+    } = target;
+    match result {
         Ok(checked) => {
             let names = if checked.each.len() > entry.names.len() {
                 Arc::clone(&entry.with_tenant)
@@ -284,15 +376,19 @@ where
                         .insert(HeaderName::from_static("tollgate-shadow"), v);
                 }
             }
-            let fields = (!shadow).then(|| response_headers(&items, settings.legacy));
+            let fields = if shadow {
+                Vec::new()
+            } else {
+                response_headers(&items, settings.legacy)
+            };
             let body_429 = (!allowed && !shadow)
                 .then(|| quota_problem(&items))
                 .flatten();
             drop(items);
             if let Some(body) = body_429 {
                 let mut resp = full(StatusCode::TOO_MANY_REQUESTS, body);
-                add_fields(&mut resp, fields.unwrap_or_default());
-                return Ok(resp);
+                add_fields(&mut resp, fields);
+                return Answer::Respond(resp);
             }
             parts.extensions.insert(RateLimitInfo {
                 policy: Arc::clone(&entry.name),
@@ -302,11 +398,7 @@ where
                 source: Some(checked.source),
                 shadow,
             });
-            let mut resp = pass(inner, Request::from_parts(parts, body)).await?;
-            if let Some(fields) = fields {
-                add_fields(&mut resp, fields);
-            }
-            Ok(resp)
+            Answer::Forward(Request::from_parts(parts, body), fields)
         }
         Err(error) => match settings.on_error {
             OnError::Open => {
@@ -322,7 +414,7 @@ where
                     source: None,
                     shadow,
                 });
-                pass(inner, Request::from_parts(parts, body)).await
+                Answer::Forward(Request::from_parts(parts, body), Vec::new())
             }
             OnError::Closed { retry_after_secs } => {
                 let mut resp = problem(
@@ -337,7 +429,7 @@ where
                     HeaderName::from_static("tollgate-degraded"),
                     HeaderValue::from_static("fail-closed; reason=store-error"),
                 );
-                Ok(resp)
+                Answer::Respond(resp)
             }
         },
     }

@@ -60,6 +60,19 @@ pub trait Store: Send + Sync + 'static {
         tenant: Option<&str>,
         cost: u64,
     ) -> impl Future<Output = Result<Checked, Self::Error>> + Send;
+
+    /// [`Store::check`] when the store decides without waiting (in memory): the answer now,
+    /// so that the layer calls the inner service at once instead of from a future that
+    /// holds a clone of it. `None` (the default): the decision needs the future.
+    fn check_now(
+        &self,
+        key: &str,
+        tenant: Option<&str>,
+        cost: u64,
+    ) -> Option<Result<Checked, Self::Error>> {
+        let _ = (key, tenant, cost);
+        None
+    }
 }
 
 /// A clock for the in-memory store: nanoseconds since any fixed epoch, never going back.
@@ -186,6 +199,15 @@ impl<C: Clock> Store for Memory<C> {
         cost: u64,
     ) -> impl Future<Output = Result<Checked, DecideError>> + Send {
         std::future::ready(self.decide(key, tenant, cost))
+    }
+
+    fn check_now(
+        &self,
+        key: &str,
+        tenant: Option<&str>,
+        cost: u64,
+    ) -> Option<Result<Checked, DecideError>> {
+        Some(self.decide(key, tenant, cost))
     }
 }
 
