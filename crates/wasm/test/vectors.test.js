@@ -64,6 +64,22 @@ for (const file of files) {
     });
     continue;
   }
+  test(`vector ${vector.name} through allow(): each check's admission, nothing else`, () => {
+    // The same steps, checks through the boolean fast path (which must charge exactly as
+    // check does, or later steps would disagree).
+    const limiter = limiterFor(vector.limiter);
+    vector.steps.forEach((step, i) => {
+      const where = `${vector.name} step ${i} ${JSON.stringify(step)}`;
+      const allow = () => limiter.allow(step.key, { now: step.t, cost: step.cost ?? 1, tenant: step.tenant });
+      if (step.op !== "check") return run(step, limiter);
+      if (step.expect?.error !== undefined) {
+        assert.throws(allow, (e) => e instanceof RangeError && e.rule === step.expect.error, where);
+        return;
+      }
+      const got = allow();
+      if (step.expect?.allowed !== undefined) assert.equal(got, step.expect.allowed, where);
+    });
+  });
   test(`vector ${vector.name} (${vector.steps.length} steps)`, () => {
     const limiter = limiterFor(vector.limiter);
     vector.steps.forEach((step, i) => {
