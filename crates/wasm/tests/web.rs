@@ -46,7 +46,11 @@ fn allow_charges_like_check_and_writes_no_answer() {
     // The bucket `allow` emptied is the one `check` sees: 100 ms later one token is back.
     assert_eq!(core.check("a", 1000.0, 1.0), DENIED);
     assert_eq!(core.check("a", 1100.0, 1.0), ALLOWED);
-    assert_eq!(core.allow("a", 0.0, 3.0), FAILED, "a cost above the capacity");
+    assert_eq!(
+        core.allow("a", 0.0, 3.0),
+        FAILED,
+        "a cost above the capacity"
+    );
     assert!(core.take_error().is_object());
 }
 
