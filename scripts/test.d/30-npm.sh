@@ -60,4 +60,4 @@ fi
   console.log(`package: ${p.files.length} files, ${p.unpackedSize} bytes unpacked, ${p.size} bytes as .tgz (gzipped)`);'
 
 echo "--- benchmark (short; numbers only, no assertions)"
-(cd crates/wasm && node bench/check.js --ms 600 --only 10000)
+(cd crates/wasm && node bench/check.js --ms 600 --only 10000 --rounds 1)

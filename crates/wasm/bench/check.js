@@ -1,20 +1,28 @@
 // Side-by-side benchmark of a synchronous rate-limit check in Node:
 //   tollgate        Limiter.check(key)                      (this package, wasm core)
+//   tg-allow        Limiter.allow(key): the same decision, answered as a boolean
 //   js-map          a hand-written lazy-refill token bucket in a JS Map (returns the same
 //                   decision object shape as tollgate, so both do the same work)
+//   js-allow        the same bucket answering only a boolean (allow's counterpart)
 //   limiter         npm `limiter` TokenBucket.tryRemoveTokens(1), one bucket per key in a Map
 //   rlf             npm `rate-limiter-flexible` RateLimiterMemory.consume(key), a Promise,
 //                   awaited one by one (a caller awaiting its limiter per request)
 //   rlf-batch       the same, 1000 calls in flight at a time (Promise.all): its best case
 //   clock-only      not a limiter: Date.now() and the same decision object, no state. The
 //                   floor for anything that reads the clock per check (a reference row)
+//   wasm-floor      not a limiter: Date.now(), a JS Map get of the key (a number), one call of
+//                   an empty wasm function (number in, number out) and the decision object:
+//                   the floor of any binding that crosses into wasm once per check with a
+//                   key interned to a number (a reference row)
 // for 1 key, 10k keys and 1M keys (keys visited round-robin), plus memory per key after every
 // key was checked once. Every case runs in its own child process (node --expose-gc) so heaps
 // do not mix. Every check calls Date.now() (each implementation reads the clock itself).
 // Policy: a token bucket of 1e9/s, burst 1e9, so every check is admitted (the common path).
 //
-// Usage: node bench/check.js [--ms 1000] [--only 10000]    (from crates/wasm, after build.sh)
-// Prints a table with ops/s and tollgate's ratio to each, and the memory per key.
+// Usage: node bench/check.js [--ms 1500] [--only 10000] [--rounds 3]   (from crates/wasm, after build.sh)
+// Prints, for each round (every case once, in turn), a table with ops/s, CPU time per check
+// (steadier than ops/s on a shared machine) and tollgate's ratio to each, and the memory per
+// key; then tollgate's ratios to the JS Map bucket over the rounds.
 import { spawnSync } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
@@ -29,7 +37,7 @@ import { gzipSync } from "node:zlib";
 
 const RATE = 1e9; // per second
 const KEYS = [1, 10_000, 1_000_000];
-const IMPLS = ["tollgate", "js-map", "limiter", "rlf", "rlf-batch", "clock-only"];
+const IMPLS = ["tollgate", "tg-allow", "js-map", "js-allow", "limiter", "rlf", "rlf-batch", "clock-only", "wasm-floor"];
 
 function arg(name, fallback) {
   const i = process.argv.indexOf(name);
@@ -43,8 +51,8 @@ class MapBucket {
     this.burst = burst;
     this.map = new Map();
   }
-  check(key) {
-    const now = Date.now();
+  /** The key's bucket, refilled to `now`. */
+  refill(key, now) {
     let s = this.map.get(key);
     if (s === undefined) {
       s = { tokens: this.burst, last: now };
@@ -53,6 +61,16 @@ class MapBucket {
       s.tokens = Math.min(this.burst, s.tokens + (now - s.last) * this.perMs);
       s.last = now;
     }
+    return s;
+  }
+  allow(key) {
+    const s = this.refill(key, Date.now());
+    const allowed = s.tokens >= 1;
+    if (allowed) s.tokens -= 1;
+    return allowed;
+  }
+  check(key) {
+    const s = this.refill(key, Date.now());
     const allowed = s.tokens >= 1;
     if (allowed) s.tokens -= 1;
     const missing = this.burst - s.tokens;
@@ -73,6 +91,29 @@ async function makeCheck(impl, nKeys) {
       const { Limiter } = await import("tollgate");
       const l = new Limiter(`${RATE}/s`, { maxKeys: Math.max(nKeys, 1) * 2 });
       return { check: (k) => l.check(k).allowed, size: () => l.size };
+    }
+    case "tg-allow": {
+      const { Limiter } = await import("tollgate");
+      const l = new Limiter(`${RATE}/s`, { maxKeys: Math.max(nKeys, 1) * 2 });
+      return { check: (k) => l.allow(k), size: () => l.size };
+    }
+    case "js-allow": {
+      const b = new MapBucket(RATE, RATE);
+      return { check: (k) => b.allow(k), size: () => b.map.size };
+    }
+    case "wasm-floor": {
+      // (module (func (export "f") (param f64) (result i32) i32.const 1))
+      const bytes = new Uint8Array([0, 0x61, 0x73, 0x6d, 1, 0, 0, 0, 1, 6, 1, 0x60, 1, 0x7c, 1, 0x7f, 3, 2, 1, 0, 7, 5, 1, 1, 0x66, 0, 0, 10, 6, 1, 4, 0, 0x41, 1, 0x0b]);
+      const f = (await WebAssembly.instantiate(bytes)).instance.exports.f;
+      const ids = new Map();
+      const check = (k) => {
+        const now = Date.now();
+        let id = ids.get(k);
+        if (id === undefined) ids.set(k, (id = ids.size));
+        const status = f(id + now);
+        return { allowed: status === 1, limit: RATE, remaining: RATE - 1, resetAfter: 1, retryAfter: 0, delay: 0 };
+      };
+      return { check: (k) => check(k).allowed, size: () => ids.size };
     }
     case "js-map": {
       const b = new MapBucket(RATE, RATE);
@@ -132,9 +173,11 @@ async function child(impl, nKeys, ms) {
   const perKey = (field) => (after[field] - before[field]) / nKeys;
   // Throughput: round-robin over the keys for about `ms`, best of 3 rounds.
   let best = 0;
+  let bestCpu = 0;
   let i = 0;
   for (let round = 0; round < 3; round++) {
     let ops = 0;
+    const cpu = process.cpuUsage();
     const start = performance.now();
     let elapsed = 0;
     if (c.check) {
@@ -169,12 +212,15 @@ async function child(impl, nKeys, ms) {
       }
     }
     best = Math.max(best, ops / (elapsed / 1000));
+    const used = process.cpuUsage(cpu);
+    bestCpu = Math.max(bestCpu, ops / ((used.user + used.system) / 1e6));
   }
   console.log(
     JSON.stringify({
       impl,
       nKeys,
       opsPerSec: best,
+      opsPerCpuSec: bestCpu,
       heapPerKey: perKey("heapUsed"),
       rssPerKey: perKey("rss"),
       externalPerKey: perKey("external") + perKey("arrayBuffers"),
@@ -186,8 +232,9 @@ function fmtOps(n) {
   return n >= 1e6 ? `${(n / 1e6).toFixed(2)} M` : `${(n / 1e3).toFixed(0)} k`;
 }
 
+/** CPU time per check in ns (the process's user + system time over the checks it made). */
 function ns(row) {
-  return (1e9 / row.opsPerSec).toFixed(0);
+  return (1e9 / row.opsPerCpuSec).toFixed(0);
 }
 
 function fmtBytes(n, nKeys) {
@@ -198,46 +245,51 @@ function fmtBytes(n, nKeys) {
 async function main() {
   const ms = arg("--ms", 1500);
   const only = arg("--only", 0);
+  const rounds = arg("--rounds", 3);
   const script = fileURLToPath(import.meta.url);
-  const rows = [];
-  for (const nKeys of KEYS.filter((k) => !only || k === only)) {
-    for (const impl of IMPLS) {
-      const r = spawnSync(process.execPath, ["--expose-gc", "--max-old-space-size=4096", script, "--child", impl, String(nKeys), String(ms)], {
-        encoding: "utf8",
-        cwd: process.cwd(),
-      });
-      if (r.status !== 0) throw new Error(`${impl} ${nKeys}: ${r.stderr}`);
-      rows.push(JSON.parse(r.stdout.trim().split("\n").pop()));
-    }
-  }
+  const os = await import("node:os");
   console.log(`sync check() throughput, Node ${process.version}, token bucket ${RATE}/s (all admitted), Date.now() per check`);
-  console.log("");
-  console.log(`load average at start: ${(await import("node:os")).loadavg()[0].toFixed(2)} (on ${(await import("node:os")).availableParallelism()} cores; other work skews the numbers)`);
-  console.log("keys      impl        ops/s      tollgate/x   heap/key   rss/key   external+ab/key");
-  const goals = [];
-  for (const nKeys of [...new Set(rows.map((r) => r.nKeys))]) {
-    const group = rows.filter((r) => r.nKeys === nKeys);
-    const tg = group.find((r) => r.impl === "tollgate");
-    for (const r of group) {
-      const ratio = tg.opsPerSec / r.opsPerSec;
-      console.log(
-        `${String(nKeys).padEnd(9)} ${r.impl.padEnd(10)} ${fmtOps(r.opsPerSec).padStart(9)}   ${ratio.toFixed(2).padStart(8)}x   ${fmtBytes(r.heapPerKey, nKeys).padStart(8)}  ${fmtBytes(r.rssPerKey, nKeys).padStart(8)}  ${fmtBytes(r.externalPerKey, nKeys).padStart(8)}`,
+  const summary = [];
+  for (let round = 1; round <= rounds; round++) {
+    const load = os.loadavg()[0];
+    const rows = [];
+    for (const nKeys of KEYS.filter((k) => !only || k === only)) {
+      for (const impl of IMPLS) {
+        const r = spawnSync(process.execPath, ["--expose-gc", "--max-old-space-size=4096", script, "--child", impl, String(nKeys), String(ms)], {
+          encoding: "utf8",
+          cwd: process.cwd(),
+        });
+        if (r.status !== 0) throw new Error(`${impl} ${nKeys}: ${r.stderr}`);
+        rows.push(JSON.parse(r.stdout.trim().split("\n").pop()));
+      }
+    }
+    console.log("");
+    console.log(`round ${round} of ${rounds}: load average ${load.toFixed(2)} at its start, ${os.loadavg()[0].toFixed(2)} at its end (on ${os.availableParallelism()} cores; other work skews the numbers)`);
+    console.log("keys      impl         ops/s   CPU ns/check  tollgate/x (CPU)   heap/key   rss/key   external+ab/key");
+    for (const nKeys of [...new Set(rows.map((r) => r.nKeys))]) {
+      const group = rows.filter((r) => r.nKeys === nKeys);
+      const by = (impl) => group.find((r) => r.impl === impl);
+      const tg = by("tollgate");
+      for (const r of group) {
+        const ratio = tg.opsPerSec / r.opsPerSec;
+        const cpuRatio = tg.opsPerCpuSec / r.opsPerCpuSec;
+        console.log(
+          `${String(nKeys).padEnd(9)} ${r.impl.padEnd(10)} ${fmtOps(r.opsPerSec).padStart(9)}   ${(1e9 / r.opsPerCpuSec).toFixed(0).padStart(8)}   ${ratio.toFixed(2).padStart(8)}x (${cpuRatio.toFixed(2)}x)   ${fmtBytes(r.heapPerKey, nKeys).padStart(8)}  ${fmtBytes(r.rssPerKey, nKeys).padStart(8)}  ${fmtBytes(r.externalPerKey, nKeys).padStart(8)}`,
+        );
+      }
+      const [js, jsAllow, allow, rlf, clock, floor] = ["js-map", "js-allow", "tg-allow", "rlf", "clock-only", "wasm-floor"].map(by);
+      summary.push(
+        `round ${round}, ${nKeys} keys: check/js-map ${(tg.opsPerSec / js.opsPerSec).toFixed(2)}x (CPU ${(tg.opsPerCpuSec / js.opsPerCpuSec).toFixed(2)}x; goal >= ${nKeys >= 1_000_000 ? "1.5" : "1"}), ` +
+          `allow/js-map ${(allow.opsPerSec / js.opsPerSec).toFixed(2)}x (CPU ${(allow.opsPerCpuSec / js.opsPerCpuSec).toFixed(2)}x), ` +
+          `allow/js-allow ${(allow.opsPerSec / jsAllow.opsPerSec).toFixed(2)}x, check/rlf ${(tg.opsPerSec / rlf.opsPerSec).toFixed(1)}x; ` +
+          `CPU ns per check: tollgate ${ns(tg)}, allow ${ns(allow)}, js-map ${ns(js)}, clock-only ${ns(clock)}, wasm-floor ${ns(floor)} ` +
+          `(wasm-floor/js-map ${(floor.opsPerCpuSec / js.opsPerCpuSec).toFixed(2)}x: the most any wasm binding of this shape could reach); ` +
+          `rss/key tollgate ${fmtBytes(tg.rssPerKey, nKeys)}, js-map ${fmtBytes(js.rssPerKey, nKeys)}`,
       );
     }
-    const js = group.find((r) => r.impl === "js-map");
-    const rlf = group.find((r) => r.impl === "rlf");
-    const rlfb = group.find((r) => r.impl === "rlf-batch");
-    const clock = group.find((r) => r.impl === "clock-only");
-    goals.push(
-      `${nKeys} keys: tollgate/js-map = ${(tg.opsPerSec / js.opsPerSec).toFixed(2)}x (goal >= 1), ` +
-        `tollgate/rate-limiter-flexible = ${(tg.opsPerSec / rlf.opsPerSec).toFixed(1)}x awaited, ` +
-        `${(tg.opsPerSec / rlfb.opsPerSec).toFixed(1)}x batched${nKeys === 10_000 ? " (goal >= 10)" : ""}; ` +
-        `per check: tollgate ${ns(tg)} ns, js-map ${ns(js)} ns, of which the clock and the object alone ${ns(clock)} ns ` +
-        `(clock-only is ${(clock.opsPerSec / rlf.opsPerSec).toFixed(1)}x rlf awaited)`,
-    );
   }
   console.log("");
-  for (const g of goals) console.log(g);
+  for (const line of summary) console.log(line);
   console.log("(memory per key: after every key was checked once, after gc; tollgate's state is in wasm memory, counted in rss and external/arrayBuffers, not in the JS heap)");
 }
 

@@ -325,6 +325,29 @@ export function bind(glue) {
     }
 
     /**
+     * `check`'s short answer: whether the request was admitted (and `cost` charged), as a
+     * boolean; no decision object. The same decision as `check` (the core's `admit`), for
+     * callers that send no `RateLimit` headers and need no retry time. Invalid arguments and
+     * a cost above the capacity throw as in `check`.
+     */
+    allow(key, opts) {
+      if (typeof key !== "string") checkKey(key);
+      let now, cost, tenant;
+      if (opts === undefined) {
+        now = Date.now();
+        cost = 1;
+      } else {
+        now = opts.now === undefined ? Date.now() : checkNow(opts.now);
+        cost = opts.cost === undefined ? 1 : checkCost(opts.cost);
+        tenant = opts.tenant;
+      }
+      if (tenant !== undefined && tenant !== null) return this.check(key, { now, cost, tenant }).allowed;
+      const status = this.#core.allowBuf(this.#put(key, 0), now, cost);
+      if (status === FAILED) throw this.#core.takeError();
+      return status === ALLOWED;
+    }
+
+    /**
      * `check`, also answering each limit's own decision (`each`, in stack order; a fair
      * share: shared, then the tenant window when the request has one). For a stack, a limit
      * that had room in a denied request was not charged and reports what it really has.

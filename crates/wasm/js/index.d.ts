@@ -156,6 +156,12 @@ export class Limiter {
    */
   check(key: string, options?: CheckOptions): Decision;
   /**
+   * {@link Limiter.check}'s short answer: whether the request was admitted (and `cost`
+   * charged). The same decision, without the {@link Decision} object: for callers that send
+   * no `RateLimit` headers and need no retry time. Throws as `check` does.
+   */
+  allow(key: string, options?: CheckOptions): boolean;
+  /**
    * {@link Limiter.check}, also answering each limit's own decision (`each`, in stack
    * order). In a denied stack, a limit that had room was not charged and reports what it
    * really has. Stacks and fair shares pass this decision to `headers()` and `problem()`.

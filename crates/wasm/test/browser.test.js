@@ -5,7 +5,7 @@
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { createServer } from "node:http";
-import { readFile, mkdtemp, rm } from "node:fs/promises";
+import { readFile, readdir, mkdtemp, rm } from "node:fs/promises";
 import { existsSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, normalize } from "node:path";
@@ -28,12 +28,34 @@ const pages = {
   try { new Limiter("10/fortnight"); } catch (e) { error = { name: e.name, field: e.field, rule: e.rule }; }
   window.result = { decisions: d, headers: l.headers(d[2], "per-ip"), size: l.size, error };
 </script>`,
+  // Every conformance vector, replayed in the page by test/replay.js (as vectors.test.js does
+  // in Node), through check() and through allow().
+  "/vectors.html": `<!doctype html><script type="importmap">{"imports": {"tollgate": "/${browserEntry.slice(2)}"}}</script>
+<script type="module">
+  import { Limiter } from "tollgate";
+  import { replay } from "/test/replay.js";
+  const vectors = await (await fetch("/test/vectors.json")).json();
+  window.result = { count: vectors.length, failures: vectors.flatMap((v) => [...replay(Limiter, v), ...replay(Limiter, v, true)]) };
+</script>`,
   "/web.html": `<!doctype html><script type="module">
   import init, { Limiter } from "/${webEntry.slice(2)}";
   await init();
   window.result = new Limiter("10/s burst 20").check("k", { now: 0 });
 </script>`,
 };
+
+/** The step vectors of tests/vectors/ and test/vectors/ (not the invalid-policy cases). */
+async function vectors() {
+  const dirs = [join(root, "../../tests/vectors"), join(root, "test/vectors")].filter((d) => existsSync(d));
+  const all = [];
+  for (const dir of dirs) {
+    for (const f of (await readdir(dir)).filter((f) => f.endsWith(".json")).sort()) {
+      const v = JSON.parse(await readFile(join(dir, f), "utf8"));
+      if (v.steps) all.push(v);
+    }
+  }
+  return all;
+}
 
 let server;
 let base;
@@ -46,6 +68,14 @@ before(async () => {
     if (pages[path]) {
       res.writeHead(200, { "content-type": "text/html" });
       return res.end(pages[path]);
+    }
+    if (path === "/test/vectors.json") {
+      res.writeHead(200, { "content-type": types[".json"] });
+      return res.end(JSON.stringify(await vectors()));
+    }
+    if (path === "/test/replay.js") {
+      res.writeHead(200, { "content-type": types[".js"] });
+      return res.end(await readFile(join(root, "test/replay.js")));
     }
     const file = normalize(join(root, path));
     if (!file.startsWith(join(root, "pkg")) || !existsSync(file)) {
@@ -101,6 +131,13 @@ test('import { Limiter } from "tollgate" in a page decides like Node', async () 
   assert.equal(r.headers["Retry-After"], "59");
   assert.equal(r.size, 1);
   assert.deepEqual(r.error, { name: "TypeError", field: "window", rule: "unknown-unit" });
+});
+
+test("every shared vector gives the recorded decisions in Chromium, through check() and allow()", async () => {
+  const r = await resultOf("/vectors.html");
+  assert.equal(r.count, (await vectors()).length);
+  assert.ok(r.count >= 10, `only ${r.count} vectors`);
+  assert.deepEqual(r.failures, []);
 });
 
 test("the web build loads with await init()", async () => {

@@ -22,6 +22,24 @@ test("a token bucket admits its burst, then denies with a retry time, all in ms"
   assert.equal(l.check("bob", { now: 1_100 }).remaining, 19);
 });
 
+test("allow() is check()'s allowed, charging the same bucket; it throws as check() does", () => {
+  const a = new Limiter("10/s burst 3");
+  const c = new Limiter("10/s burst 3");
+  for (const [now, cost] of [[0, 1], [0, 1], [0, 2], [0, 1], [150, 1], [150, 1], [400, 3], [400, 0]]) {
+    assert.equal(a.allow("k", { now, cost }), c.check("k", { now, cost }).allowed, `at ${now} ms, cost ${cost}`);
+  }
+  assert.equal(a.peek("k", { now: 400 }).remaining, c.peek("k", { now: 400 }).remaining);
+  assert.equal(typeof a.allow("fresh"), "boolean");
+  assert.throws(() => a.allow("k", { cost: 4 }), (e) => e instanceof RangeError && e.rule === "cost-exceeds-capacity");
+  assert.throws(() => a.allow(7), (e) => e instanceof TypeError && e.field === "key");
+  assert.throws(() => a.allow("k", { now: -1 }), (e) => e instanceof RangeError && e.field === "now");
+  // A fair share's tenant window applies to allow() too.
+  const f = Limiter.fairShare("10/s", "2/s");
+  const admitted = [1, 2, 3].map(() => f.allow("k", { now: 0, tenant: "acme" }));
+  assert.deepEqual(admitted, [true, true, false]);
+  assert.equal(f.allow("k", { now: 0, tenant: "other" }), true);
+});
+
 test("check() defaults to Date.now() and cost 1; peek charges nothing", () => {
   const l = new Limiter("fixed-window 3/h");
   assert.equal(l.check("k").remaining, 2);

@@ -35,6 +35,26 @@ fn check_writes_the_decision_in_ms() {
 }
 
 #[wasm_bindgen_test]
+fn allow_charges_like_check_and_writes_no_answer() {
+    let core = Core::single(&"10/s burst 2".into(), 100.0).unwrap();
+    assert_eq!(core.check("b", 1000.0, 1.0), ALLOWED);
+    let answer = out(&core);
+    assert_eq!(core.allow("a", 1000.0, 1.0), ALLOWED);
+    assert_eq!(core.allow("a", 1000.0, 1.0), ALLOWED);
+    assert_eq!(core.allow("a", 1000.0, 1.0), DENIED);
+    assert_eq!(out(&core), answer, "allow leaves the output buffer alone");
+    // The bucket `allow` emptied is the one `check` sees: 100 ms later one token is back.
+    assert_eq!(core.check("a", 1000.0, 1.0), DENIED);
+    assert_eq!(core.check("a", 1100.0, 1.0), ALLOWED);
+    assert_eq!(
+        core.allow("a", 0.0, 3.0),
+        FAILED,
+        "a cost above the capacity"
+    );
+    assert!(core.take_error().is_object());
+}
+
+#[wasm_bindgen_test]
 fn js_milliseconds_convert_like_the_core() {
     use tollgate_wasm::now_ns;
     for ms in [

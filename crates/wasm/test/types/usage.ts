@@ -10,6 +10,8 @@ const d: Decision = limiter.check("ip", { cost: 2, now: Date.now(), tenant: "acm
 const allowed: boolean = d.allowed;
 const wait: number = d.retryAfter + d.resetAfter + d.delay + d.limit + d.remaining;
 limiter.peek("ip");
+const admitted: boolean = limiter.allow("ip", { cost: 2 });
+void admitted;
 limiter.release("ip", { cost: 1 });
 const forgot: boolean = limiter.reset("ip");
 const n: number = limiter.size;
