@@ -281,6 +281,20 @@ async fn a_replica_holds_byte_identical_state() {
             .await
             .unwrap();
         assert!(ttl > 0, "{k} has a TTL on the replica too");
+        // The same expiry: the writes carry it as an absolute time (PXAT).
+        let at = |conn: &mut ConnectionManager| {
+            let mut conn = conn.clone();
+            let k = k.to_string();
+            async move {
+                let at: i64 = redis::cmd("PEXPIRETIME")
+                    .arg(k)
+                    .query_async(&mut conn)
+                    .await
+                    .unwrap();
+                at
+            }
+        };
+        assert_eq!(at(&mut conn).await, at(&mut replica_conn).await, "{k}");
     }
 }
 
@@ -433,6 +447,18 @@ async fn hostile_arguments_get_error_replies_and_the_server_stays_up() {
         .unwrap_err();
     assert!(e.to_string().contains("tollgate:{bad:k}:0"), "{e}");
     assert_eq!(server.cli(&["GET", "tollgate:{bad:k}:0"]), "12345678zz");
+    // A key of another type: an error naming it, for a check and a reset alike.
+    server.cli(&["RPUSH", "tollgate:{list:k}:0", "x"]);
+    let e = check(&mut conn, "tollgate:{list:k}", &["10/s"])
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("tollgate:{list:k}:0"), "{e}");
+    let r: redis::RedisResult<i64> = redis::cmd("TOLLGATE.RESET")
+        .arg("tollgate:{list:k}")
+        .query_async(&mut conn)
+        .await;
+    assert!(r.is_err(), "{r:?}");
+    assert_eq!(server.cli(&["LLEN", "tollgate:{list:k}:0"]), "1");
     assert_eq!(server.cli(&["PING"]), "PONG");
 }
 
