@@ -24,9 +24,14 @@ PORT=${BENCH_PORT:-8788}
 base="http://127.0.0.1:$PORT"
 state=$(mktemp -d /tmp/tollgate-bench-XXXXXX)
 mkdir -p "$here/results"
-config=$(tr -d '\n' < "$here/config.json")
+# bench/config.json: the worker's config ("tollgate") and the policies decided with one
+# object per key ("object_per_key", the naive design measured against; a load-test var, not
+# a config field).
+read_bench() { node -e 'const c = require(process.argv[1]); console.log(process.argv[2] === "config" ? JSON.stringify(c.tollgate) : c.object_per_key.join(","))' "$root/$here/config.json" "$1"; }
+config=$(read_bench config)
+per_key=$(read_bench object_per_key)
 
-PORT=$PORT scripts/run --persist-to "$state" --var "TOLLGATE_CONFIG:$config" > "$state/wrangler.log" 2>&1 &
+PORT=$PORT scripts/run --persist-to "$state" --var "TOLLGATE_CONFIG:$config" --var "BENCH_OBJECT_PER_KEY:$per_key" > "$state/wrangler.log" 2>&1 &
 server=$!
 cleanup() {
   kill -INT "$server" 2>/dev/null || true

@@ -18,10 +18,10 @@ use tollgate::{Algorithm, Decision};
 use wasm_bindgen::JsValue;
 use worker::{console_error, Context, Delay, Env, Request, Response};
 
-use crate::answer::LimitName;
-use crate::edge::send_batch;
 use crate::origin;
-use crate::table::{ObjectRequest, ObjectResponse, Op};
+use crate::plan::LimitName;
+use crate::protocol::{ObjectRequest, ObjectResponse};
+use crate::rpc::send_batch;
 
 /// How an admitted request is held.
 pub struct Hold {
@@ -50,17 +50,17 @@ pub fn lease_for(names: &[LimitName]) -> Option<String> {
 }
 
 impl Hold {
-    /// The hold of a request admitted by `decision` on the check `call` to `object`.
-    pub fn new(decision: &Decision, object: &str, call: &ObjectRequest, timeout_ms: u64) -> Hold {
+    /// The hold of a request admitted by `decision` in `object`, whose check took a lease
+    /// when `release` is set (see [`crate::protocol::Check::release`]).
+    pub fn new(
+        decision: &Decision,
+        object: &str,
+        release: Option<ObjectRequest>,
+        timeout_ms: u64,
+    ) -> Hold {
         Hold {
             delay_ms: decision.delay.div_ceil(1_000_000),
-            release: call.lease.as_ref().map(|id| {
-                let req = ObjectRequest {
-                    lease: Some(id.clone()),
-                    ..ObjectRequest::new(Op::Release, call.limits.clone(), call.cost)
-                };
-                (object.to_string(), req)
-            }),
+            release: release.map(|r| (object.to_string(), r)),
             timeout_ms,
         }
     }

@@ -1,54 +1,14 @@
 //! Answers: the rate-limit fields on every limited response, the 429 problem document,
-//! the 503 of a fail-closed route, and the isolate's deny cache and stats.
+//! the problem documents of the limiter's own errors, and the isolate's deny cache.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 
-use serde::{Deserialize, Serialize};
-use tollgate::headers::{limit_name, response_headers, tenant_name, Named};
-use tollgate::{Decision, Policy};
+use tollgate::headers::{response_headers, Named};
+use tollgate::Decision;
 
-use crate::config::{Config, Route};
+use crate::plan::LimitName;
 
 pub use tollgate::headers::QUOTA_EXCEEDED;
-
-/// One limit of a route, as the response names it.
-#[derive(Clone, Debug, PartialEq)]
-pub struct LimitName {
-    /// The policy entry it belongs to.
-    pub policy: usize,
-    /// The name in `RateLimit`/`RateLimit-Policy`: the entry's name, `<name>.<n>` for the
-    /// n-th limit of a stacked entry, `<name>.tenant` for a fair share's tenant window.
-    pub name: String,
-    /// The limit's policy.
-    pub limit: Policy,
-    /// Whether this is a fair share's tenant window (keyed by key and tenant).
-    pub tenant: bool,
-}
-
-/// The names of a route's limits, in the order they are sent to the coordinator.
-pub fn limit_names(config: &Config, route: &Route, with_tenant: bool) -> Vec<LimitName> {
-    let mut out = Vec::new();
-    for &k in &route.policies {
-        let e = &config.policies[k];
-        for (i, p) in e.limits.iter().enumerate() {
-            out.push(LimitName {
-                policy: k,
-                name: limit_name(&e.name, i, e.limits.len()),
-                limit: *p,
-                tenant: false,
-            });
-        }
-        if let (Some(t), true) = (e.tenant, with_tenant) {
-            out.push(LimitName {
-                policy: k,
-                name: tenant_name(&e.name),
-                limit: t,
-                tenant: true,
-            });
-        }
-    }
-    out
-}
 
 /// The `RateLimit-Policy` (every limit), `RateLimit` (the binding ones; on a denial
 /// `Retry-After`, `Cache-Control`) fields for these decisions, plus the legacy fields when
@@ -176,63 +136,6 @@ impl DenyCache {
     }
 }
 
-/// Counters of one policy.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", default)]
-pub struct Counters {
-    /// Requests the coordinator admitted.
-    pub admitted: u64,
-    /// Requests the coordinator denied because of this policy.
-    pub denied: u64,
-    /// Requests decided without the coordinator (fail-open or fail-closed).
-    pub degraded: u64,
-    /// Requests denied from the isolate's deny cache.
-    pub deny_cache: u64,
-    /// Shadow-mode requests that would have been denied (and were forwarded).
-    pub shadow_denied: u64,
-}
-
-impl Counters {
-    /// Adds `other` to these counters.
-    pub fn add(&mut self, other: &Counters) {
-        self.admitted += other.admitted;
-        self.denied += other.denied;
-        self.degraded += other.degraded;
-        self.deny_cache += other.deny_cache;
-        self.shadow_denied += other.shadow_denied;
-    }
-}
-
-/// Adds every policy's counters of `from` into `into`.
-pub fn merge(into: &mut BTreeMap<String, Counters>, from: &BTreeMap<String, Counters>) {
-    for (k, c) in from {
-        into.entry(k.clone()).or_default().add(c);
-    }
-}
-
-/// Per-policy counts of this isolate not yet reported to the stats object.
-#[derive(Default)]
-pub struct Stats {
-    /// Counters by policy name.
-    pub by_policy: BTreeMap<String, Counters>,
-    /// When this isolate last reported (ms; 0 before its first request).
-    pub last_flush_ms: u64,
-}
-
-impl Stats {
-    /// Counts into the counters of `policy`.
-    pub fn count(&mut self, policy: &str, f: impl FnOnce(&mut Counters)) {
-        match self.by_policy.get_mut(policy) {
-            Some(c) => f(c),
-            None => {
-                let mut c = Counters::default();
-                f(&mut c);
-                self.by_policy.insert(policy.to_string(), c);
-            }
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -275,27 +178,5 @@ mod tests {
         assert_eq!(v["type"], QUOTA_EXCEEDED);
         assert_eq!(v["status"], 429);
         assert_eq!(v["violated-policies"][0], "per-ip");
-    }
-
-    #[test]
-    fn limit_names_cover_stacks_and_tenants() {
-        let c = Config::parse(
-            r#"
-            [policies.ip]
-            limit = ["10/s", "fixed-window 100/h"]
-            [policies.org]
-            limit = "10/s"
-            tenant = "sliding-window 4/s"
-            [[routes]]
-            path = "/"
-            policies = ["ip", "org"]
-            "#,
-        )
-        .unwrap();
-        let names: Vec<String> = limit_names(&c, &c.routes[0], true)
-            .into_iter()
-            .map(|n| n.name)
-            .collect();
-        assert_eq!(names, ["ip.1", "ip.2", "org", "org.tenant"]);
     }
 }

@@ -26,18 +26,18 @@
 //!   clock and concurrency counts are never swept (a count is deleted when released to 0).
 
 use std::cell::{Cell, OnceCell, RefCell};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 
 use serde::Deserialize;
-use tollgate::State;
 use worker::{
     console_error, durable_object, Date, DurableObject, Env, Request, Response, SqlStorage,
     SqlStorageValue,
 };
 
-use crate::answer::Counters;
 use crate::lease::Lease;
-use crate::table::{ObjectRequest, ObjectResponse, Op, Store, Table};
+use crate::protocol::{ObjectRequest, ObjectResponse};
+use crate::sql_store::{write_pending, SqlStore, Write, SCHEMA};
+use crate::table::Table;
 
 /// Alarms run at most this often per object (ms): sweeping is housekeeping, not accuracy.
 const SWEEP_EVERY_MS: u64 = 10_000;
@@ -64,11 +64,6 @@ pub struct Limiter {
 }
 
 #[derive(Deserialize)]
-struct StateRow {
-    state: String,
-}
-
-#[derive(Deserialize)]
 struct SlotRow {
     slot: String,
 }
@@ -78,190 +73,15 @@ struct MinRow {
     next: Option<f64>,
 }
 
-/// A state written in memory and not yet in SQLite: the state (`None`: delete the row) and
-/// when it is back to fresh.
-type Write = (Option<State>, Option<u64>);
-
-/// The object's SQLite storage as a [`Store`], remembering the first error. Saves go to
-/// `pending` (written to SQLite by [`Limiter::flush`], one transaction for many requests);
-/// loads see `pending` first.
-struct SqlStore<'a> {
-    sql: &'a SqlStorage,
-    error: Option<String>,
-    pending: &'a mut HashMap<String, Write>,
-    pending_leases: &'a mut HashMap<String, Vec<Lease>>,
-}
-
-#[derive(Deserialize)]
-struct LeaseRow {
-    body: String,
-}
-
-#[derive(Deserialize)]
-struct CountRow {
-    rows: f64,
-}
-
-#[derive(Deserialize)]
-struct StatsRow {
-    policy: String,
-    admitted: f64,
-    denied: f64,
-    degraded: f64,
-    deny_cache: f64,
-    shadow_denied: f64,
-}
-
-impl Store for SqlStore<'_> {
-    fn report(&mut self, counters: &BTreeMap<String, Counters>) -> BTreeMap<String, Counters> {
-        for (policy, c) in counters {
-            let n = |v: u64| SqlStorageValue::Integer(v.min(1 << 52) as i64);
-            let r = self.sql.exec(
-                "INSERT INTO stats (policy, admitted, denied, degraded, deny_cache, shadow_denied) \
-                 VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT(policy) DO UPDATE SET \
-                 admitted = admitted + excluded.admitted, denied = denied + excluded.denied, \
-                 degraded = degraded + excluded.degraded, deny_cache = deny_cache + excluded.deny_cache, \
-                 shadow_denied = shadow_denied + excluded.shadow_denied",
-                vec![
-                    policy.as_str().into(),
-                    n(c.admitted),
-                    n(c.denied),
-                    n(c.degraded),
-                    n(c.deny_cache),
-                    n(c.shadow_denied),
-                ],
-            );
-            if let Err(e) = r {
-                self.error.get_or_insert(e.to_string());
-            }
-        }
-        let rows = self
-            .sql
-            .exec("SELECT * FROM stats", None)
-            .and_then(|c| c.to_array::<StatsRow>());
-        match rows {
-            Ok(rows) => rows
-                .into_iter()
-                .map(|r| {
-                    (
-                        r.policy,
-                        Counters {
-                            admitted: r.admitted as u64,
-                            denied: r.denied as u64,
-                            degraded: r.degraded as u64,
-                            deny_cache: r.deny_cache as u64,
-                            shadow_denied: r.shadow_denied as u64,
-                        },
-                    )
-                })
-                .collect(),
-            Err(e) => {
-                self.error.get_or_insert(e.to_string());
-                BTreeMap::new()
-            }
-        }
-    }
-
-    fn count(&mut self) -> u64 {
-        match self
-            .sql
-            .exec("SELECT COUNT(*) AS rows FROM limits", None)
-            .and_then(|c| c.to_array::<CountRow>())
-        {
-            Ok(rows) => rows.first().map(|r| r.rows as u64).unwrap_or(0),
-            Err(e) => {
-                self.error.get_or_insert(e.to_string());
-                0
-            }
-        }
-    }
-
-    fn load(&mut self, slot: &str) -> Option<State> {
-        if let Some((state, _)) = self.pending.get(slot) {
-            return state.clone();
-        }
-        let rows = self
-            .sql
-            .exec("SELECT state FROM limits WHERE slot = ?", vec![slot.into()])
-            .and_then(|c| c.to_array::<StateRow>());
-        match rows {
-            Ok(rows) => rows
-                .first()
-                .and_then(|r| match serde_json::from_str::<State>(&r.state) {
-                    Ok(s) => Some(s),
-                    Err(e) => {
-                        self.error
-                            .get_or_insert(format!("stored state of {slot}: {e}"));
-                        None
-                    }
-                }),
-            Err(e) => {
-                self.error.get_or_insert(e.to_string());
-                None
-            }
-        }
-    }
-
-    fn save(&mut self, slot: &str, state: Option<&State>, fresh_at: Option<u64>) {
-        self.pending
-            .insert(slot.to_string(), (state.cloned(), fresh_at));
-    }
-
-    fn load_leases(&mut self, slot: &str) -> Vec<Lease> {
-        if let Some(held) = self.pending_leases.get(slot) {
-            return held.clone();
-        }
-        let rows = self
-            .sql
-            .exec("SELECT body FROM leases WHERE slot = ?", vec![slot.into()])
-            .and_then(|c| c.to_array::<LeaseRow>());
-        match rows {
-            Ok(rows) => match rows.first().map(|r| serde_json::from_str(&r.body)) {
-                None => Vec::new(),
-                Some(Ok(held)) => held,
-                Some(Err(e)) => {
-                    self.error
-                        .get_or_insert(format!("stored leases of {slot}: {e}"));
-                    Vec::new()
-                }
-            },
-            Err(e) => {
-                self.error.get_or_insert(e.to_string());
-                Vec::new()
-            }
-        }
-    }
-
-    fn save_leases(&mut self, slot: &str, leases: &[Lease]) {
-        self.pending_leases
-            .insert(slot.to_string(), leases.to_vec());
-    }
-}
-
 impl Limiter {
     fn sql(&self) -> worker::Result<&SqlStorage> {
         if let Some(sql) = self.sql.get() {
             return Ok(sql);
         }
         let sql = self.state.storage().sql();
-        sql.exec(
-            "CREATE TABLE IF NOT EXISTS limits (slot TEXT PRIMARY KEY, state TEXT NOT NULL, fresh_at INTEGER)",
-            None,
-        )?;
-        sql.exec(
-            "CREATE INDEX IF NOT EXISTS limits_fresh_at ON limits (fresh_at)",
-            None,
-        )?;
-        sql.exec(
-            "CREATE TABLE IF NOT EXISTS leases (slot TEXT PRIMARY KEY, body TEXT NOT NULL)",
-            None,
-        )?;
-        sql.exec(
-            "CREATE TABLE IF NOT EXISTS stats (policy TEXT PRIMARY KEY, admitted INTEGER NOT NULL, \
-             denied INTEGER NOT NULL, degraded INTEGER NOT NULL, deny_cache INTEGER NOT NULL, \
-             shadow_denied INTEGER NOT NULL)",
-            None,
-        )?;
+        for statement in SCHEMA {
+            sql.exec(statement, None)?;
+        }
         Ok(self.sql.get_or_init(|| sql))
     }
 
@@ -305,50 +125,7 @@ impl Limiter {
             return Ok(());
         }
         let sql = self.sql().map_err(|e| e.to_string())?;
-        let mut error = None;
-        for (slot, held) in leases {
-            let result = if held.is_empty() {
-                sql.exec("DELETE FROM leases WHERE slot = ?", vec![slot.into()])
-            } else {
-                let body = serde_json::to_string(&held).unwrap_or_default();
-                sql.exec(
-                    "INSERT INTO leases (slot, body) VALUES (?, ?) \
-                     ON CONFLICT(slot) DO UPDATE SET body = excluded.body",
-                    vec![slot.into(), body.into()],
-                )
-            };
-            if let Err(e) = result {
-                error.get_or_insert(e.to_string());
-            }
-        }
-        let mut earliest: Option<u64> = None;
-        for (slot, (state, fresh_at)) in pending {
-            let result = match state {
-                None => sql
-                    .exec("DELETE FROM limits WHERE slot = ?", vec![slot.into()])
-                    .map(|_| ()),
-                Some(s) => {
-                    // The core's own serde form (externally tagged: `{"gcra":{"tat":...}}`).
-                    let text = serde_json::to_string(&s).unwrap_or_default();
-                    let at: SqlStorageValue = match fresh_at {
-                        Some(t) => SqlStorageValue::Integer(t.min(1 << 52) as i64),
-                        None => SqlStorageValue::Null,
-                    };
-                    if let Some(t) = fresh_at {
-                        earliest = Some(earliest.map_or(t, |e| e.min(t)));
-                    }
-                    sql.exec(
-                        "INSERT INTO limits (slot, state, fresh_at) VALUES (?, ?, ?) \
-                         ON CONFLICT(slot) DO UPDATE SET state = excluded.state, fresh_at = excluded.fresh_at",
-                        vec![slot.into(), text.into(), at],
-                    )
-                    .map(|_| ())
-                }
-            };
-            if let Err(e) = result {
-                error.get_or_insert(e.to_string());
-            }
-        }
+        let (earliest, error) = write_pending(sql, pending, leases);
         if let Some(e) = error {
             console_error!("tollgate object: storage error: {e}");
             *self.table.borrow_mut() = Table::new();
@@ -373,7 +150,11 @@ impl Limiter {
         let now = Date::now().as_millis();
         let busy = now.saturating_sub(self.last_call_ms.replace(now)) <= GROUP_WINDOW_MS
             || self.pending_rpc();
-        let defer = defer && busy && requests.iter().all(|r| r.op == Op::Check);
+        let defer = defer
+            && busy
+            && requests
+                .iter()
+                .all(|r| matches!(r, ObjectRequest::Check(_)));
         if !defer {
             // Counts and reports read SQLite: bring it up to date first.
             self.flush()?;

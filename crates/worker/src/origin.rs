@@ -4,7 +4,7 @@
 use serde_json::json;
 use worker::{Date, Env, Fetch, Headers, Method, Request, RequestInit, Response};
 
-use crate::edge::string_binding;
+use crate::env::string_binding;
 
 /// Forwards `req` to the origin, unchanged (method, headers, body) but for its path, which
 /// is `path` (the normalised path the route was matched on), and adds `fields` to the

@@ -1,0 +1,192 @@
+//! The check API (`POST /v1/check`, `/v1/peek`, `/v1/release`, bearer `CHECK_SECRET`):
+//! other services use the edge as their limiter, by a key of their choosing.
+
+use serde::Deserialize;
+use serde_json::json;
+use tollgate::{Decision, MillisDecision};
+use worker::{console_error, Env, Method, Request, Response};
+
+use crate::config::Config;
+use crate::env::now_ms;
+use crate::http::{api_error, authorise, json_ok, json_response, read_json, set_all, unavailable};
+use crate::plan::{LimitName, Plan};
+use crate::protocol::{Check, ObjectRequest, ObjectResponse, Peek, Release, When};
+use crate::{answer, denial, keying, lease, rpc, stats};
+
+/// Which call of the API.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Endpoint {
+    /// `/v1/check`: decide and charge.
+    Check,
+    /// `/v1/peek`: decide for cost 0.
+    Peek,
+    /// `/v1/release`: release concurrency slots.
+    Release,
+}
+
+/// The endpoint at `path`, if it is one of the API's.
+pub fn endpoint(path: &str) -> Option<Endpoint> {
+    match path {
+        "/v1/check" => Some(Endpoint::Check),
+        "/v1/peek" => Some(Endpoint::Peek),
+        "/v1/release" => Some(Endpoint::Release),
+        _ => None,
+    }
+}
+
+/// The body of `/v1/check`, `/v1/peek` and `/v1/release`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CheckBody {
+    key: String,
+    policy: String,
+    #[serde(default = "one")]
+    cost: u64,
+    tenant: Option<String>,
+    now: Option<u64>,
+}
+
+fn one() -> u64 {
+    1
+}
+
+fn valid_text(s: &str, max: usize) -> bool {
+    !s.is_empty() && s.len() <= max && !s.chars().any(char::is_control)
+}
+
+/// Answers one call of the API.
+pub async fn handle(
+    mut req: Request,
+    env: &Env,
+    cfg: &Config,
+    endpoint: Endpoint,
+) -> worker::Result<Response> {
+    if req.method() != Method::Post {
+        return api_error(405, "method-not-allowed", "use POST");
+    }
+    if let Some(resp) = authorise(&req, env, "CHECK_SECRET") {
+        return resp;
+    }
+    let body: CheckBody = match read_json(&mut req).await {
+        Ok(b) => b,
+        Err(e) => return api_error(400, "bad-request", &e),
+    };
+    let max = cfg.settings.max_header_bytes;
+    if !valid_text(&body.key, max) {
+        let detail = format!("key must be 1-{max} bytes without control characters");
+        return api_error(400, "invalid-key", &detail);
+    }
+    if body.tenant.as_deref().is_some_and(|t| !valid_text(t, max)) {
+        let detail = format!("tenant must be 1-{max} bytes without control characters");
+        return api_error(400, "invalid-tenant", &detail);
+    }
+    if body.now.is_some() && !cfg.settings.test_clock {
+        let detail = "\"now\" is accepted only when settings.test_clock is on";
+        return api_error(400, "test-clock-disabled", detail);
+    }
+    let Some((k, entry)) = cfg.policy(&body.policy) else {
+        let detail = format!("no policy named {:?}", body.policy);
+        return api_error(404, "unknown-policy", &detail);
+    };
+
+    // The plan: only a check counts in a tenant's window.
+    let key = keying::external_key(&body.key);
+    let checking = endpoint == Endpoint::Check;
+    let tenant = body.tenant.as_deref().filter(|_| checking);
+    let plan = Plan::for_policy(cfg, k, &key, tenant);
+    let cache_key = plan.cache_key(&format!("api\n{}", body.cost));
+    let use_cache = checking && body.now.is_none() && cfg.settings.deny_cache;
+    if use_cache {
+        if let Some((decision, each)) = denial::cached(&cache_key, now_ms()) {
+            stats::count(&entry.name, |c| c.deny_cache += 1);
+            return decision_response(cfg, &plan.names, &decision, &each);
+        }
+    }
+
+    // The object's answer.
+    let when = When {
+        now_ms: body.now,
+        deadline_ms: Some(lease::deadline(now_ms(), cfg.settings.timeout_ms)),
+    };
+    let limits = plan.limits;
+    let call = match endpoint {
+        Endpoint::Check => ObjectRequest::Check(Check {
+            limits,
+            cost: body.cost,
+            lease: None,
+            lease_ms: 0,
+            when,
+        }),
+        Endpoint::Peek => ObjectRequest::Peek(Peek { limits, when }),
+        Endpoint::Release => ObjectRequest::Release(Release {
+            limits,
+            cost: body.cost,
+            lease: None,
+            when,
+        }),
+    };
+    match rpc::call(env, cfg.settings.timeout_ms, &plan.object, &call).await {
+        Ok(ObjectResponse::Decided {
+            decision,
+            each,
+            now_ms,
+            ..
+        }) => {
+            if checking {
+                stats::count(&entry.name, |c| match decision.allowed {
+                    true => c.admitted += 1,
+                    false => c.denied += 1,
+                });
+                if use_cache {
+                    denial::remember(cache_key, now_ms, &decision, each.clone());
+                }
+            }
+            decision_response(cfg, &plan.names, &decision, &each)
+        }
+        Ok(ObjectResponse::Released) => json_ok(&json!({"released": true})),
+        Ok(ObjectResponse::Reset { found }) => json_ok(&json!({"found": found})),
+        Ok(ObjectResponse::Error { code, message }) => api_error(422, &code, &message),
+        Ok(ObjectResponse::Late { .. }) => {
+            stats::count(&entry.name, |c| c.degraded += 1);
+            unavailable("timed out")
+        }
+        Ok(other @ (ObjectResponse::Count { .. } | ObjectResponse::Stats { .. })) => {
+            api_error(500, "unexpected", &format!("unexpected answer {other:?}"))
+        }
+        Err(f) => {
+            console_error!("tollgate: check API object {}: {f}", plan.object);
+            stats::count(&entry.name, |c| c.degraded += 1);
+            unavailable(&f.to_string())
+        }
+    }
+}
+
+/// The core's decision in milliseconds, each limit's (named), and the `RateLimit` fields.
+fn decision_response(
+    cfg: &Config,
+    names: &[LimitName],
+    decision: &Decision,
+    each: &[Decision],
+) -> worker::Result<Response> {
+    let mut v = serde_json::to_value(MillisDecision::from(*decision)).unwrap_or_default();
+    if let Some(o) = v.as_object_mut() {
+        let per: Vec<serde_json::Value> = names
+            .iter()
+            .zip(each)
+            .map(|(n, d)| {
+                let mut x = serde_json::to_value(MillisDecision::from(*d)).unwrap_or_default();
+                if let Some(xo) = x.as_object_mut() {
+                    xo.insert("name".into(), n.name.clone().into());
+                }
+                x
+            })
+            .collect();
+        o.insert("policies".into(), per.into());
+    }
+    let mut resp = json_response(200, "application/json", v.to_string())?;
+    set_all(
+        resp.headers_mut(),
+        &answer::headers(names, each, cfg.settings.legacy_headers),
+    )?;
+    Ok(resp)
+}

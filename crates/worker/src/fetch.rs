@@ -1,0 +1,178 @@
+//! The fetch handler: the APIs by path, and every other request through the limited path,
+//! which reads top to bottom: the plan (route, identity, limits, object), the deny cache,
+//! the object's decision, the answer. The rules live in the plain modules; this is glue.
+
+use serde_json::json;
+use tollgate::Decision;
+use worker::{console_error, event, Context, Env, Request, Response};
+
+use crate::admit::{self, Hold};
+use crate::config::{Config, Mode, OnError, Route};
+use crate::env::{self, now_ms};
+use crate::http::problem;
+use crate::keying;
+use crate::plan::Plan;
+use crate::protocol::{Check, ObjectRequest, ObjectResponse, When};
+use crate::rpc::{self, Failure};
+use crate::{admin, answer, check_api, denial, lease, origin, stats};
+
+#[event(fetch)]
+async fn fetch(req: Request, env: Env, ctx: Context) -> worker::Result<Response> {
+    let cfg = env::config(&env);
+    let cfg = match cfg.as_ref() {
+        Ok(c) => c,
+        // Logged once, when the config was read (see `env::config`).
+        Err(e) => {
+            return problem(
+                500,
+                "invalid-config",
+                &e.to_string(),
+                json!({"field": e.field}),
+            )
+        }
+    };
+    let path = req.path();
+    let resp = match check_api::endpoint(&path) {
+        Some(endpoint) => check_api::handle(req, &env, cfg, endpoint).await,
+        None if path.starts_with("/admin/") => admin::handle(req, &env, cfg, &path).await,
+        None => limited(req, &env, &ctx, cfg).await,
+    };
+    stats::maybe_report(&env, &ctx, cfg);
+    resp
+}
+
+/// A request to the origin, limited by its route.
+async fn limited(req: Request, env: &Env, ctx: &Context, cfg: &Config) -> worker::Result<Response> {
+    // The plan. Routed and forwarded as the origin would read the path (see `route`).
+    let method = req.method().to_string();
+    let path = match crate::route::normalize(&req.path()) {
+        Ok(p) => p,
+        Err(e) => return problem(400, "invalid-path", &e.to_string(), json!({})),
+    };
+    let Some(route) = crate::route::find(&cfg.routes, &method, &path).filter(|r| !r.exempt) else {
+        return origin::forward(req, env, &path, &[]).await;
+    };
+    let id = match keying::identify(&cfg.settings, |n| req.headers().get(n).ok().flatten()) {
+        Ok(id) => id,
+        Err(e) => {
+            let extra = json!({"header": e.header()});
+            return problem(400, "invalid-header", &e.to_string(), extra);
+        }
+    };
+    let Some(plan) = Plan::for_route(cfg, route, &id) else {
+        return origin::forward(req, env, &path, &[]).await;
+    };
+    let enforce = route.mode == Mode::Enforce;
+    let cache_key = plan.cache_key(&route.name);
+
+    // A denial the isolate already knows.
+    if enforce && cfg.settings.deny_cache {
+        if let Some((_, each)) = denial::cached(&cache_key, now_ms()) {
+            stats::count_violated(&plan.names, &each, cfg, |c| c.deny_cache += 1);
+            return denial::cached_too_many(cfg, &plan.names, &each, cache_key);
+        }
+    }
+
+    // The object's decision.
+    let check = Check {
+        limits: plan.limits,
+        cost: route.cost,
+        lease: admit::lease_for(&plan.names),
+        lease_ms: cfg.settings.lease_ms,
+        when: When {
+            now_ms: None,
+            deadline_ms: Some(lease::deadline(now_ms(), cfg.settings.timeout_ms)),
+        },
+    };
+    let release = check.release();
+    let call = ObjectRequest::Check(check);
+    let decided = rpc::call(env, cfg.settings.timeout_ms, &plan.object, &call).await;
+
+    // The answer.
+    let why = match decided {
+        Ok(ObjectResponse::Decided {
+            decision,
+            each,
+            now_ms,
+            ..
+        }) => {
+            let names = &plan.names;
+            if decision.allowed {
+                stats::count_route(route, cfg, |c| c.admitted += 1);
+                let fields = if enforce {
+                    answer::headers(names, &each, cfg.settings.legacy_headers)
+                } else {
+                    vec![("Tollgate-Shadow", "allowed".to_string())]
+                };
+                let hold = Hold::new(&decision, &plan.object, release, cfg.settings.timeout_ms);
+                return admit::forward(req, env, ctx, &path, fields, hold).await;
+            }
+            if !enforce {
+                stats::count_violated(names, &each, cfg, |c| c.shadow_denied += 1);
+                let violated = answer::violated(names, &each).join(",");
+                let fields = [(
+                    "Tollgate-Shadow",
+                    format!("denied; policies=\"{violated}\""),
+                )];
+                return origin::forward(req, env, &path, &fields).await;
+            }
+            stats::count_violated(names, &each, cfg, |c| c.denied += 1);
+            return denied(cfg, names, decision, each, cache_key, now_ms);
+        }
+        Ok(ObjectResponse::Late { .. }) => "coordinator-timeout",
+        Ok(other) => {
+            console_error!("tollgate: route {} got {:?}", route.name, other);
+            "coordinator-error"
+        }
+        Err(f) => {
+            console_error!("tollgate: route {} object {}: {f}", route.name, plan.object);
+            match f {
+                Failure::Timeout => "coordinator-timeout",
+                Failure::Unavailable(_) => "coordinator-unavailable",
+            }
+        }
+    };
+    degrade(req, env, &path, cfg, route, why).await
+}
+
+/// The 429 of an enforced denial, remembered in the deny cache.
+fn denied(
+    cfg: &Config,
+    names: &[crate::plan::LimitName],
+    decision: Decision,
+    each: Vec<Decision>,
+    cache_key: String,
+    at_ms: u64,
+) -> worker::Result<Response> {
+    let resp = denial::too_many(cfg, names, &each);
+    if cfg.settings.deny_cache {
+        denial::remember(cache_key, at_ms, &decision, each);
+    }
+    resp
+}
+
+/// The coordinator failed: the route's `on_error` decides.
+async fn degrade(
+    req: Request,
+    env: &Env,
+    path: &str,
+    cfg: &Config,
+    route: &Route,
+    why: &str,
+) -> worker::Result<Response> {
+    stats::count_route(route, cfg, |c| c.degraded += 1);
+    match route.on_error {
+        OnError::Open => {
+            let fields = [("Tollgate-Degraded", format!("fail-open; reason={why}"))];
+            origin::forward(req, env, path, &fields).await
+        }
+        OnError::Closed => {
+            let detail = "the rate limiter could not decide; retry later";
+            let mut resp = problem(503, why, detail, json!({}))?;
+            let h = resp.headers_mut();
+            h.set("Retry-After", &route.retry_after_s.to_string())?;
+            h.set("Tollgate-Degraded", &format!("fail-closed; reason={why}"))?;
+            Ok(resp)
+        }
+    }
+}

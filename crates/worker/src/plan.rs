@@ -1,0 +1,220 @@
+//! The plan of a request, as plain Rust (tested on the host): from a route and a client's
+//! identity, or from a policy and a key (the check and admin APIs), which limits decide it,
+//! where each limit's state is stored (its slot), which object decides, and under which key
+//! the isolate's deny cache remembers a denial. Also the APIs' bearer check.
+//!
+//! # Slots (storage keys)
+//! * `<policy>|<i>|<key>`: the `i`-th limit of a policy entry (0 for a single limit).
+//! * `<policy>|t|<key>|<tenant>`: a fair share's tenant window.
+//!
+//! Keys are `ip4:…`/`ip6:…/64`, `key:<sha-256>`, `<ip>+key:<sha-256>`, `global`, or
+//! `ext:<sha-256>` for the check API ([`crate::keying`]).
+//!
+//! # Objects
+//! A policy's group ([`crate::config::Group`]) is spread over `shards` objects named
+//! `<group>#<shard>`, the shard an FNV-1a hash of the key ([`keying::shard_of`]); a route's
+//! object is chosen by the key of its first policy (a group whose policies count by
+//! different keys has one shard). The load test's naive design names one object per key:
+//! `<group>#k:<key>`.
+
+use tollgate::fair_share::skips_tenant_window;
+use tollgate::headers::{limit_name, tenant_name};
+use tollgate::Policy;
+
+use crate::config::{Config, KeyKind, PolicyEntry, Route};
+use crate::keying::{self, Identity};
+use crate::protocol::Limit;
+
+/// One limit of a request, as the response names it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LimitName {
+    /// The policy entry it belongs to (index into [`Config::policies`]).
+    pub policy: usize,
+    /// The name in `RateLimit`/`RateLimit-Policy`: the entry's name, `<name>.<n>` for the
+    /// n-th limit of a stacked entry, `<name>.tenant` for a fair share's tenant window.
+    pub name: String,
+    /// The limit's policy.
+    pub limit: Policy,
+    /// Whether this is a fair share's tenant window (keyed by key and tenant).
+    pub tenant: bool,
+}
+
+/// The limits of the policy entries `policies` (a route's stack, or one entry), in the
+/// order they are sent to the object: each entry's limits, then its tenant window when
+/// `with_tenant`.
+pub fn limit_names(config: &Config, policies: &[usize], with_tenant: bool) -> Vec<LimitName> {
+    let mut out = Vec::new();
+    for &k in policies {
+        let e = &config.policies[k];
+        for (i, p) in e.limits.iter().enumerate() {
+            out.push(LimitName {
+                policy: k,
+                name: limit_name(&e.name, i, e.limits.len()),
+                limit: *p,
+                tenant: false,
+            });
+        }
+        if let (Some(t), true) = (e.tenant, with_tenant) {
+            out.push(LimitName {
+                policy: k,
+                name: tenant_name(&e.name),
+                limit: t,
+                tenant: true,
+            });
+        }
+    }
+    out
+}
+
+/// The slot of the `index`-th limit of policy `policy` for `key`.
+pub fn slot(policy: &str, index: usize, key: &str) -> String {
+    format!("{policy}|{index}|{key}")
+}
+
+/// The slot of the tenant window of policy `policy` for `key` and `tenant`.
+pub fn tenant_slot(policy: &str, key: &str, tenant: &str) -> String {
+    format!("{policy}|t|{key}|{tenant}")
+}
+
+/// The object deciding `key` for the policies of `group`.
+pub fn object_name(config: &Config, group: usize, key: &str) -> String {
+    let g = &config.groups[group];
+    if g.object_per_key {
+        format!("{}#k:{}", g.name, key)
+    } else {
+        format!("{}#{}", g.name, keying::shard_of(key, g.shards))
+    }
+}
+
+/// What one request asks of one object.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Plan {
+    /// The limits as the response names them.
+    pub names: Vec<LimitName>,
+    /// The limits with their slots, in the same order.
+    pub limits: Vec<Limit>,
+    /// The object that decides them all.
+    pub object: String,
+}
+
+impl Plan {
+    /// The plan of a request on `route` from `id`; `None` for a route without policies
+    /// (exempt).
+    pub fn for_route(config: &Config, route: &Route, id: &Identity) -> Option<Plan> {
+        let group = route.group?;
+        let tenant = id.tenant.as_deref();
+        Some(Plan::new(config, &route.policies, group, tenant, |e| {
+            keying::key_for(e.key, id)
+        }))
+    }
+
+    /// The plan of the check and admin APIs: policy entry `k` for `key`, with the tenant
+    /// window of `tenant` (a fair share's).
+    pub fn for_policy(config: &Config, k: usize, key: &str, tenant: Option<&str>) -> Plan {
+        let group = config.policies[k].group;
+        Plan::new(config, &[k], group, tenant, |_| key.to_string())
+    }
+
+    fn new(
+        config: &Config,
+        policies: &[usize],
+        group: usize,
+        tenant: Option<&str>,
+        key_of: impl Fn(&PolicyEntry) -> String,
+    ) -> Plan {
+        let tenant = tenant.filter(|t| !skips_tenant_window(Some(t)));
+        let names = limit_names(config, policies, tenant.is_some());
+        let mut limits = Vec::with_capacity(names.len());
+        let mut index = 0;
+        let mut last = usize::MAX;
+        for n in &names {
+            if n.policy != last {
+                index = 0;
+                last = n.policy;
+            }
+            let e = &config.policies[n.policy];
+            let key = key_of(e);
+            let slot = match (n.tenant, tenant) {
+                (true, Some(t)) => tenant_slot(&e.name, &key, t),
+                _ => slot(&e.name, index, &key),
+            };
+            limits.push(Limit {
+                slot,
+                policy: n.limit,
+            });
+            index += 1;
+        }
+        let first = &config.policies[policies[0]];
+        Plan {
+            names,
+            limits,
+            object: object_name(config, group, &key_of(first)),
+        }
+    }
+
+    /// The deny-cache key of this plan for requests of one kind: `<kind>` then every slot,
+    /// a line each. A route's kind is its name; the check API's is `api` and the cost (a
+    /// denial holds for its cost, a smaller one might pass sooner). An admin reset drops
+    /// the entries holding a slot it reset.
+    pub fn cache_key(&self, kind: &str) -> String {
+        let mut out = kind.to_string();
+        for l in &self.limits {
+            out.push('\n');
+            out.push_str(&l.slot);
+        }
+        out
+    }
+}
+
+/// The key of policy `entry` that the admin API looks up: `key` as given to `/v1/check`,
+/// or the `ip` and/or `api_key` a request would send.
+pub fn admin_key(
+    config: &Config,
+    entry: &PolicyEntry,
+    key: Option<&str>,
+    ip: Option<&str>,
+    api_key: Option<&str>,
+) -> Result<String, String> {
+    if let Some(k) = key {
+        if ip.is_some() || api_key.is_some() {
+            return Err("give either key, or ip/apiKey".into());
+        }
+        return Ok(keying::external_key(k));
+    }
+    let ip = match ip {
+        Some(ip) => {
+            let addr: std::net::IpAddr = ip
+                .parse()
+                .map_err(|_| format!("{ip:?} is not an IP address"))?;
+            let s = &config.settings;
+            keying::ip_group(addr, s.ipv4_prefix, s.ipv6_prefix)
+        }
+        None if matches!(entry.key, KeyKind::Ip | KeyKind::IpApiKey) => {
+            return Err(format!("policy {} counts by IP: give ip", entry.name))
+        }
+        None => "ip:unknown".into(),
+    };
+    let id = Identity {
+        ip,
+        api_key: api_key.map(|k| format!("key:{}", keying::sha256_hex(k.as_bytes()))),
+        tenant: None,
+    };
+    Ok(keying::key_for(entry.key, &id))
+}
+
+/// Whether an `Authorization` header value carries `Bearer <secret>`; compared in constant
+/// time in the secret's length.
+pub fn bearer_ok(authorization: Option<&str>, secret: &str) -> bool {
+    let Some(token) = authorization.and_then(|a| a.strip_prefix("Bearer ")) else {
+        return false;
+    };
+    token.len() == secret.len()
+        && token
+            .bytes()
+            .zip(secret.bytes())
+            .fold(0u8, |acc, (a, b)| acc | (a ^ b))
+            == 0
+}
+
+#[cfg(test)]
+mod tests;

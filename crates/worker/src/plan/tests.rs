@@ -1,0 +1,190 @@
+//! The plan: limits, slots, objects and cache keys from a route or a policy.
+
+use super::*;
+
+const CONFIG: &str = r#"
+    [settings]
+    shards = 4
+    [policies.ip]
+    limit = ["10/s", "fixed-window 100/h"]
+    [policies.org]
+    limit = "10/s"
+    tenant = "sliding-window 4/s"
+    key = "api-key"
+    [policies.global]
+    limit = "1000/s"
+    key = "global"
+    [policies.lone]
+    limit = "1/s"
+    [policies.solo]
+    limit = "5/s"
+    [[routes]]
+    name = "stacked"
+    path = "/a"
+    policies = ["ip", "org"]
+    [[routes]]
+    name = "mixed"
+    path = "/b"
+    policies = ["lone", "global"]
+    [[routes]]
+    path = "/health"
+    exempt = true
+"#;
+
+fn config() -> Config {
+    Config::parse(CONFIG).unwrap()
+}
+
+fn client(tenant: Option<&str>) -> Identity {
+    Identity {
+        ip: "ip4:192.0.2.1".into(),
+        api_key: Some("key:abc".into()),
+        tenant: tenant.map(str::to_string),
+    }
+}
+
+fn slots(plan: &Plan) -> Vec<&str> {
+    plan.limits.iter().map(|l| l.slot.as_str()).collect()
+}
+
+#[test]
+fn a_route_s_limits_each_under_its_policy_s_key() {
+    let c = config();
+    let plan = Plan::for_route(&c, &c.routes[0], &client(Some("acme"))).unwrap();
+    let names: Vec<&str> = plan.names.iter().map(|n| n.name.as_str()).collect();
+    assert_eq!(names, ["ip.1", "ip.2", "org", "org.tenant"]);
+    assert_eq!(
+        slots(&plan),
+        [
+            "ip|0|ip4:192.0.2.1",
+            "ip|1|ip4:192.0.2.1",
+            "org|0|key:abc",
+            "org|t|key:abc|acme"
+        ]
+    );
+    let policies: Vec<String> = plan.limits.iter().map(|l| l.policy.to_string()).collect();
+    let expected: Vec<String> = plan.names.iter().map(|n| n.limit.to_string()).collect();
+    assert_eq!(policies, expected);
+    // The object: the group of both policies, which count by different keys, so one.
+    assert_eq!(plan.object, "ip+org#0");
+}
+
+#[test]
+fn no_tenant_or_the_default_one_skips_the_tenant_window() {
+    let c = config();
+    for tenant in [None, Some("default"), Some("")] {
+        let plan = Plan::for_route(&c, &c.routes[0], &client(tenant)).unwrap();
+        assert_eq!(plan.limits.len(), 3, "{tenant:?}");
+        assert!(plan.names.iter().all(|n| !n.tenant));
+    }
+}
+
+#[test]
+fn policies_counting_by_different_keys_share_one_object() {
+    let c = config();
+    let a = Plan::for_route(&c, &c.routes[1], &client(None)).unwrap();
+    let other = Identity {
+        ip: "ip4:198.51.100.9".into(),
+        ..client(None)
+    };
+    let b = Plan::for_route(&c, &c.routes[1], &other).unwrap();
+    assert_eq!(a.object, "global+lone#0");
+    assert_eq!(a.object, b.object);
+    assert_eq!(slots(&a), ["lone|0|ip4:192.0.2.1", "global|0|global"]);
+    assert_eq!(Plan::for_route(&c, &c.routes[2], &client(None)), None);
+}
+
+#[test]
+fn the_apis_plan_one_policy_for_a_given_key() {
+    let c = config();
+    let (k, _) = c.policy("org").unwrap();
+    let key = keying::external_key("user-42");
+    let plan = Plan::for_policy(&c, k, &key, Some("acme"));
+    assert_eq!(
+        slots(&plan),
+        [format!("org|0|{key}"), format!("org|t|{key}|acme")]
+    );
+    // A group whose policies share one key is sharded by it.
+    let (solo, _) = c.policy("solo").unwrap();
+    for ip in ["ip4:192.0.2.1", "ip4:192.0.2.2", "ip4:192.0.2.3"] {
+        let shard = keying::shard_of(ip, 4);
+        assert_eq!(
+            Plan::for_policy(&c, solo, ip, None).object,
+            format!("solo#{shard}")
+        );
+    }
+    // Same object as a route's request would use for that key.
+    let (ip, _) = c.policy("ip").unwrap();
+    let by_ip = Plan::for_policy(&c, ip, "ip4:192.0.2.1", None);
+    let by_route = Plan::for_route(&c, &c.routes[0], &client(None)).unwrap();
+    assert_eq!(by_ip.object, by_route.object);
+}
+
+#[test]
+fn cache_keys_name_the_kind_and_every_slot() {
+    let c = config();
+    let plan = Plan::for_route(&c, &c.routes[1], &client(None)).unwrap();
+    assert_eq!(
+        plan.cache_key("mixed"),
+        "mixed\nlone|0|ip4:192.0.2.1\nglobal|0|global"
+    );
+    let other = Plan::for_route(
+        &c,
+        &c.routes[1],
+        &Identity {
+            ip: "ip4:192.0.2.2".into(),
+            ..client(None)
+        },
+    )
+    .unwrap();
+    assert_ne!(plan.cache_key("mixed"), other.cache_key("mixed"));
+}
+
+#[test]
+fn the_load_test_can_ask_for_one_object_per_key() {
+    let mut c = Config::parse("[policies.p]\nlimit = \"1/s\"\nshards = 8\n").unwrap();
+    assert!(Plan::for_policy(&c, 0, "ip4:192.0.2.1", None)
+        .object
+        .starts_with("p#"));
+    c.objects_per_key("p").unwrap();
+    assert_eq!(
+        Plan::for_policy(&c, 0, "ip4:192.0.2.1", None).object,
+        "p#k:ip4:192.0.2.1"
+    );
+}
+
+#[test]
+fn admin_keys_are_the_keys_requests_count_under() {
+    let c = config();
+    let (_, ip) = c.policy("ip").unwrap();
+    let (_, org) = c.policy("org").unwrap();
+    assert_eq!(
+        admin_key(&c, ip, None, Some("192.0.2.1"), None).unwrap(),
+        "ip4:192.0.2.1"
+    );
+    assert_eq!(
+        admin_key(&c, org, None, None, Some("secret")).unwrap(),
+        format!("key:{}", keying::sha256_hex(b"secret"))
+    );
+    assert_eq!(
+        admin_key(&c, org, Some("user-42"), None, None).unwrap(),
+        keying::external_key("user-42")
+    );
+    assert!(admin_key(&c, ip, None, None, None)
+        .unwrap_err()
+        .contains("counts by IP"));
+    assert!(admin_key(&c, ip, Some("k"), Some("192.0.2.1"), None).is_err());
+    assert!(admin_key(&c, ip, None, Some("nope"), None)
+        .unwrap_err()
+        .contains("not an IP"));
+}
+
+#[test]
+fn the_bearer_must_match_exactly() {
+    assert!(bearer_ok(Some("Bearer s3cret"), "s3cret"));
+    assert!(!bearer_ok(Some("Bearer s3cre"), "s3cret"));
+    assert!(!bearer_ok(Some("Bearer s3cret2"), "s3cret"));
+    assert!(!bearer_ok(Some("Bearer S3cret"), "s3cret"));
+    assert!(!bearer_ok(Some("s3cret"), "s3cret"));
+    assert!(!bearer_ok(None, "s3cret"));
+}

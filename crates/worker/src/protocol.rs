@@ -1,0 +1,221 @@
+//! The object protocol: what the isolate asks a coordinator object, one variant per
+//! operation, and what the object answers. JSON over Workers RPC (`stub.decide(json)`), a
+//! batch being a JSON array of requests answered by an array of answers in the same order.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use tollgate::{DecideError, Decision, Policy, State};
+
+use crate::counters::Counters;
+
+/// One limit of a request: where its state lives and the policy that decides it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Limit {
+    /// The storage key (the slot schema is the plan's).
+    pub slot: String,
+    /// The policy, as its compact string.
+    pub policy: Policy,
+}
+
+/// A request from the isolate to a coordinator object.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ObjectRequest {
+    /// Decide and charge (all or nothing).
+    Check(Check),
+    /// Decide for cost 0 (charges nothing) and report the stored states.
+    Peek(Peek),
+    /// Release slots of every concurrency limit.
+    Release(Release),
+    /// Forget the slots.
+    Reset {
+        /// The slots to forget.
+        limits: Vec<Limit>,
+    },
+    /// Count the object's stored rows (admin; sees the alarm's sweeps). Touches no slot.
+    Count,
+    /// Add an isolate's counters to the object's per-policy stats and answer the totals
+    /// (the stats object).
+    Report {
+        /// Counters by policy name.
+        counters: BTreeMap<String, Counters>,
+    },
+}
+
+/// The clock of a call: the test clock, if any, and the deadline.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct When {
+    /// The test clock (ms), only sent when the config enables it; otherwise the object's
+    /// own clock decides.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub now_ms: Option<u64>,
+    /// The latest instant (ms, the isolate's clock) at which the object may still decide
+    /// this call; later it is refused with [`ObjectResponse::Late`], charging nothing
+    /// (see [`crate::lease::deadline`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deadline_ms: Option<u64>,
+}
+
+/// [`ObjectRequest::Check`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Check {
+    /// The limits, all charged or none.
+    pub limits: Vec<Limit>,
+    /// Cost units.
+    pub cost: u64,
+    /// Hold the concurrency slots this check acquires under this lease id, for `lease_ms`
+    /// (see [`crate::lease`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lease: Option<String>,
+    /// How long a lease lasts (ms).
+    #[serde(default)]
+    pub lease_ms: u64,
+    /// The test clock and the deadline.
+    #[serde(default)]
+    pub when: When,
+}
+
+/// [`ObjectRequest::Peek`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Peek {
+    /// The limits to report.
+    pub limits: Vec<Limit>,
+    /// The test clock and the deadline.
+    #[serde(default)]
+    pub when: When,
+}
+
+/// [`ObjectRequest::Release`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Release {
+    /// The limits; only the concurrency limits among them are released.
+    pub limits: Vec<Limit>,
+    /// Slots to release when no lease is named (the check API's caller releases).
+    pub cost: u64,
+    /// Free what this lease holds, once (a repeated or late release frees nothing).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lease: Option<String>,
+    /// The test clock and the deadline.
+    #[serde(default)]
+    pub when: When,
+}
+
+impl Check {
+    /// The release of what this check acquired under its lease, if it took one.
+    pub fn release(&self) -> Option<ObjectRequest> {
+        self.lease.as_ref().map(|id| {
+            ObjectRequest::Release(Release {
+                limits: self.limits.clone(),
+                cost: self.cost,
+                lease: Some(id.clone()),
+                when: When::default(),
+            })
+        })
+    }
+}
+
+/// A coordinator's answer.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ObjectResponse {
+    /// A decision over the stack (check and peek).
+    Decided {
+        /// The combined decision.
+        decision: Decision,
+        /// Each limit's decision, in request order.
+        each: Vec<Decision>,
+        /// The object's clock when it decided (ms), so the isolate's deny cache uses the
+        /// same instant.
+        now_ms: u64,
+        /// The stored states (peek only).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        states: Vec<Option<State>>,
+    },
+    /// Slots released.
+    Released,
+    /// The call reached the object after its deadline: not decided, nothing charged.
+    Late {
+        /// The object's clock (ms).
+        now_ms: u64,
+    },
+    /// Per-policy totals ([`ObjectRequest::Report`]).
+    Stats {
+        /// Counters by policy name.
+        by_policy: BTreeMap<String, Counters>,
+    },
+    /// The object's stored rows.
+    Count {
+        /// Rows in storage.
+        rows: u64,
+    },
+    /// Slots forgotten; how many were stored.
+    Reset {
+        /// Slots that held a state.
+        found: u32,
+    },
+    /// The request can never be decided as asked (nothing was charged).
+    Error {
+        /// The core's stable code, e.g. `cost-exceeds-capacity`.
+        code: String,
+        /// A sentence for people.
+        message: String,
+    },
+}
+
+impl From<DecideError> for ObjectResponse {
+    fn from(e: DecideError) -> ObjectResponse {
+        ObjectResponse::Error {
+            code: e.code().to_string(),
+            message: e.to_string(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_variant_per_operation_on_the_wire() {
+        let limits = vec![Limit {
+            slot: "p|0|ip4:192.0.2.1".into(),
+            policy: "10/s".parse().unwrap(),
+        }];
+        let check = Check {
+            limits: limits.clone(),
+            cost: 2,
+            lease: Some("ab".into()),
+            lease_ms: 1000,
+            when: When {
+                now_ms: None,
+                deadline_ms: Some(5),
+            },
+        };
+        let batch = vec![
+            ObjectRequest::Check(check.clone()),
+            check.release().unwrap(),
+            ObjectRequest::Count,
+        ];
+        let text = serde_json::to_string(&batch).unwrap();
+        assert!(
+            text.starts_with(r#"[{"check":{"limits":[{"slot":"p|0|ip4:192.0.2.1""#),
+            "{text}"
+        );
+        assert!(text.ends_with(r#""count"]"#), "{text}");
+        assert_eq!(
+            serde_json::from_str::<Vec<ObjectRequest>>(&text).unwrap(),
+            batch
+        );
+        // The release frees what the check's lease holds, on the same limits.
+        let Some(ObjectRequest::Release(r)) = check.release() else {
+            panic!()
+        };
+        assert_eq!((r.limits, r.cost, r.lease), (limits, 2, Some("ab".into())));
+        let no_lease = Check {
+            lease: None,
+            ..check
+        };
+        assert_eq!(no_lease.release(), None);
+    }
+}

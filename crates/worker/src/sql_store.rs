@@ -1,0 +1,247 @@
+//! The object's SQLite storage as the table's [`Store`]: tables `limits` (a state per slot,
+//! with when it is back to fresh), `leases` (a slot's concurrency leases) and `stats` (the
+//! stats object's totals). Writes wait in memory for the object's next flush (one commit
+//! for many calls); reads see them first.
+
+use std::collections::{BTreeMap, HashMap};
+
+use serde::Deserialize;
+use tollgate::State;
+use worker::{SqlStorage, SqlStorageValue};
+
+use crate::counters::Counters;
+use crate::lease::Lease;
+use crate::table::Store;
+
+/// The schema, created once per object.
+pub const SCHEMA: [&str; 4] = [
+    "CREATE TABLE IF NOT EXISTS limits (slot TEXT PRIMARY KEY, state TEXT NOT NULL, fresh_at INTEGER)",
+    "CREATE INDEX IF NOT EXISTS limits_fresh_at ON limits (fresh_at)",
+    "CREATE TABLE IF NOT EXISTS leases (slot TEXT PRIMARY KEY, body TEXT NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS stats (policy TEXT PRIMARY KEY, admitted INTEGER NOT NULL, \
+     denied INTEGER NOT NULL, degraded INTEGER NOT NULL, deny_cache INTEGER NOT NULL, \
+     shadow_denied INTEGER NOT NULL)",
+];
+
+#[derive(Deserialize)]
+struct StateRow {
+    state: String,
+}
+
+/// A state written in memory and not yet in SQLite: the state (`None`: delete the row) and
+/// when it is back to fresh.
+pub type Write = (Option<State>, Option<u64>);
+
+/// The object's SQLite storage as a [`Store`], remembering the first error. Saves go to
+/// `pending` (written to SQLite by [`write_pending`] at the object's flush, one transaction for many requests);
+/// loads see `pending` first.
+pub struct SqlStore<'a> {
+    /// The object's SQL handle.
+    pub sql: &'a SqlStorage,
+    /// The first error met (the object then answers an error and drops its memory).
+    pub error: Option<String>,
+    /// States decided and not yet written.
+    pub pending: &'a mut HashMap<String, Write>,
+    /// Leases changed and not yet written (by slot; empty: delete).
+    pub pending_leases: &'a mut HashMap<String, Vec<Lease>>,
+}
+
+#[derive(Deserialize)]
+struct LeaseRow {
+    body: String,
+}
+
+#[derive(Deserialize)]
+struct CountRow {
+    rows: f64,
+}
+
+#[derive(Deserialize)]
+struct StatsRow {
+    policy: String,
+    admitted: f64,
+    denied: f64,
+    degraded: f64,
+    deny_cache: f64,
+    shadow_denied: f64,
+}
+
+impl Store for SqlStore<'_> {
+    fn report(&mut self, counters: &BTreeMap<String, Counters>) -> BTreeMap<String, Counters> {
+        for (policy, c) in counters {
+            let n = |v: u64| SqlStorageValue::Integer(v.min(1 << 52) as i64);
+            let r = self.sql.exec(
+                "INSERT INTO stats (policy, admitted, denied, degraded, deny_cache, shadow_denied) \
+                 VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT(policy) DO UPDATE SET \
+                 admitted = admitted + excluded.admitted, denied = denied + excluded.denied, \
+                 degraded = degraded + excluded.degraded, deny_cache = deny_cache + excluded.deny_cache, \
+                 shadow_denied = shadow_denied + excluded.shadow_denied",
+                vec![
+                    policy.as_str().into(),
+                    n(c.admitted),
+                    n(c.denied),
+                    n(c.degraded),
+                    n(c.deny_cache),
+                    n(c.shadow_denied),
+                ],
+            );
+            if let Err(e) = r {
+                self.error.get_or_insert(e.to_string());
+            }
+        }
+        let rows = self
+            .sql
+            .exec("SELECT * FROM stats", None)
+            .and_then(|c| c.to_array::<StatsRow>());
+        match rows {
+            Ok(rows) => rows
+                .into_iter()
+                .map(|r| {
+                    (
+                        r.policy,
+                        Counters {
+                            admitted: r.admitted as u64,
+                            denied: r.denied as u64,
+                            degraded: r.degraded as u64,
+                            deny_cache: r.deny_cache as u64,
+                            shadow_denied: r.shadow_denied as u64,
+                        },
+                    )
+                })
+                .collect(),
+            Err(e) => {
+                self.error.get_or_insert(e.to_string());
+                BTreeMap::new()
+            }
+        }
+    }
+
+    fn count(&mut self) -> u64 {
+        match self
+            .sql
+            .exec("SELECT COUNT(*) AS rows FROM limits", None)
+            .and_then(|c| c.to_array::<CountRow>())
+        {
+            Ok(rows) => rows.first().map(|r| r.rows as u64).unwrap_or(0),
+            Err(e) => {
+                self.error.get_or_insert(e.to_string());
+                0
+            }
+        }
+    }
+
+    fn load(&mut self, slot: &str) -> Option<State> {
+        if let Some((state, _)) = self.pending.get(slot) {
+            return state.clone();
+        }
+        let rows = self
+            .sql
+            .exec("SELECT state FROM limits WHERE slot = ?", vec![slot.into()])
+            .and_then(|c| c.to_array::<StateRow>());
+        match rows {
+            Ok(rows) => rows
+                .first()
+                .and_then(|r| match serde_json::from_str::<State>(&r.state) {
+                    Ok(s) => Some(s),
+                    Err(e) => {
+                        self.error
+                            .get_or_insert(format!("stored state of {slot}: {e}"));
+                        None
+                    }
+                }),
+            Err(e) => {
+                self.error.get_or_insert(e.to_string());
+                None
+            }
+        }
+    }
+
+    fn save(&mut self, slot: &str, state: Option<&State>, fresh_at: Option<u64>) {
+        self.pending
+            .insert(slot.to_string(), (state.cloned(), fresh_at));
+    }
+
+    fn load_leases(&mut self, slot: &str) -> Vec<Lease> {
+        if let Some(held) = self.pending_leases.get(slot) {
+            return held.clone();
+        }
+        let rows = self
+            .sql
+            .exec("SELECT body FROM leases WHERE slot = ?", vec![slot.into()])
+            .and_then(|c| c.to_array::<LeaseRow>());
+        match rows {
+            Ok(rows) => match rows.first().map(|r| serde_json::from_str(&r.body)) {
+                None => Vec::new(),
+                Some(Ok(held)) => held,
+                Some(Err(e)) => {
+                    self.error
+                        .get_or_insert(format!("stored leases of {slot}: {e}"));
+                    Vec::new()
+                }
+            },
+            Err(e) => {
+                self.error.get_or_insert(e.to_string());
+                Vec::new()
+            }
+        }
+    }
+
+    fn save_leases(&mut self, slot: &str, leases: &[Lease]) {
+        self.pending_leases
+            .insert(slot.to_string(), leases.to_vec());
+    }
+}
+
+/// Writes the pending states and leases to SQLite; answers the earliest instant a written
+/// state is fresh again (for the sweep) and the first error.
+pub fn write_pending(
+    sql: &SqlStorage,
+    pending: HashMap<String, Write>,
+    leases: HashMap<String, Vec<Lease>>,
+) -> (Option<u64>, Option<String>) {
+    let mut error = None;
+    for (slot, held) in leases {
+        let result = if held.is_empty() {
+            sql.exec("DELETE FROM leases WHERE slot = ?", vec![slot.into()])
+        } else {
+            let body = serde_json::to_string(&held).unwrap_or_default();
+            sql.exec(
+                "INSERT INTO leases (slot, body) VALUES (?, ?) \
+                 ON CONFLICT(slot) DO UPDATE SET body = excluded.body",
+                vec![slot.into(), body.into()],
+            )
+        };
+        if let Err(e) = result {
+            error.get_or_insert(e.to_string());
+        }
+    }
+    let mut earliest: Option<u64> = None;
+    for (slot, (state, fresh_at)) in pending {
+        let result = match state {
+            None => sql
+                .exec("DELETE FROM limits WHERE slot = ?", vec![slot.into()])
+                .map(|_| ()),
+            Some(s) => {
+                // The core's own serde form (externally tagged: `{"gcra":{"tat":...}}`).
+                let text = serde_json::to_string(&s).unwrap_or_default();
+                let at: SqlStorageValue = match fresh_at {
+                    Some(t) => SqlStorageValue::Integer(t.min(1 << 52) as i64),
+                    None => SqlStorageValue::Null,
+                };
+                if let Some(t) = fresh_at {
+                    earliest = Some(earliest.map_or(t, |e| e.min(t)));
+                }
+                sql.exec(
+                    "INSERT INTO limits (slot, state, fresh_at) VALUES (?, ?, ?) \
+                     ON CONFLICT(slot) DO UPDATE SET state = excluded.state, fresh_at = excluded.fresh_at",
+                    vec![slot.into(), text.into(), at],
+                )
+                .map(|_| ())
+            }
+        };
+        if let Err(e) = result {
+            error.get_or_insert(e.to_string());
+        }
+    }
+    (earliest, error)
+}

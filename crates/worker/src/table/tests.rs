@@ -1,0 +1,305 @@
+//! The object's table: all-or-nothing stacks, reads, writes, leases and deadlines.
+
+use super::*;
+use crate::protocol::Peek;
+
+#[derive(Default)]
+struct Mem {
+    map: HashMap<String, (State, Option<u64>)>,
+    leases: HashMap<String, Vec<Lease>>,
+    loads: usize,
+    saves: usize,
+    stats: BTreeMap<String, Counters>,
+}
+
+impl Store for Mem {
+    fn load(&mut self, slot: &str) -> Option<State> {
+        self.loads += 1;
+        self.map.get(slot).map(|(s, _)| s.clone())
+    }
+    fn count(&mut self) -> u64 {
+        self.map.len() as u64
+    }
+    fn report(&mut self, c: &BTreeMap<String, Counters>) -> BTreeMap<String, Counters> {
+        crate::counters::merge(&mut self.stats, c);
+        self.stats.clone()
+    }
+    fn load_leases(&mut self, slot: &str) -> Vec<Lease> {
+        self.leases.get(slot).cloned().unwrap_or_default()
+    }
+    fn save_leases(&mut self, slot: &str, leases: &[Lease]) {
+        if leases.is_empty() {
+            self.leases.remove(slot);
+        } else {
+            self.leases.insert(slot.into(), leases.to_vec());
+        }
+    }
+    fn save(&mut self, slot: &str, state: Option<&State>, fresh_at: Option<u64>) {
+        self.saves += 1;
+        match state {
+            Some(s) => {
+                self.map.insert(slot.into(), (s.clone(), fresh_at));
+            }
+            None => {
+                self.map.remove(slot);
+            }
+        }
+    }
+}
+
+fn limit(slot: &str, p: &str) -> Limit {
+    Limit {
+        slot: slot.into(),
+        policy: p.parse().unwrap(),
+    }
+}
+
+fn check_req(limits: &[Limit], cost: u64) -> Check {
+    Check {
+        limits: limits.to_vec(),
+        cost,
+        lease: None,
+        lease_ms: 0,
+        when: When::default(),
+    }
+}
+
+fn peek(limits: &[Limit]) -> ObjectRequest {
+    ObjectRequest::Peek(Peek {
+        limits: limits.to_vec(),
+        when: When::default(),
+    })
+}
+
+fn release(limits: &[Limit], cost: u64, lease: Option<&str>) -> ObjectRequest {
+    ObjectRequest::Release(Release {
+        limits: limits.to_vec(),
+        cost,
+        lease: lease.map(str::to_string),
+        when: When::default(),
+    })
+}
+
+fn check(t: &mut Table, m: &mut Mem, limits: &[Limit], cost: u64, now: u64) -> ObjectResponse {
+    t.handle(&ObjectRequest::Check(check_req(limits, cost)), now, m)
+}
+
+fn allowed(r: &ObjectResponse) -> bool {
+    matches!(r, ObjectResponse::Decided { decision, .. } if decision.allowed)
+}
+
+#[test]
+fn a_denied_stack_charges_nothing() {
+    let (mut t, mut m) = (Table::new(), Mem::default());
+    let ls = [
+        limit("a|0|k", "5/s"),
+        limit("g|0|global", "fixed-window 3/min"),
+    ];
+    for _ in 0..3 {
+        assert!(allowed(&check(&mut t, &mut m, &ls, 1, 1000)));
+    }
+    assert!(!allowed(&check(&mut t, &mut m, &ls, 1, 1000)));
+    // The per-key bucket was charged 3, not 4, and the denial says so.
+    match check(&mut t, &mut m, &ls, 1, 1000) {
+        ObjectResponse::Decided { each, .. } => assert_eq!(each[0].remaining, 2),
+        other => panic!("{other:?}"),
+    }
+    let r = t.handle(&peek(&ls[..1]), 1000, &mut m);
+    match r {
+        ObjectResponse::Decided { decision, .. } => assert_eq!(decision.remaining, 2),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn state_survives_a_new_table() {
+    let mut m = Mem::default();
+    let ls = [limit("a|0|k", "fixed-window 2/min")];
+    {
+        let mut t = Table::new();
+        assert!(allowed(&check(&mut t, &mut m, &ls, 1, 0)));
+        assert!(allowed(&check(&mut t, &mut m, &ls, 1, 0)));
+    }
+    // A restarted object reads the store.
+    let mut t = Table::new();
+    assert!(!allowed(&check(&mut t, &mut m, &ls, 1, 10)));
+    assert_eq!(m.map["a|0|k"].1, Some(60_000));
+}
+
+#[test]
+fn the_store_is_read_once_per_slot() {
+    let (mut t, mut m) = (Table::new(), Mem::default());
+    let ls = [limit("a|0|k", "100/s")];
+    for i in 0..10 {
+        check(&mut t, &mut m, &ls, 1, i);
+    }
+    assert_eq!(m.loads, 1);
+}
+
+#[test]
+fn errors_charge_nothing() {
+    let (mut t, mut m) = (Table::new(), Mem::default());
+    let ls = [limit("a|0|k", "5/s")];
+    match check(&mut t, &mut m, &ls, 6, 0) {
+        ObjectResponse::Error { code, .. } => assert_eq!(code, "cost-exceeds-capacity"),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(m.saves, 0);
+}
+
+#[test]
+fn a_changed_algorithm_starts_fresh() {
+    let (mut t, mut m) = (Table::new(), Mem::default());
+    assert!(allowed(&check(
+        &mut t,
+        &mut m,
+        &[limit("s", "fixed-window 1/min")],
+        1,
+        0
+    )));
+    assert!(allowed(&check(
+        &mut t,
+        &mut m,
+        &[limit("s", "1/min")],
+        1,
+        0
+    )));
+}
+
+#[test]
+fn release_and_reset() {
+    let (mut t, mut m) = (Table::new(), Mem::default());
+    let ls = [limit("c", "concurrency 1")];
+    assert!(allowed(&check(&mut t, &mut m, &ls, 1, 0)));
+    assert!(!allowed(&check(&mut t, &mut m, &ls, 1, 0)));
+    let rel = release(&ls, 1, None);
+    assert_eq!(t.handle(&rel, 0, &mut m), ObjectResponse::Released);
+    assert!(allowed(&check(&mut t, &mut m, &ls, 1, 0)));
+    let reset = ObjectRequest::Reset {
+        limits: ls.to_vec(),
+    };
+    assert_eq!(
+        t.handle(&reset, 0, &mut m),
+        ObjectResponse::Reset { found: 1 }
+    );
+    assert!(m.map.is_empty());
+    let bad = release(&[limit("x", "1/s")], 1, None);
+    assert!(
+        matches!(t.handle(&bad, 0, &mut m), ObjectResponse::Error { code, .. } if code == "not-concurrency")
+    );
+}
+
+fn in_flight(t: &mut Table, m: &mut Mem, ls: &[Limit], now: u64) -> u64 {
+    match t.handle(&peek(ls), now, m) {
+        ObjectResponse::Decided { decision, .. } => decision.limit - decision.remaining,
+        other => panic!("{other:?}"),
+    }
+}
+
+fn leased_check(ls: &[Limit], id: &str) -> ObjectRequest {
+    ObjectRequest::Check(Check {
+        lease: Some(id.into()),
+        lease_ms: 1000,
+        ..check_req(ls, 1)
+    })
+}
+
+fn leased_release(ls: &[Limit], id: &str) -> ObjectRequest {
+    release(ls, 1, Some(id))
+}
+
+#[test]
+fn a_lease_is_released_once() {
+    let (mut t, mut m) = (Table::new(), Mem::default());
+    let ls = [limit("c", "concurrency 2")];
+    assert!(allowed(&t.handle(&leased_check(&ls, "a"), 0, &mut m)));
+    assert!(allowed(&t.handle(&leased_check(&ls, "b"), 0, &mut m)));
+    assert!(!allowed(&t.handle(&leased_check(&ls, "c"), 0, &mut m)));
+    assert_eq!(m.leases["c"].len(), 2, "a denied call holds no lease");
+    let rel = leased_release(&ls, "a");
+    assert_eq!(t.handle(&rel, 10, &mut m), ObjectResponse::Released);
+    assert_eq!(t.handle(&rel, 10, &mut m), ObjectResponse::Released);
+    assert_eq!(
+        in_flight(&mut t, &mut m, &ls, 10),
+        1,
+        "the second release freed nothing"
+    );
+    // A restarted object reads the leases back.
+    let mut t = Table::new();
+    assert_eq!(
+        t.handle(&leased_release(&ls, "b"), 20, &mut m),
+        ObjectResponse::Released
+    );
+    assert_eq!(in_flight(&mut t, &mut m, &ls, 20), 0);
+    assert!(m.leases.is_empty() && m.map.is_empty());
+}
+
+#[test]
+fn a_lost_release_frees_the_slot_when_the_lease_expires() {
+    let (mut t, mut m) = (Table::new(), Mem::default());
+    let ls = [limit("c", "concurrency 1")];
+    assert!(allowed(&t.handle(&leased_check(&ls, "a"), 0, &mut m)));
+    assert!(!allowed(&t.handle(&leased_check(&ls, "b"), 999, &mut m)));
+    assert!(allowed(&t.handle(&leased_check(&ls, "b"), 1000, &mut m)));
+    // The late release of "a" frees nothing: "b" still holds the slot.
+    t.handle(&leased_release(&ls, "a"), 1001, &mut m);
+    assert_eq!(in_flight(&mut t, &mut m, &ls, 1001), 1);
+}
+
+#[test]
+fn a_late_call_is_not_decided() {
+    let (mut t, mut m) = (Table::new(), Mem::default());
+    let ls = [limit("a|0|k", "fixed-window 2/min")];
+    let at = |deadline| {
+        ObjectRequest::Check(Check {
+            when: When {
+                now_ms: None,
+                deadline_ms: Some(deadline),
+            },
+            ..check_req(&ls, 1)
+        })
+    };
+    let late = at(999);
+    assert_eq!(
+        t.handle(&late, 1000, &mut m),
+        ObjectResponse::Late { now_ms: 1000 }
+    );
+    assert_eq!(m.saves, 0);
+    let in_time = at(1000);
+    assert!(allowed(&t.handle(&in_time, 1000, &mut m)));
+}
+
+#[test]
+fn a_state_is_fresh_again_when_its_decision_says() {
+    // The store contract's `fresh_after` is the admitting decision's `reset_after`: the
+    // sweep time of every algorithm (rounded up to the ms), and none under the test clock.
+    for p in [
+        "token-bucket 5/s",
+        "gcra 5/s",
+        "sliding-window 5/s",
+        "fixed-window 5/min",
+        "sliding-log 5/s",
+        "leaky-bucket 5/s",
+        "leaky-queue 5/s burst 3",
+    ] {
+        let (mut t, mut m) = (Table::new(), Mem::default());
+        let ls = [limit("s", p)];
+        for now in [1000, 1100, 1333, 1333] {
+            match check(&mut t, &mut m, &ls, 1, now) {
+                ObjectResponse::Decided { each, .. } if each[0].allowed => {
+                    assert_eq!(m.map["s"].1, Some(now + each[0].reset_after_ms()), "{p}")
+                }
+                other => panic!("{p}: {other:?}"),
+            }
+        }
+        let test_clock = ObjectRequest::Check(Check {
+            when: When {
+                now_ms: Some(5000),
+                deadline_ms: None,
+            },
+            ..check_req(&ls, 1)
+        });
+        assert!(allowed(&t.handle(&test_clock, 0, &mut m)));
+        assert_eq!(m.map["s"].1, None, "{p}: test-clock states are never swept");
+    }
+}
