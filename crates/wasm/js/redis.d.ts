@@ -14,15 +14,21 @@ export type LimiterSpec =
   | { fairShare: { shared: Policy; tenant: Policy } };
 
 /**
- * The caller's Redis client: an ioredis client (`callBuffer` is used), a node-redis 5 or 6 client
- * (`sendCommand`, with strings answered as Buffers), or any object whose
+ * The caller's Redis client: an ioredis client or `Cluster` (`callBuffer` is used; a client's
+ * commands of one event-loop turn are written to its socket together, as node-redis does), a
+ * node-redis 5 or 6 client or cluster client (`sendCommand`, with strings answered as
+ * Buffers; a cluster is told each command's first key), or any object whose
  * `sendCommand(args)` sends one command and resolves with its reply (bulk strings as
  * Buffers or strings; errors from Redis itself rejected with `name: "ReplyError"` or
  * `reply: true`).
  */
 export type RedisClient =
   | { callBuffer(command: string, args: (string | Uint8Array)[]): Promise<unknown> }
-  | { sendCommand(args: (string | Uint8Array)[], options?: object): Promise<unknown> };
+  | { sendCommand(args: (string | Uint8Array)[], options?: object): Promise<unknown> }
+  | {
+      sendCommand(firstKey: string | Uint8Array | undefined, isReadonly: boolean | undefined, args: (string | Uint8Array)[], options?: object): Promise<unknown>;
+      masters: unknown;
+    };
 
 /** Where a decision was made. */
 export type Source = "redis" | "deny-cache" | "fallback";
