@@ -260,20 +260,43 @@ function fleetLimits(spec, localMaxKeys) {
   return FleetLimits.single(spec, localMaxKeys);
 }
 
+/** Views over the wasm instance's memory (FleetLimits' buffers), made again after it grew. */
+const memory = { u8: new Uint8Array(0), f64: new Float64Array(0) };
+function views() {
+  if (memory.u8.byteLength === 0) {
+    const { buffer } = glue.wasmMemory();
+    memory.u8 = new Uint8Array(buffer);
+    memory.f64 = new Float64Array(buffer);
+  }
+  return memory;
+}
+
 /** Random 8-byte write ids, drawn from a pool (one `randomFillSync` per 1024 writes). */
 let pool = Buffer.alloc(0);
 let poolAt = 0;
-function writeId() {
+/** Writes a fresh write id into the first 8 bytes of `value`. */
+function writeId(value) {
   if (poolAt >= pool.length) {
     pool = randomFillSync(Buffer.allocUnsafe(8 * 1024));
     poolAt = 0;
   }
+  pool.copy(value, 0, poolAt, poolAt + 8);
   poolAt += 8;
-  return pool.subarray(poolAt - 8, poolAt);
 }
 
 const toBuffer = (v) => (Buffer.isBuffer(v) ? v : v == null ? Buffer.alloc(0) : Buffer.from(String(v)));
-const number = (v) => Number(Buffer.isBuffer(v) ? v.toString("latin1") : v);
+const text = (v) => (Buffer.isBuffer(v) ? v.toString("latin1") : String(v));
+/** A number from a reply: a Buffer of decimal digits (bulk strings, parsed here), a string or a number. */
+function number(v) {
+  if (!Buffer.isBuffer(v)) return Number(v);
+  let x = 0;
+  for (let i = 0; i < v.length; i++) {
+    const digit = v[i] - 48;
+    if (digit < 0 || digit > 9) return Number(v.toString("latin1")); // a sign, or not a number
+    x = 10 * x + digit;
+  }
+  return v.length === 0 ? NaN : x;
+}
 
 function sleep(ms) {
   return new Promise((resolve) => setTimeout(resolve, ms));
@@ -637,13 +660,6 @@ export class RedisLimiter {
     }
   }
 
-  /** The clock as `[seconds, microseconds]`: Redis's, or the test clock's. */
-  #now(secs, micros) {
-    if (this.#clock === undefined) return [secs, micros];
-    const ms = this.#clock();
-    return [Math.floor(ms / 1000), (ms % 1000) * 1000];
-  }
-
   /** One round: read the slots, decide every queued request in order, commit (retrying on conflicts), answer. */
   async #round(group, round) {
     const n = group.keys.length;
@@ -662,49 +678,27 @@ export class RedisLimiter {
       this.#downUntil = performance.now() + this.#probeEvery;
       return this.#fallBack(group, round, c.why);
     }
-    let view = this.#view(reply, 0, n);
+    let read = this.#read(group, reply, 0);
     let sent = started;
     let retries = 0;
-    const ops = new Float64Array(3 * round.length);
-    round.forEach((p, i) => {
-      ops[3 * i] = p.kind;
-      ops[3 * i + 1] = p.cost;
-      ops[3 * i + 2] = p.maxDelay;
-    });
+    const stride = 1 + 6 * (1 + n);
     for (;;) {
-      const { versions, states, lens } = this.#decode(group, view.values);
-      const [secs, micros] = this.#now(view.secs, view.micros);
       let out;
       try {
-        out = this.#limits.decide(group.tenant, states, lens, secs, micros, ops);
+        out = this.#decide(group, read, round);
       } catch (e) {
         if (e?.rule === "corrupt-state") {
           throw new RedisLimiterError("corrupt-state", `key ${group.keys[e.value]}: ${e.message}`, { key: group.keys[e.value] });
         }
         throw e;
       }
-      const stride = 1 + 6 * (1 + n);
-      const w = round.length * stride;
-      const errors = round.map((_, i) => (out[i * stride] === FAILED ? this.#limits.error(i) : undefined));
-      let changed = false;
-      for (let i = 0; i < n; i++) if (out[w + 3 * i] !== 0) changed = true;
-      if (changed) {
-        const args = [this.#blind ? "blind" : "cas"];
-        const bytes = this.#limits.takeBytes();
-        let at = 0;
-        for (let i = 0; i < n; i++) {
-          const action = out[w + 3 * i];
-          const ttl = out[w + 3 * i + 1];
-          const len = out[w + 3 * i + 2];
-          args.push(versions[i]);
-          if (action === 0) args.push("k", "", "");
-          else if (action === 1) args.push("d", "", "");
-          else {
-            const value = Buffer.concat([writeId(), bytes.subarray(at, at + len)]);
-            at += len;
-            args.push("p", value, String(this.#ttl(ttl)));
-          }
-        }
+      // The errors of failed requests are taken now: the next round's decide replaces them.
+      let errors;
+      for (let i = 0; i < round.length; i++) {
+        if (out[i * stride] === FAILED) (errors ??= [])[i] = this.#limits.error(i);
+      }
+      const args = this.#commitArgs(read.versions, out, round.length * stride);
+      if (args !== undefined) {
         let answer;
         try {
           answer = await this.#script(COMMIT_SHA, COMMIT_SCRIPT, group.keys, args);
@@ -716,7 +710,7 @@ export class RedisLimiter {
           this.#downUntil = performance.now() + this.#probeEvery;
           return this.#fallBack(group, round, "indeterminate");
         }
-        const status = toBuffer(answer?.[0]).toString("latin1");
+        const status = Array.isArray(answer) ? text(answer[0]) : undefined;
         if (status === "conflict") {
           this.#stats.conflicts++;
           const waited = performance.now() - started;
@@ -726,26 +720,88 @@ export class RedisLimiter {
           retries++;
           // Jitter: clients that collided do not collide again in step.
           await sleep(Math.random() * Math.min(retries, 10));
-          view = this.#view(answer, 1, n);
+          read = this.#read(group, answer, 1);
           sent = performance.now();
           continue;
         }
         if (status !== "ok") throw new RedisLimiterError("redis", "redis: unexpected script reply");
       }
-      round.forEach((p, i) => {
+      for (let i = 0; i < round.length; i++) {
+        const p = round[i];
         const at = i * stride;
         const status = out[at];
-        if (status === FAILED) return p.reject(errors[i]);
-        if (status === RELEASED) return p.resolve(undefined);
-        const d = decisionAt(out, at, n, "redis");
-        if (p.kind === OP_CHECK || p.kind === OP_ACQUIRE) {
-          this.#stats.redis++;
-          this.#remember(group, p.cost, sent, d);
+        if (status === FAILED) p.reject(errors[i]);
+        else if (status === RELEASED) p.resolve(undefined);
+        else {
+          const d = decisionAt(out, at, n, "redis");
+          if (p.kind === OP_CHECK || p.kind === OP_ACQUIRE) {
+            this.#stats.redis++;
+            this.#remember(group, p.cost, sent, d);
+          }
+          p.resolve(d);
         }
-        p.resolve(d);
-      });
+      }
       return;
     }
+  }
+
+  /**
+   * FleetLimits.decide for the requests of `round` on the states `read`: the input goes
+   * into the limits' buffers in wasm memory, the output numbers come back as a copy (the
+   * next round reuses the buffer). The states to write stay at `bytesPtr` until then.
+   */
+  #decide(group, read, round) {
+    const limits = this.#limits;
+    const n = group.keys.length;
+    limits.prepare(read.size, n + 3 * round.length);
+    const memory = views();
+    let at = limits.statesPtr();
+    for (const part of read.parts) {
+      memory.u8.set(part, at);
+      at += part.length;
+    }
+    const numbers = limits.numbersPtr() / 8;
+    for (let i = 0; i < n; i++) memory.f64[numbers + i] = read.lens[i];
+    for (let i = 0; i < round.length; i++) {
+      const op = numbers + n + 3 * i;
+      memory.f64[op] = round[i].kind;
+      memory.f64[op + 1] = round[i].cost;
+      memory.f64[op + 2] = round[i].maxDelay;
+    }
+    const len = limits.decide(group.tenant, read.secs, read.micros);
+    const out = limits.outPtr() / 8;
+    return views().f64.slice(out, out + len);
+  }
+
+  /**
+   * The commit script's arguments for the last decision's writes (at `w` in `out`, with the
+   * states' bytes at `bytesPtr`), or undefined when nothing changed: `cas` (or `blind`), then
+   * per slot its version read, the action, the new value (a fresh 8-byte write id and the
+   * state) and its time to live.
+   */
+  #commitArgs(versions, out, w) {
+    const n = versions.length;
+    let changed = false;
+    for (let i = 0; i < n; i++) if (out[w + 3 * i] !== 0) changed = true;
+    if (!changed) return undefined;
+    const args = [this.#blind ? "blind" : "cas"];
+    const bytes = views().u8;
+    let at = this.#limits.bytesPtr();
+    for (let i = 0; i < n; i++) {
+      const action = out[w + 3 * i];
+      args.push(versions[i]);
+      if (action === 0) args.push("k", "", "");
+      else if (action === 1) args.push("d", "", "");
+      else {
+        const len = out[w + 3 * i + 2];
+        const value = Buffer.allocUnsafe(8 + len);
+        writeId(value);
+        value.set(bytes.subarray(at, at + len), 8);
+        at += len;
+        args.push("p", value, String(this.#ttl(out[w + 3 * i + 1])));
+      }
+    }
+    return args;
   }
 
   /** Whether to decide with the server's module (asked once, with `COMMAND INFO tollgate.check`). */
@@ -823,7 +879,8 @@ export class RedisLimiter {
 
   /** The core's error for a release the limits refuse (decided on absent states: nothing is read or written). */
   #releaseError(group, cost) {
-    const out = this.#limits.decide(group.tenant, Buffer.alloc(0), new Uint32Array(group.keys.length), 0, 0, [OP_RELEASE, cost, 0]);
+    const absent = { secs: 0, micros: 0, lens: new Array(group.keys.length).fill(0), parts: [], size: 0 };
+    const out = this.#decide(group, absent, [{ kind: OP_RELEASE, cost, maxDelay: 0 }]);
     return out[0] === FAILED ? this.#limits.error(0) : this.#fatal(new Error("the module refused a release the core allows"));
   }
 
@@ -833,33 +890,43 @@ export class RedisLimiter {
     return freshMs < 0 ? Math.max(1, Math.ceil(this.#lease)) : Math.max(1, freshMs + Math.ceil(this.#grace));
   }
 
-  /** Parses `{ seconds, microseconds, value... }` starting at `at`. */
-  #view(reply, at, n) {
+  /**
+   * Parses a read's answer (`{ seconds, microseconds, value of each slot }`, starting at `at`)
+   * for FleetLimits.decide: the clock (the test clock's, if any), each value's version (its
+   * first 8 bytes; "" when absent) and the state bytes after them, one after the other.
+   */
+  #read(group, reply, at) {
+    const n = group.keys.length;
     if (!Array.isArray(reply) || reply.length !== at + n + 2) {
       throw new RedisLimiterError("redis", "redis: unexpected script reply");
     }
-    return { secs: number(reply[at]), micros: number(reply[at + 1]), values: reply.slice(at + 2).map(toBuffer) };
-  }
-
-  /** Splits each value into its version and its state bytes. */
-  #decode(group, values) {
-    const versions = [];
-    const lens = new Uint32Array(values.length);
+    let secs = number(reply[at]);
+    let micros = number(reply[at + 1]);
+    if (this.#clock !== undefined) {
+      const ms = this.#clock();
+      secs = Math.floor(ms / 1000);
+      micros = (ms % 1000) * 1000;
+    }
+    const versions = new Array(n);
+    const lens = new Uint32Array(n);
     const parts = [];
-    values.forEach((v, i) => {
+    let size = 0;
+    for (let i = 0; i < n; i++) {
+      const v = toBuffer(reply[at + 2 + i]);
       if (v.length === 0) {
-        versions.push("");
-        return;
+        versions[i] = "";
+        continue;
       }
       if (v.length < 8) {
         const key = group.keys[i];
         throw new RedisLimiterError("corrupt-state", `key ${key}: corrupt value, shorter than its 8-byte version`, { key });
       }
-      versions.push(v.subarray(0, 8));
+      versions[i] = v.subarray(0, 8);
       parts.push(v.subarray(8));
       lens[i] = v.length - 8;
-    });
-    return { versions, lens, states: parts.length === 1 ? parts[0] : Buffer.concat(parts) };
+      size += v.length - 8;
+    }
+    return { secs, micros, versions, lens, parts, size };
   }
 
   /** Decides a round with the declared fallback. */
