@@ -21,6 +21,12 @@ export type LimiterSpec =
  * `sendCommand(args)` sends one command and resolves with its reply (bulk strings as
  * Buffers or strings; errors from Redis itself rejected with `name: "ReplyError"` or
  * `reply: true`).
+ *
+ * With a plain ioredis or node-redis client (one server, not a cluster), the reads of
+ * different keys sent in one event-loop turn go to Redis as one script call, and so do the
+ * commits (each request's commit still all or nothing; two that share a key never share a
+ * call): fewer commands for the same decisions. Cluster clients and `{ sendCommand }` send
+ * one call per request.
  */
 export type RedisClient =
   | { callBuffer(command: string, args: (string | Uint8Array)[]): Promise<unknown> }

@@ -95,6 +95,16 @@ function adapter(client) {
   );
 }
 
+/**
+ * Whether `client` talks to one Redis server (not a cluster), so that one script call may
+ * touch keys of any slot: ioredis' and node-redis' plain clients. Unknown clients (a
+ * `{ sendCommand }`, which may route to a cluster) are not assumed to.
+ */
+function oneServer(client) {
+  if (typeof client.callBuffer === "function") return client.isCluster !== true;
+  return typeof client.withTypeMapping === "function" && !("masters" in client);
+}
+
 /** The first key of a command this file sends (EVALSHA and EVAL: after the script and the key count; COMMAND INFO: none). */
 function firstKey(args) {
   if (args[0] === "EVALSHA" || args[0] === "EVAL") return args[3];
@@ -337,10 +347,115 @@ function moduleDecision(reply) {
 }
 
 /**
+ * One script call for the requests of several keys: on one Redis server (not a cluster,
+ * where keys of different slots cannot share a script), the reads sent in one turn of the
+ * event loop (and the commits) go as one call over all their keys, each request answered
+ * with its own part of the reply. The scripts are the same: the read reads any keys; the
+ * commit compares every version before it writes anything, so each request's commit stays
+ * all or nothing. A commit refused for another request's conflict (its own versions still
+ * current) is sent again: nothing was written, so nothing is charged twice. Two commits
+ * that share a key (a fair share's shared slot, for two tenants) never share a call.
+ * Measured at 10k keys, 64 in flight: ioredis' own work for the two calls a check cost more
+ * client CPU than rate-limiter-flexible's whole check; merged, a call serves ~30 checks.
+ */
+class Merged {
+  #call;
+  #sha;
+  #commit;
+  /** The call being gathered in this turn: `{ keys, args, parts, keySet }`. */
+  #pending = null;
+
+  /** `call(args)` sends a command; `sha` is the read script's or the commit script's. */
+  constructor(call, sha, commit) {
+    this.#call = call;
+    this.#sha = sha;
+    this.#commit = commit;
+  }
+
+  /** The script's reply for `keys` (and, for a commit, `args`: the mode, then four per key). */
+  send(keys, args) {
+    return new Promise((resolve, reject) => this.#add({ keys, args, resolve, reject }));
+  }
+
+  #add(part) {
+    let batch = this.#pending;
+    if (batch !== null && this.#commit && part.keys.some((k) => batch.keySet.has(k))) {
+      this.#flush(); // a key already in this call: the new commit goes in the next one
+      batch = null;
+    }
+    if (batch === null) {
+      batch = this.#pending = { keys: [], args: this.#commit ? [part.args[0]] : [], parts: [], keySet: new Set() };
+      process.nextTick(() => {
+        if (this.#pending === batch) this.#flush();
+      });
+    }
+    part.at = batch.keys.length;
+    for (const k of part.keys) {
+      batch.keys.push(k);
+      if (this.#commit) batch.keySet.add(k);
+    }
+    for (let i = 1; i < part.args.length; i++) batch.args.push(part.args[i]);
+    batch.parts.push(part);
+  }
+
+  #flush() {
+    const { keys, args, parts } = this.#pending;
+    this.#pending = null;
+    const command = ["EVALSHA", this.#sha, String(keys.length), ...keys, ...args];
+    let sent;
+    try {
+      sent = this.#call(command);
+    } catch (e) {
+      sent = Promise.reject(e);
+    }
+    sent.then(
+      (reply) => this.#answer(reply, keys.length, parts),
+      (error) => {
+        for (const p of parts) p.reject(error);
+      },
+    );
+  }
+
+  /** Each request's part of `reply` (read: the clock and its values; commit: ok, or a conflict). */
+  #answer(reply, n, parts) {
+    if (!Array.isArray(reply)) {
+      for (const p of parts) p.resolve(reply); // the caller reports the unexpected reply
+      return;
+    }
+    const head = this.#commit ? 3 : 2; // [conflict,] seconds, microseconds
+    if (this.#commit && text(reply[0]) !== "conflict") {
+      for (const p of parts) p.resolve(reply);
+      return;
+    }
+    if (reply.length !== head + n) {
+      for (const p of parts) p.resolve(reply);
+      return;
+    }
+    for (const p of parts) {
+      const values = reply.slice(head + p.at, head + p.at + p.keys.length);
+      if (this.#commit && values.every((v, i) => sameVersion(v, p.args[1 + 4 * i]))) {
+        this.#add(p); // refused for another request's conflict: its own commit still holds
+        continue;
+      }
+      p.resolve([...reply.slice(0, head), ...values]);
+    }
+  }
+}
+
+/** Whether a stored value (Buffer or "") carries `version` (8 bytes, or "" for an absent key). */
+function sameVersion(value, version) {
+  const v = toBuffer(value);
+  if (version === "") return v.length === 0;
+  return v.length >= 8 && v.compare(version, 0, 8, 0, 8) === 0;
+}
+
+/**
  * A fleet-wide limiter on Redis. See redis.d.ts.
  */
 export class RedisLimiter {
   #send;
+  /** The read's and the commit's {@link Merged} calls, by SHA1, on one server (else undefined). */
+  #merged;
   #limits;
   #base;
   #fair;
@@ -372,6 +487,10 @@ export class RedisLimiter {
       throw optionError(TypeError, "options", options, "not-an-object", "must be an object like { namespace, fallback }");
     }
     this.#send = adapter(client);
+    if (oneServer(client)) {
+      const call = (args) => this.#call(args);
+      this.#merged = { [READ_SHA]: new Merged(call, READ_SHA, false), [COMMIT_SHA]: new Merged(call, COMMIT_SHA, true) };
+    }
     this.#namespace = layoutPart("namespace", options.namespace);
     this.#prefix = layoutPart("prefix", options.prefix ?? "tollgate");
     const fallback = options.fallback;
@@ -571,6 +690,8 @@ export class RedisLimiter {
   async #script(sha, text, keys, args) {
     this.#stats.roundTrips++;
     try {
+      const merged = this.#merged?.[sha];
+      if (merged !== undefined) return await merged.send(keys, args);
       return await this.#call(["EVALSHA", sha, String(keys.length), ...keys, ...args]);
     } catch (e) {
       if (!(isReply(e) && String(e.message).startsWith("NOSCRIPT"))) throw e;
