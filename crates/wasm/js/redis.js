@@ -432,12 +432,14 @@ class Merged {
       return;
     }
     for (const p of parts) {
-      const values = reply.slice(head + p.at, head + p.at + p.keys.length);
-      if (this.#commit && values.every((v, i) => sameVersion(v, p.args[1 + 4 * i]))) {
+      const n = p.keys.length;
+      if (this.#commit && p.keys.every((_, i) => sameVersion(reply[head + p.at + i], p.args[1 + 4 * i]))) {
         this.#add(p); // refused for another request's conflict: its own commit still holds
         continue;
       }
-      p.resolve([...reply.slice(0, head), ...values]);
+      const mine = reply.slice(0, head + n);
+      for (let i = 0; i < n; i++) mine[head + i] = reply[head + p.at + i];
+      p.resolve(mine);
     }
   }
 }
@@ -457,6 +459,8 @@ export class RedisLimiter {
   /** The read's and the commit's {@link Merged} calls, by SHA1, on one server (else undefined). */
   #merged;
   #limits;
+  /** The smallest capacity of the limits. */
+  #capacity;
   #base;
   #fair;
   #prefix;
@@ -529,6 +533,7 @@ export class RedisLimiter {
     }
     this.#limits = fleetLimits(spec, fallback === "local" ? options.maxKeys ?? 100_000 : undefined);
     this.#base = this.#limits.slots(undefined);
+    this.#capacity = this.#limits.capacity();
     this.#fair = this.#limits.policies().length > this.#base.length;
   }
 
@@ -582,7 +587,9 @@ export class RedisLimiter {
   async check(key, options) {
     const cost = this.#cost(options?.cost);
     const group = this.#group(key, options?.tenant);
-    this.#limits.checkCost(cost, group.tenant); // refused before any round trip, with the core's error
+    // Refused before any round trip, with the core's error (no cost up to the smallest
+    // capacity can be refused: then the core is not asked).
+    if (cost > this.#capacity) this.#limits.checkCost(cost, group.tenant);
     const remembered = this.#remembered(group, cost);
     if (remembered !== undefined) return remembered;
     return this.#submit(group, OP_CHECK, cost);
@@ -1029,7 +1036,7 @@ export class RedisLimiter {
       micros = (ms % 1000) * 1000;
     }
     const versions = new Array(n);
-    const lens = new Uint32Array(n);
+    const lens = new Array(n).fill(0);
     const parts = [];
     let size = 0;
     for (let i = 0; i < n; i++) {
