@@ -897,8 +897,13 @@ export class RedisLimiter {
       memory.f64[op + 2] = round[i].maxDelay;
     }
     const len = limits.decide(group.tenant, read.secs, read.micros);
-    const out = limits.outPtr() / 8;
-    return views().f64.slice(out, out + len);
+    // Copied into a plain array: a typed array this size gets its own backing store,
+    // which cost more to make than the copy.
+    const from = limits.outPtr() / 8;
+    const f64 = views().f64;
+    const out = new Array(len);
+    for (let i = 0; i < len; i++) out[i] = f64[from + i];
+    return out;
   }
 
   /**
