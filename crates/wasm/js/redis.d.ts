@@ -120,7 +120,7 @@ export interface RedisLimiterStats {
   indeterminate: number;
   /** Commits refused because another client wrote first (each retried). */
   conflicts: number;
-  /** Script and command calls sent to Redis. */
+  /** Round trips to Redis that requests took (a script call shared by several requests counts for each). */
   roundTrips: number;
 }
 

@@ -432,13 +432,13 @@ class Merged {
       return;
     }
     for (const p of parts) {
-      const n = p.keys.length;
+      const count = p.keys.length;
       if (this.#commit && p.keys.every((_, i) => sameVersion(reply[head + p.at + i], p.args[1 + 4 * i]))) {
         this.#add(p); // refused for another request's conflict: its own commit still holds
         continue;
       }
-      const mine = reply.slice(0, head + n);
-      for (let i = 0; i < n; i++) mine[head + i] = reply[head + p.at + i];
+      const mine = reply.slice(0, head + count);
+      for (let i = 0; i < count; i++) mine[head + i] = reply[head + p.at + i];
       p.resolve(mine);
     }
   }
