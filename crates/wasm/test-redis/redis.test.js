@@ -404,3 +404,42 @@ test("a commit whose answer is lost is indeterminate: the fallback decides, it i
   assert.equal(commits, 1, "never sent again");
   assert.equal(after.remaining, 9, "applied once, by Redis, after the answer was lost");
 });
+
+test("a merged commit whose answer is lost: every request in it is indeterminate, the call is never sent again, applied once", async () => {
+  const c = ioredis(server, { autoResendUnfulfilledCommands: false });
+  const admin = ioredis();
+  const { createHash } = await import("node:crypto");
+  const { COMMIT_SCRIPT } = await import("../pkg/redis/scripts.js");
+  const commitSha = createHash("sha1").update(COMMIT_SCRIPT).digest("hex");
+  assert.equal(await admin.script("LOAD", COMMIT_SCRIPT), commitSha);
+  let commits = 0;
+  // The ioredis client itself (so its calls merge), with the commit calls watched: Redis stops
+  // serving clients for 400 ms right as the commit is sent.
+  const watched = new Proxy(c, {
+    get(target, name) {
+      if (name !== "callBuffer") return Reflect.get(target, name);
+      return (command, args) => {
+        if (command === "EVALSHA" && args[0] === commitSha) {
+          commits++;
+          return admin.call("CLIENT", "PAUSE", "400", "ALL").then(() => target.callBuffer(command, args));
+        }
+        return target.callBuffer(command, args);
+      };
+    },
+  });
+  const limiter = new RedisLimiter(watched, "fixed-window 10/hour", { namespace: "merged-lost", fallback: "open", timeout: 100, probeEvery: 50 });
+  const both = await Promise.all([limiter.check("a"), limiter.check("b")]);
+  for (const d of both) {
+    assert.equal(d.source, "fallback");
+    assert.equal(d.why, "indeterminate");
+  }
+  assert.equal(limiter.stats().indeterminate, 2);
+  assert.equal(commits, 1, "one call for both");
+  await new Promise((r) => setTimeout(r, 500)); // the pause ends; Redis runs the commit it holds
+  for (const key of ["a", "b"]) {
+    const after = await limiter.peek(key);
+    assert.equal(after.source, "redis");
+    assert.equal(after.remaining, 9, `${key}: applied once, by Redis, after the answer was lost`);
+  }
+  assert.equal(commits, 1, "never sent again");
+});
