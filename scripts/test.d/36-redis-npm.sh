@@ -4,7 +4,8 @@
 # free loopback ports with temporary directories and stop afterwards: the shared vectors
 # through Redis with ioredis and node-redis, exactness under concurrency, and 2 Node + 2 Rust
 # client processes (crates/redis/examples/storm.rs) sharing one limit; the same entry on a
-# server with tollgate's module loaded (crates/redis-module; bindgen needs libclang), and acquire.
+# server with tollgate's module loaded (crates/redis-module; bindgen needs libclang), acquire,
+# and a local 3-node Redis Cluster (ioredis Cluster, node-redis cluster client).
 set -euo pipefail
 source scripts/tools.sh
 wasm_tools

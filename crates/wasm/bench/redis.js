@@ -3,6 +3,8 @@
 //   tollgate   tollgate/redis RedisLimiter.check(key) on ioredis (this package)
 //   tollgate+module  the same against the redis-server with tollgate's module loaded (below):
 //              it finds the module and sends one TOLLGATE.CHECK a check
+//   floor      (with --floor) ioredis alone sending tollgate's two scripts a check, with
+//              no decision and no wasm: the least the script protocol costs on this client
 //   rlf        rate-limiter-flexible RateLimiterRedis.consume(key) on ioredis (same client
 //              library, same version); a denial is its rejected promise, caught
 //   rust       the Rust crate tollgate-redis (crates/redis/examples/storm.rs `bench`, one
@@ -21,7 +23,7 @@
 //
 // Usage (from crates/wasm, after build.sh and
 //   cargo build --release -p tollgate-redis --example storm -p tollgate-redis-module):
-//   node bench/redis.js [--ms 3000] [--rounds 1] [--warm 1000]
+//   node bench/redis.js [--ms 3000] [--rounds 1] [--warm 1000] [--floor]
 // Each case runs in its own process: a warm-up of --warm ms (not measured), then --ms measured.
 // Starts redis-server (Debian's) on a free loopback port with a temporary directory and stops it.
 import { spawn, spawnSync } from "node:child_process";
@@ -62,13 +64,47 @@ async function runFor(check, keys, ms) {
   return { latencies, allowed };
 }
 
+/**
+ * The floor of the script protocol on ioredis: what tollgate's two round trips cost with no
+ * decision, no wasm and no limiter around them. Each check sends the read script for its key
+ * and then the commit script with the version read and a fixed 26-byte value, written to the
+ * socket as tollgate/redis writes them (corked for one turn of the event loop).
+ */
+async function floor(client) {
+  const { READ_SCRIPT, COMMIT_SCRIPT } = await import("../pkg/redis/scripts.js");
+  const read = await client.script("LOAD", READ_SCRIPT);
+  const commit = await client.script("LOAD", COMMIT_SCRIPT);
+  const value = Buffer.alloc(26, 1);
+  let corked = false;
+  const send = (command, args) => {
+    if (!corked) {
+      const socket = client.stream;
+      socket.cork();
+      corked = true;
+      process.nextTick(() => {
+        corked = false;
+        socket.uncork();
+      });
+    }
+    return client.callBuffer(command, args);
+  };
+  return async (key) => {
+    const slot = `floor:{bench:${key}}:0`;
+    const got = await send("EVALSHA", [read, "1", slot]);
+    const version = got[2].length === 0 ? "" : got[2].subarray(0, 8);
+    await send("EVALSHA", [commit, "1", slot, "cas", version, "p", value, "2000"]);
+    return true;
+  };
+}
+
 /** One measurement in this (child) process. */
 async function child(impl, port, keys, ms, warm) {
   const { default: Redis } = await import("ioredis");
   const client = new Redis({ port, host: "127.0.0.1" });
   await client.ping();
   let check;
-  if (impl.startsWith("tollgate")) {
+  if (impl === "floor") check = await floor(client);
+  else if (impl.startsWith("tollgate")) {
     const { RedisLimiter } = await import("tollgate/redis");
     const limiter = new RedisLimiter(client, POLICY, { namespace: "bench", fallback: "closed", timeout: 5000 });
     check = async (key) => (await limiter.check(key)).allowed;
@@ -168,6 +204,7 @@ async function main() {
   const here = fileURLToPath(import.meta.url);
   const impls = [
     "tollgate",
+    ...(process.argv.includes("--floor") ? ["floor"] : []),
     ...(withModule ? ["tollgate+module"] : []),
     "rlf",
     ...(rust ? ["rust"] : []),

@@ -14,15 +14,27 @@ export type LimiterSpec =
   | { fairShare: { shared: Policy; tenant: Policy } };
 
 /**
- * The caller's Redis client: an ioredis client (`callBuffer` is used), a node-redis 5 or 6 client
- * (`sendCommand`, with strings answered as Buffers), or any object whose
+ * The caller's Redis client: an ioredis client or `Cluster` (`callBuffer` is used; a client's
+ * commands of one event-loop turn are written to its socket together, as node-redis does), a
+ * node-redis 5 or 6 client or cluster client (`sendCommand`, with strings answered as
+ * Buffers; a cluster is told each command's first key), or any object whose
  * `sendCommand(args)` sends one command and resolves with its reply (bulk strings as
  * Buffers or strings; errors from Redis itself rejected with `name: "ReplyError"` or
  * `reply: true`).
+ *
+ * With a plain ioredis or node-redis client (one server, not a cluster), the reads of
+ * different keys sent in one event-loop turn go to Redis as one script call, and so do the
+ * commits (each request's commit still all or nothing; two that share a key never share a
+ * call): fewer commands for the same decisions. Cluster clients and `{ sendCommand }` send
+ * one call per request.
  */
 export type RedisClient =
   | { callBuffer(command: string, args: (string | Uint8Array)[]): Promise<unknown> }
-  | { sendCommand(args: (string | Uint8Array)[], options?: object): Promise<unknown> };
+  | { sendCommand(args: (string | Uint8Array)[], options?: object): Promise<unknown> }
+  | {
+      sendCommand(firstKey: string | Uint8Array | undefined, isReadonly: boolean | undefined, args: (string | Uint8Array)[], options?: object): Promise<unknown>;
+      masters: unknown;
+    };
 
 /** Where a decision was made. */
 export type Source = "redis" | "deny-cache" | "fallback";
@@ -108,7 +120,7 @@ export interface RedisLimiterStats {
   indeterminate: number;
   /** Commits refused because another client wrote first (each retried). */
   conflicts: number;
-  /** Script and command calls sent to Redis. */
+  /** Round trips to Redis that requests took (a script call shared by several requests counts for each). */
   roundTrips: number;
 }
 

@@ -140,6 +140,30 @@ test("400 concurrent checks from 4 clients (2 ioredis, node-redis 5 and 6) admit
   }
 });
 
+test("many keys at once from 4 clients: each client's commits of different keys share one call, and every key admits exactly 50", async () => {
+  // On one server, a client's reads (and commits) of different keys in one event-loop turn
+  // go as one script call; a commit refused because another key of the call conflicted is
+  // sent again. 12 keys, 100 checks of each from each client: exactly 50 per key.
+  const limiters = [];
+  for (const connect of [ioredis, ioredis, nodeRedis, nodeRedis6]) {
+    limiters.push(new RedisLimiter(await connect(), "fixed-window 50/min", { namespace: "merged", fallback: "closed", timeout: 5000 }));
+  }
+  const keys = Array.from({ length: 12 }, (_, i) => `k${i}/${Math.random()}`);
+  server.cli("CONFIG", "RESETSTAT");
+  const checks = [];
+  for (let i = 0; i < 100; i++) for (const key of keys) for (const l of limiters) checks.push(l.check(key).then((d) => [key, d]));
+  const admitted = Object.fromEntries(keys.map((k) => [k, 0]));
+  for (const [key, d] of await Promise.all(checks)) {
+    assert.ok(d.source === "redis" || d.source === "deny-cache", JSON.stringify(d));
+    admitted[key] += Number(d.allowed);
+  }
+  assert.deepEqual(Object.values(admitted), keys.map(() => 50));
+  const calls = Number(/cmdstat_evalsha:calls=(\d+)/.exec(server.cli("INFO", "commandstats"))?.[1]);
+  const roundTrips = limiters.reduce((n, l) => n + l.stats().roundTrips, 0);
+  assert.ok(calls < roundTrips / 2, `script calls ${calls} for ${roundTrips} reads and commits: merged`);
+  assert.ok(limiters.some((l) => l.stats().conflicts > 0), "the clients did conflict");
+});
+
 test("control: without the version check the same storm over-admits (so the test above can fail)", async () => {
   const admitted = await storm("fixed-window 50/min", { rounds: 3, blind: true });
   assert.ok(admitted.some((n) => n > 50), `blind commits should over-admit: ${admitted}`);
@@ -379,4 +403,43 @@ test("a commit whose answer is lost is indeterminate: the fallback decides, it i
   assert.equal(after.source, "redis");
   assert.equal(commits, 1, "never sent again");
   assert.equal(after.remaining, 9, "applied once, by Redis, after the answer was lost");
+});
+
+test("a merged commit whose answer is lost: every request in it is indeterminate, the call is never sent again, applied once", async () => {
+  const c = ioredis(server, { autoResendUnfulfilledCommands: false });
+  const admin = ioredis();
+  const { createHash } = await import("node:crypto");
+  const { COMMIT_SCRIPT } = await import("../pkg/redis/scripts.js");
+  const commitSha = createHash("sha1").update(COMMIT_SCRIPT).digest("hex");
+  assert.equal(await admin.script("LOAD", COMMIT_SCRIPT), commitSha);
+  let commits = 0;
+  // The ioredis client itself (so its calls merge), with the commit calls watched: Redis stops
+  // serving clients for 400 ms right as the commit is sent.
+  const watched = new Proxy(c, {
+    get(target, name) {
+      if (name !== "callBuffer") return Reflect.get(target, name);
+      return (command, args) => {
+        if (command === "EVALSHA" && args[0] === commitSha) {
+          commits++;
+          return admin.call("CLIENT", "PAUSE", "400", "ALL").then(() => target.callBuffer(command, args));
+        }
+        return target.callBuffer(command, args);
+      };
+    },
+  });
+  const limiter = new RedisLimiter(watched, "fixed-window 10/hour", { namespace: "merged-lost", fallback: "open", timeout: 100, probeEvery: 50 });
+  const both = await Promise.all([limiter.check("a"), limiter.check("b")]);
+  for (const d of both) {
+    assert.equal(d.source, "fallback");
+    assert.equal(d.why, "indeterminate");
+  }
+  assert.equal(limiter.stats().indeterminate, 2);
+  assert.equal(commits, 1, "one call for both");
+  await new Promise((r) => setTimeout(r, 500)); // the pause ends; Redis runs the commit it holds
+  for (const key of ["a", "b"]) {
+    const after = await limiter.peek(key);
+    assert.equal(after.source, "redis");
+    assert.equal(after.remaining, 9, `${key}: applied once, by Redis, after the answer was lost`);
+  }
+  assert.equal(commits, 1, "never sent again");
 });

@@ -89,3 +89,34 @@ export const FIFTY = [
   "leaky-queue 50/min",
   "concurrency 50",
 ];
+
+/** A local Redis Cluster of three primaries (as crates/redis/tests/support), stopped by stop(). */
+export class Cluster {
+  static async start() {
+    const c = new Cluster();
+    const conf = ["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--save", "", "--appendonly", "no"];
+    c.nodes = [];
+    try {
+      for (let i = 0; i < 3; i++) c.nodes.push(await Server.start(conf));
+      const r = spawnSync(
+        "redis-cli",
+        ["--cluster", "create", ...c.nodes.map((n) => `127.0.0.1:${n.port}`), "--cluster-replicas", "0", "--cluster-yes"],
+        { encoding: "utf8" },
+      );
+      if (r.status !== 0) throw new Error(`redis-cli --cluster create: ${r.stdout}${r.stderr}`);
+      const deadline = Date.now() + 30_000;
+      while (!c.nodes.every((n) => n.cli("CLUSTER", "INFO").includes("cluster_state:ok"))) {
+        if (Date.now() > deadline) throw new Error("the cluster did not become ready");
+        await new Promise((resolve) => setTimeout(resolve, 100));
+      }
+    } catch (e) {
+      await c.stop();
+      throw e;
+    }
+    return c;
+  }
+
+  async stop() {
+    for (const n of this.nodes) await n.stop();
+  }
+}
