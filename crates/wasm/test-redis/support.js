@@ -6,6 +6,7 @@ import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
+import assert from "node:assert/strict";
 
 export const repo = fileURLToPath(new URL("../../..", import.meta.url));
 
@@ -118,5 +119,22 @@ export class Cluster {
 
   async stop() {
     for (const n of this.nodes) await n.stop();
+  }
+}
+
+/**
+ * Asserts that a decision carries every field a vector step expects, and for a stack or a
+ * fair share each limit's decision (`each`, the same fields per limit, in order).
+ */
+export function assertDecision(got, expect, where) {
+  for (const [k, want] of Object.entries(expect)) {
+    if (k !== "each") {
+      assert.equal(got[k], want, `${where}: ${k}`);
+      continue;
+    }
+    assert.equal(got.each?.length, want.length, `${where}: each.length`);
+    want.forEach((limit, i) => {
+      for (const [f, v] of Object.entries(limit)) assert.equal(got.each[i][f], v, `${where}: each[${i}].${f}`);
+    });
   }
 }
