@@ -26,8 +26,9 @@
 //! `performance.now()`) is `Math.round(now * 1e6)` nanoseconds. Negative, NaN and infinite
 //! times count as 0 (the JS wrapper rejects them before they get here). Durations come back
 //! in whole milliseconds rounded up ([`tollgate::MillisDecision`]).
+#![deny(unsafe_code)]
 
-use std::cell::{Cell, RefCell, UnsafeCell};
+use std::cell::{Cell, RefCell};
 use std::num::NonZeroUsize;
 
 use tollgate::fair_share::FairShare;
@@ -51,6 +52,7 @@ mod stateless;
 // `TalckWasm` (no locking) requires.
 #[cfg(all(target_family = "wasm", not(target_feature = "atomics")))]
 #[global_allocator]
+#[allow(unsafe_code)]
 static ALLOCATOR: talc::TalckWasm = unsafe { talc::TalckWasm::new_global() };
 
 #[cfg(feature = "store")]
@@ -110,9 +112,9 @@ pub struct Core {
     out: Box<[Cell<f64>; OUT_LEN]>,
     /// The key (and tenant) of the next call, UTF-8, written by JS at [`Core::key_ptr`];
     /// [`KEY_MAX`] bytes to start with, grown by [`Core::key_buffer`]. Passing keys here
-    /// costs no allocation and no wasm-bindgen string glue per call. An `UnsafeCell`: JS
-    /// writes it behind Rust's back, only ever between calls.
-    key: UnsafeCell<Box<[u8]>>,
+    /// costs no allocation and no wasm-bindgen string glue per call. JS writes it only
+    /// between calls, when no borrow of the cell is alive.
+    key: RefCell<Box<[u8]>>,
     error: RefCell<Option<DecideError>>,
     /// A fair share (its last policy is the tenant window, named `<name>.tenant`).
     fair_share: bool,
@@ -139,7 +141,7 @@ impl Core {
         Core {
             limiter,
             out: Box::default(),
-            key: UnsafeCell::new(vec![0; KEY_MAX].into_boxed_slice()),
+            key: RefCell::new(vec![0; KEY_MAX].into_boxed_slice()),
             error: RefCell::new(None),
             fair_share: false,
         }
@@ -182,22 +184,20 @@ impl Core {
     /// last [`Core::key_buffer`] asked for).
     #[wasm_bindgen(js_name = keyPtr)]
     pub fn key_ptr(&self) -> u32 {
-        // SAFETY: see `keys`.
-        let buffer: &[u8] = unsafe { &*self.key.get() };
-        buffer.as_ptr() as usize as u32
+        self.key.borrow().as_ptr() as usize as u32
     }
 
     /// Makes the key buffer at least `bytes` long (its contents kept) and returns its
     /// address, which may have moved.
     #[wasm_bindgen(js_name = keyBuffer)]
     pub fn key_buffer(&self, bytes: usize) -> u32 {
-        // SAFETY: no borrow of the buffer is alive between calls (`keys` borrows it only
-        // for the length of one call), and this call makes none while it replaces it.
-        let buffer: &mut Box<[u8]> = unsafe { &mut *self.key.get() };
-        if buffer.len() < bytes {
-            let mut grown = vec![0; bytes.max(2 * buffer.len())].into_boxed_slice();
-            grown[..buffer.len()].copy_from_slice(buffer);
-            *buffer = grown;
+        {
+            let mut buffer = self.key.borrow_mut();
+            if buffer.len() < bytes {
+                let mut grown = vec![0; bytes.max(2 * buffer.len())].into_boxed_slice();
+                grown[..buffer.len()].copy_from_slice(&buffer);
+                *buffer = grown;
+            }
         }
         self.key_ptr()
     }
@@ -205,10 +205,9 @@ impl Core {
     /// Runs `f` with the key buffer's first `key` bytes and the `tenant` bytes after them,
     /// as strings.
     fn keys<R>(&self, key: usize, tenant: usize, f: impl FnOnce(&str, &str) -> R) -> R {
-        // SAFETY: JS writes the key buffer only between calls into this module (wasm here is
-        // single-threaded, and nothing below calls out to JS or grows the buffer), so no
-        // write can overlap this shared borrow, which ends before the call returns.
-        let buffer: &[u8] = unsafe { &*self.key.get() };
+        // JS writes the key buffer only between calls into this module, and nothing below
+        // calls out to JS or grows the buffer, so this borrow ends before JS writes again.
+        let buffer = self.key.borrow();
         let (key, rest) = buffer.split_at(key.min(buffer.len()));
         let tenant = &rest[..tenant.min(rest.len())];
         // JS writes UTF-8 here (TextEncoder's, or ASCII); anything else would be a wrapper
@@ -461,8 +460,7 @@ impl Core {
     fn put(&self, key: &str, tenant: &str) -> (usize, usize) {
         let (k, t) = (key.len(), tenant.len());
         self.key_buffer(k + t);
-        // SAFETY: as in `key_buffer`: no borrow of the buffer is alive here.
-        let buffer: &mut Box<[u8]> = unsafe { &mut *self.key.get() };
+        let mut buffer = self.key.borrow_mut();
         buffer[..k].copy_from_slice(key.as_bytes());
         buffer[k..k + t].copy_from_slice(tenant.as_bytes());
         (k, t)

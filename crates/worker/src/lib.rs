@@ -22,6 +22,7 @@
 //! `check_api`, `admin`, `stats`, `denial` (429s and the deny cache), `admit` (holds and
 //! releases), `origin`, `rpc` (calls to objects), `http`, `env`, and the Durable Object
 //! (`object`, over its SQLite storage `sql_store`).
+#![deny(unsafe_code)]
 
 pub mod answer;
 pub mod config;
