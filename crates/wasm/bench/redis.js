@@ -22,7 +22,8 @@
 // until the retry time; rate-limiter-flexible increments its counter on each).
 //
 // Usage (from crates/wasm, after build.sh and
-//   cargo build --release -p tollgate-redis --example storm -p tollgate-redis-module):
+//   cargo build --release -p tollgate-redis --example storm && cargo build --release -p tollgate-redis-module;
+//   with both -p in one command, --example limits the build to examples and skips the module):
 //   node bench/redis.js [--ms 3000] [--rounds 1] [--warm 1000] [--floor]
 // Each case runs in its own process: a warm-up of --warm ms (not measured), then --ms measured.
 // Starts redis-server (Debian's) on a free loopback port with a temporary directory and stops it.
