@@ -445,18 +445,23 @@ where
     /// Serves a group until its queue is empty, one round (every request queued so far)
     /// at a time.
     async fn run(self: Arc<Self>, group: Group, first: Pending) {
-        // Should a round ever panic, the group is unregistered on the way out, so that its
+        // Should a round ever panic, the group is unregistered while unwinding, so that its
         // queued requests are answered (their senders dropped: an error) and the key's next
-        // request starts a new runner instead of waiting behind a dead one.
-        struct Unregister<'a>(&'a Mutex<HashMap<Group, Vec<Pending>>>, &'a Group);
-        impl Drop for Unregister<'_> {
+        // request starts a new runner instead of waiting behind a dead one. Only then: on a
+        // normal exit the group was already removed under the same lock that found its queue
+        // empty (removing it later could drop a request queued in between, or another
+        // runner's group).
+        struct UnregisterOnPanic<'a>(&'a Mutex<HashMap<Group, Vec<Pending>>>, &'a Group);
+        impl Drop for UnregisterOnPanic<'_> {
             fn drop(&mut self) {
-                if let Ok(mut groups) = self.0.lock() {
-                    groups.remove(self.1);
+                if std::thread::panicking() {
+                    if let Ok(mut groups) = self.0.lock() {
+                        groups.remove(self.1);
+                    }
                 }
             }
         }
-        let _unregister = Unregister(&self.groups, &group);
+        let _unregister = UnregisterOnPanic(&self.groups, &group);
         let mut round = vec![first];
         loop {
             self.decide_round(&group, round).await;
@@ -465,7 +470,7 @@ where
                 return;
             };
             if queue.is_empty() {
-                // Unregistered by the guard.
+                groups.remove(&group);
                 return;
             }
             round = std::mem::take(queue);
