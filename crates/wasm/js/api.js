@@ -60,6 +60,11 @@ function checkCost(cost) {
   return cost;
 }
 
+/** Whether a call's options name a tenant (anything but undefined or null; `checkDetailed` checks it). */
+function hasTenant(opts) {
+  return opts !== undefined && opts.tenant !== undefined && opts.tenant !== null;
+}
+
 function maxKeysOf(options) {
   if (options === undefined || options === null) return DEFAULT_MAX_KEYS;
   if (typeof options !== "object") {
@@ -303,25 +308,15 @@ export function bind(glue) {
      * a denial is a decision with `allowed: false`, never an exception.
      */
     check(key, opts) {
+      if (hasTenant(opts)) {
+        // A tenant's check is a fair share's: the detailed call, without `each`.
+        const { each, ...decision } = this.checkDetailed(key, opts);
+        return decision;
+      }
       if (typeof key !== "string") checkKey(key);
-      let now, cost, tenant;
-      if (opts === undefined) {
-        now = Date.now();
-        cost = 1;
-      } else {
-        now = opts.now === undefined ? Date.now() : checkNow(opts.now);
-        cost = opts.cost === undefined ? 1 : checkCost(opts.cost);
-        tenant = opts.tenant;
-      }
-      if (tenant === undefined || tenant === null) {
-        return this.#decision(this.#core.checkBuf(this.#put(key, 0), now, cost));
-      }
-      if (typeof tenant !== "string") {
-        throw optionError(TypeError, "tenant", tenant, "not-a-string", "must be a string");
-      }
-      // A tenant's check is a fair share's: the detailed call, without `each`.
-      const { each, ...decision } = this.checkDetailed(key, { now, cost, tenant });
-      return decision;
+      const now = opts?.now === undefined ? Date.now() : checkNow(opts.now);
+      const cost = opts?.cost === undefined ? 1 : checkCost(opts.cost);
+      return this.#decision(this.#core.checkBuf(this.#put(key, 0), now, cost));
     }
 
     /**
@@ -331,17 +326,10 @@ export function bind(glue) {
      * a cost above the capacity throw as in `check`.
      */
     allow(key, opts) {
+      if (hasTenant(opts)) return this.checkDetailed(key, opts).allowed;
       if (typeof key !== "string") checkKey(key);
-      let now, cost, tenant;
-      if (opts === undefined) {
-        now = Date.now();
-        cost = 1;
-      } else {
-        now = opts.now === undefined ? Date.now() : checkNow(opts.now);
-        cost = opts.cost === undefined ? 1 : checkCost(opts.cost);
-        tenant = opts.tenant;
-      }
-      if (tenant !== undefined && tenant !== null) return this.check(key, { now, cost, tenant }).allowed;
+      const now = opts?.now === undefined ? Date.now() : checkNow(opts.now);
+      const cost = opts?.cost === undefined ? 1 : checkCost(opts.cost);
       const status = this.#core.allowBuf(this.#put(key, 0), now, cost);
       if (status === FAILED) throw this.#core.takeError();
       return status === ALLOWED;
