@@ -112,19 +112,8 @@ fn six(r: &[redis::Value]) -> serde_json::Value {
 async fn every_shared_vector_gives_the_cores_decisions() {
     let server = with_module(&["TESTCLOCK"]);
     let mut conn = connect(&server).await;
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/vectors");
-    let mut files: Vec<_> = std::fs::read_dir(&dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .collect();
-    files.sort();
     let mut replayed = 0;
-    for file in files
-        .iter()
-        .filter(|p| p.extension().is_some_and(|e| e == "json"))
-    {
-        let v: serde_json::Value =
-            serde_json::from_str(&std::fs::read_to_string(file).unwrap()).unwrap();
+    for (file, v) in support::vector_files() {
         let Some(spec) = v.get("limiter") else {
             continue;
         };
@@ -225,14 +214,11 @@ async fn every_shared_vector_gives_the_cores_decisions() {
             };
             if let Some(want) = step.get("expect") {
                 let got = got.unwrap_or_else(|| panic!("{}: step {i}: no answer", file.display()));
-                for (field, value) in want.as_object().unwrap() {
-                    assert_eq!(
-                        got.get(field),
-                        Some(value),
-                        "{}: step {i} ({step}): {got}",
-                        file.display()
-                    );
-                }
+                support::assert_expected(
+                    &got,
+                    want,
+                    &format!("{}: step {i} ({step})", file.display()),
+                );
             }
             replayed += 1;
         }

@@ -114,17 +114,8 @@ async fn control_without_the_version_check_over_admits() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_shared_vector_gives_the_cores_decisions() {
     let server = Server::start();
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/vectors");
-    let mut files: Vec<_> = std::fs::read_dir(&dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "json"))
-        .collect();
-    files.sort();
     let mut replayed = 0;
-    for file in files {
-        let v: serde_json::Value =
-            serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    for (file, v) in support::vector_files() {
         let Some(spec) = v.get("limiter") else {
             continue; // policy-errors.json: parsing only
         };
@@ -191,16 +182,11 @@ async fn every_shared_vector_gives_the_cores_decisions() {
             let want = step.get("expect").cloned();
             if let Some(want) = want {
                 let got = got.expect("an answer");
-                // Compare the decision's fields (newer vectors may carry more), and each
-                // limit's decision in a stack or fair share.
-                for (field, value) in want.as_object().unwrap() {
-                    assert_eq!(
-                        got.get(field),
-                        Some(value),
-                        "{}: step {i} ({step}): {got}",
-                        file.display()
-                    );
-                }
+                support::assert_expected(
+                    &got,
+                    &want,
+                    &format!("{}: step {i} ({step})", file.display()),
+                );
             }
             replayed += 1;
         }

@@ -192,3 +192,29 @@ impl Cluster {
 pub fn exists(dir: &Path) -> bool {
     dir.exists()
 }
+
+/// Every shared vector file (`tests/vectors/*.json`), in name order, with its contents.
+pub fn vector_files() -> Vec<(PathBuf, serde_json::Value)> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/vectors");
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "json"))
+        .collect();
+    files.sort();
+    files
+        .into_iter()
+        .map(|f| {
+            let v = serde_json::from_str(&std::fs::read_to_string(&f).unwrap()).unwrap();
+            (f, v)
+        })
+        .collect()
+}
+
+/// Asserts that an answer carries every field a vector step expects (newer vectors may carry
+/// more), `each` included for a stack or a fair share.
+pub fn assert_expected(got: &serde_json::Value, want: &serde_json::Value, place: &str) {
+    for (field, value) in want.as_object().unwrap() {
+        assert_eq!(got.get(field), Some(value), "{place}: {got}");
+    }
+}
