@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use redis::aio::ConnectionManager;
-use support::Server;
+use support::{Server, FIFTY};
 use tollgate::fair_share::FairShare;
 use tollgate::store::Limits;
 use tollgate_redis::{Fallback, Options, RedisLimiter};
@@ -64,17 +64,6 @@ async fn check(
     };
     Ok((int(&reply[0]) == 1, int(&reply[2]) as u64))
 }
-
-const FIFTY: [&str; 8] = [
-    "token-bucket 50/min",
-    "gcra 50/min",
-    "sliding-window 50/min",
-    "fixed-window 50/min",
-    "sliding-log 50/min",
-    "leaky-bucket 50/min",
-    "leaky-queue 50/min",
-    "concurrency 50",
-];
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn concurrent_checks_admit_exactly_the_limit_for_every_algorithm() {

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use redis::aio::ConnectionManager;
-use support::{Cluster, Server};
+use support::{Cluster, Server, FIFTY};
 use tollgate::fair_share::FairShare;
 use tollgate::store::Limits;
 use tollgate::{Policy, NANOS_PER_MS};
@@ -28,18 +28,6 @@ async fn connect(server: &Server) -> ConnectionManager {
 fn policy(text: &str) -> Policy {
     text.parse().unwrap()
 }
-
-/// One policy of every algorithm, each admitting 50 requests at one instant.
-const FIFTY: [&str; 8] = [
-    "token-bucket 50/min",
-    "gcra 50/min",
-    "sliding-window 50/min",
-    "fixed-window 50/min",
-    "sliding-log 50/min",
-    "leaky-bucket 50/min",
-    "leaky-queue 50/min",
-    "concurrency 50",
-];
 
 /// 400 checks at once on one key, spread over `clients` limiters that share nothing but
 /// Redis (each with its own connection, merging and deny cache, as separate processes

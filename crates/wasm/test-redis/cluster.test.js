@@ -7,7 +7,7 @@ import assert from "node:assert/strict";
 import Redis from "ioredis";
 import { createCluster } from "redis";
 import { RedisLimiter, TESTING } from "tollgate/redis";
-import { Cluster } from "./support.js";
+import { Cluster, closeAll } from "./support.js";
 
 let cluster;
 const clients = [];
@@ -17,12 +17,7 @@ before(async () => {
 });
 
 after(async () => {
-  for (const c of clients) {
-    try {
-      if (typeof c.disconnect === "function" && c.status !== undefined) c.disconnect();
-      else await c.destroy();
-    } catch {}
-  }
+  await closeAll(clients);
   await cluster.stop();
 });
 

@@ -9,7 +9,7 @@ import { join } from "node:path";
 import Redis from "ioredis";
 import { createClient } from "redis";
 import { RedisLimiter, WaitTimeoutError, TESTING } from "tollgate/redis";
-import { Server, FIFTY, repo, assertDecision } from "./support.js";
+import { Server, FIFTY, repo, assertDecision, closeAll } from "./support.js";
 
 const MODULE = join(process.env.CARGO_TARGET_DIR ?? join(repo, "target"), "debug/libtollgate_redis_module.so");
 
@@ -23,12 +23,7 @@ before(async () => {
 });
 
 after(async () => {
-  for (const c of clients) {
-    try {
-      if (typeof c.disconnect === "function" && c.status !== undefined) c.disconnect();
-      else await c.destroy();
-    } catch {}
-  }
+  await closeAll(clients);
   await server.stop();
 });
 

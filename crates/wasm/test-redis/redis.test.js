@@ -10,7 +10,7 @@ import Redis from "ioredis";
 import { createClient } from "redis";
 import { createClient as createClient6 } from "redis6";
 import { RedisLimiter, RedisLimiterError, TESTING } from "tollgate/redis";
-import { Server, FIFTY, repo, assertDecision } from "./support.js";
+import { Server, FIFTY, repo, assertDecision, closeAll } from "./support.js";
 
 let server;
 const clients = [];
@@ -20,12 +20,7 @@ before(async () => {
 });
 
 after(async () => {
-  for (const c of clients) {
-    try {
-      if (typeof c.disconnect === "function" && c.status !== undefined) c.disconnect();
-      else await c.destroy();
-    } catch {}
-  }
+  await closeAll(clients);
   await server.stop();
 });
 

@@ -138,3 +138,13 @@ export function assertDecision(got, expect, where) {
     });
   }
 }
+
+/** Closes test clients of any of the libraries (ioredis: disconnect; node-redis: destroy). */
+export async function closeAll(clients) {
+  for (const c of clients) {
+    try {
+      if (typeof c.disconnect === "function" && c.status !== undefined) c.disconnect();
+      else await c.destroy();
+    } catch {}
+  }
+}

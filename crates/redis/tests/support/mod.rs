@@ -218,3 +218,15 @@ pub fn assert_expected(got: &serde_json::Value, want: &serde_json::Value, place:
         assert_eq!(got.get(field), Some(value), "{place}: {got}");
     }
 }
+
+/// One policy of every algorithm, each admitting 50 requests at one instant.
+pub const FIFTY: [&str; 8] = [
+    "token-bucket 50/min",
+    "gcra 50/min",
+    "sliding-window 50/min",
+    "fixed-window 50/min",
+    "sliding-log 50/min",
+    "leaky-bucket 50/min",
+    "leaky-queue 50/min",
+    "concurrency 50",
+];
