@@ -24,7 +24,7 @@
 // Usage (from crates/wasm, after build.sh and
 //   cargo build --release -p tollgate-redis --example storm && cargo build --release -p tollgate-redis-module;
 //   with both -p in one command, --example limits the build to examples and skips the module):
-//   node bench/redis.js [--ms 3000] [--rounds 1] [--warm 1000] [--floor]
+//   node bench/redis.js [--ms 3000] [--rounds 1] [--warm 1000] [--floor] [--only tollgate,rlf] [--case 10k|hot]
 // Each case runs in its own process: a warm-up of --warm ms (not measured), then --ms measured.
 // Starts redis-server (Debian's) on a free loopback port with a temporary directory and stops it.
 import { spawn, spawnSync } from "node:child_process";
@@ -211,12 +211,15 @@ async function main() {
     ...(rust ? ["rust"] : []),
     ...(rust && withModule ? ["rust+module"] : []),
   ];
+  // --only tollgate,rlf: just those implementations (quick comparisons while tuning).
+  const only = process.argv.includes("--only") ? process.argv[process.argv.indexOf("--only") + 1].split(",") : undefined;
+  if (only) impls.splice(0, impls.length, ...impls.filter((i) => only.includes(i)));
   if (!rust) console.log("(no storm example built: cargo build --release -p tollgate-redis --example storm)");
   else if (rust === debug) console.log("(the Rust client is a debug build: its figures understate the crate)");
   const rows = [];
   try {
     for (let r = 1; r <= rounds; r++) {
-      for (const [name, keys] of CASES) {
+      for (const [name, keys] of CASES.filter(([n]) => !process.argv.includes("--case") || n.startsWith(process.argv[process.argv.indexOf("--case") + 1]))) {
         for (const impl of impls) {
           const server = impl.endsWith("+module") ? withModule : plain;
           server.cli("FLUSHALL");
