@@ -73,6 +73,13 @@ pub trait Store: Send + Sync + 'static {
         let _ = (key, tenant, cost);
         None
     }
+
+    /// Gives back `cost` slots of every concurrency limit for `key`: a request that
+    /// [`Store::check`] admitted has ended. The layer calls it exactly once per admitted
+    /// request of a policy with a concurrency limit (never for other policies), from a
+    /// destructor: it must not block or panic. A store that needs I/O starts it and
+    /// returns.
+    fn release(&self, key: &str, cost: u64);
 }
 
 /// A clock for the in-memory store: nanoseconds since any fixed epoch, never going back.
@@ -209,6 +216,12 @@ impl<C: Clock> Store for Memory<C> {
     ) -> Option<Result<Checked, DecideError>> {
         Some(self.decide(key, tenant, cost))
     }
+
+    fn release(&self, key: &str, cost: u64) {
+        // The only error is a limiter without a concurrency limit, which the layer never
+        // releases.
+        let _ = self.limiter.release(key, cost);
+    }
 }
 
 #[cfg(feature = "redis")]
@@ -242,6 +255,20 @@ where
                     tollgate_redis::Source::Fallback(_) => Source::Fallback,
                 },
             })
+        }
+    }
+
+    /// A round trip, so it runs as a task on the runtime the request was served on (and
+    /// falls to the store's declared fallback when Redis is unreachable, as a check does).
+    /// A release that fails or never runs (no runtime: the server is gone) is not retried:
+    /// the count is freed when its lease (`Options::lease`) expires.
+    fn release(&self, key: &str, cost: u64) {
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            let this = self.clone();
+            let key = key.to_string();
+            runtime.spawn(async move {
+                let _ = tollgate_redis::RedisLimiter::release(&this, &key, cost).await;
+            });
         }
     }
 }
