@@ -21,9 +21,9 @@ use hyper_util::rt::TokioExecutor;
 use redis::aio::ConnectionManager;
 use support::Server;
 use tokio::sync::{mpsc, watch};
-use tollgate::store::Slot;
+use tollgate::store::{Limits, Slot};
 use tollgate_redis::{Fallback, Options, RedisLimiter};
-use tollgate_tower::{Builder, Key, OnError, RateLimitInfo, RateLimitLayer, Route};
+use tollgate_tower::{Builder, Key, OnError, RateLimitInfo, RateLimitLayer, Route, Store};
 
 type Layer = RateLimitLayer<RedisLimiter<ConnectionManager>>;
 
@@ -229,4 +229,47 @@ async fn a_concurrency_slot_is_given_back_to_redis() {
     .expect("the slot was never given back to Redis");
     let (status, _, body) = get(addr).await;
     assert_eq!((status, body.as_str()), (StatusCode::OK, "ok"));
+}
+
+/// A check of a concurrency limit dropped while Redis answers (the request's future,
+/// cancelled because its client went away) does not strand its slot: the store decides in
+/// a task of its own, and gives back an admission nobody waits for.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_check_abandoned_while_redis_answers_does_not_strand_its_slot() {
+    let server = Server::start();
+    let conn = redis::Client::open(server.url())
+        .unwrap()
+        .get_connection_manager()
+        .await
+        .unwrap();
+    let limits = Limits::single("concurrency 1".parse().unwrap());
+    let options = Options::new("abandoned", Fallback::Closed);
+    let store = RedisLimiter::new(conn, limits, options).unwrap();
+    {
+        let mut check = std::pin::pin!(Store::check(&store, "k", None, 1));
+        // Polled once (the check is on its way to Redis), then dropped.
+        tokio::select! {
+            biased;
+            _ = &mut check => panic!("decided without a round trip"),
+            _ = std::future::ready(()) => {}
+        }
+    }
+    // Waits for the check to be decided in Redis, then for its slot to come back (a
+    // deadline only so that a stranded slot fails the test instead of hanging it; the
+    // pauses between looks only spare Redis).
+    tokio::time::timeout(Duration::from_secs(60), async {
+        while store.stats().redis == 0 {
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        loop {
+            let o = store.peek("k", None).await.unwrap();
+            if o.decision.remaining == 1 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+    })
+    .await
+    .expect("the abandoned check's slot was never given back");
+    assert_eq!(store.stats().redis, 1, "one check decided");
 }
