@@ -171,9 +171,10 @@ where
     /// request and moved a large state machine; measured 2026-12-03 with perf at 10k keys
     /// (`bench/run.sh`'s server), see the crate's README.
     ///
-    /// An admitted request's concurrency slots ([`Slot`]) are held from the decision on: by
-    /// this frame while the inner service is called, then by the returned future, then by
-    /// the response's body; whichever is dropped first with them gives them back.
+    /// An admitted request's concurrency slots are held from the decision on: by `call`
+    /// itself while it calls the inner service, then by the returned future, then by the
+    /// response's body ([`ResponseBody`]); whichever is dropped holding them gives them
+    /// back.
     fn call(&mut self, req: Request<ReqB>) -> Self::Future {
         let shared = Arc::clone(&self.shared);
         let grpc = grpc::is_grpc(req.headers());
