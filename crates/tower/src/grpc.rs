@@ -115,6 +115,36 @@ mod tests {
         assert!(!is_grpc(&HeaderMap::new()));
     }
 
+    /// A 503 (the store failed, the layer fails closed) and a 400 as gRPC answers.
+    #[test]
+    fn answers_become_trailers_only() {
+        use http_body::Body;
+        for (status, code, pushback) in [(503, "14", Some("7000")), (400, "3", None)] {
+            let mut resp: Response<ResponseBody<http_body_util::Empty<bytes::Bytes>>> =
+                Response::new(ResponseBody::own(bytes::Bytes::from_static(b"{}")));
+            *resp.status_mut() = StatusCode::from_u16(status).unwrap();
+            let h = resp.headers_mut();
+            h.insert(CONTENT_LENGTH, 2.into());
+            if pushback.is_some() {
+                h.insert(RETRY_AFTER, 7.into());
+            }
+            resp.extensions_mut()
+                .insert(Message("could not decide: 100%".into()));
+            let resp = answer(resp);
+            assert_eq!(resp.status(), StatusCode::OK);
+            assert!(resp.body().is_end_stream(), "no body");
+            let h = resp.headers();
+            assert_eq!(h[CONTENT_TYPE], "application/grpc");
+            assert_eq!(h.get(CONTENT_LENGTH), None);
+            assert_eq!(h["grpc-status"], code);
+            assert_eq!(h["grpc-message"], "could not decide: 100%25");
+            assert_eq!(
+                h.get("grpc-retry-pushback-ms").map(|v| v.to_str().unwrap()),
+                pushback
+            );
+        }
+    }
+
     #[test]
     fn messages_are_percent_encoded() {
         assert_eq!(percent_encode("retry in 3 s."), "retry in 3 s.");
