@@ -189,7 +189,7 @@ where
                 .store
                 .check_now(&target.key, target.tenant.as_deref(), target.cost)
         {
-            return match answer(&shared, target, result) {
+            return match answer(&shared, target, result, grpc) {
                 Answer::Forward(req, fields, slot) => forward(self.inner.call(req), fields, slot),
                 Answer::Respond(resp) => answered(resp, grpc),
             };
@@ -202,7 +202,7 @@ where
                 .store
                 .check(&target.key, target.tenant.as_deref(), target.cost)
                 .await;
-            match answer(&shared, target, result) {
+            match answer(&shared, target, result, grpc) {
                 Answer::Forward(req, fields, slot) => {
                     let resp = inner.call(req).await?;
                     let mut resp = resp.map(|body| ResponseBody::inner(body, slot));
@@ -341,10 +341,14 @@ fn target<S, ReqB, B>(shared: &Shared<S>, req: Request<ReqB>) -> Target<ReqB, B>
 }
 
 /// The layer's answer to a decision (or to the store's failure).
+///
+/// For a gRPC call (`grpc`), a 429 also carries its message for `grpc-message` (written only
+/// then: it costs allocations on the path that answers floods).
 fn answer<S: Store, ReqB, B>(
     shared: &Arc<Shared<S>>,
     target: Checking<ReqB>,
     result: Result<Checked, S::Error>,
+    grpc: bool,
 ) -> Answer<ReqB, B> {
     let settings = &shared.settings;
     let entry = &shared.entries[target.entry];
@@ -398,10 +402,11 @@ fn answer<S: Store, ReqB, B>(
                 response_headers(&items, settings.legacy)
             };
             let body_429 = (!allowed && !shadow)
-                .then(|| Some((quota_problem(&items)?, quota_message(&items))))
+                .then(|| quota_problem(&items))
                 .flatten();
+            let message = (body_429.is_some() && grpc).then(|| quota_message(&items));
             drop(items);
-            if let Some((body, message)) = body_429 {
+            if let Some(body) = body_429 {
                 let mut resp = full(StatusCode::TOO_MANY_REQUESTS, body, message);
                 add_fields(&mut resp, fields);
                 return Answer::Respond(resp);
@@ -576,15 +581,18 @@ fn header_problem<B>(e: &HeaderError) -> Response<ResponseBody<B>> {
     )
 }
 
-/// One of the layer's own answers: a problem document, and its message for a gRPC client.
-fn full<B>(status: StatusCode, body: String, message: String) -> Response<ResponseBody<B>> {
+/// One of the layer's own answers: a problem document, and its message for a gRPC client
+/// (when there may be one).
+fn full<B>(status: StatusCode, body: String, message: Option<String>) -> Response<ResponseBody<B>> {
     let mut resp = Response::new(ResponseBody::own(Bytes::from(body)));
     *resp.status_mut() = status;
     resp.headers_mut().insert(
         CONTENT_TYPE,
         HeaderValue::from_static(tollgate_http::problem::CONTENT_TYPE),
     );
-    resp.extensions_mut().insert(grpc::Message(message));
+    if let Some(message) = message {
+        resp.extensions_mut().insert(grpc::Message(message));
+    }
     resp
 }
 
@@ -598,7 +606,8 @@ fn problem<B>(
     full(
         code,
         tollgate_http::problem::problem(status, kind, detail, extra),
-        detail.to_string(),
+        // (A 400 or a 503 is rare: not worth knowing whether the call is gRPC here.)
+        Some(detail.to_string()),
     )
 }
 
