@@ -396,18 +396,16 @@ impl<S: Store> Builder<S> {
                 ));
             }
             let limits = store.limits();
-            if limits
-                .policies()
-                .iter()
-                .any(|p| p.algorithm() == tollgate::Algorithm::Concurrency)
-            {
-                // A concurrency slot must be released when its request ends; the layer
-                // does not release (yet), so such a limit would fill and never drain.
+            let is_concurrency = |p: &Policy| p.algorithm() == tollgate::Algorithm::Concurrency;
+            if limits.tenant().is_some_and(is_concurrency) {
+                // Releases reach a key's layers, never a tenant's window: its slots would
+                // fill and never drain.
                 return Err(ConfigError::new(
-                    format!("policies.{name}"),
-                    "concurrency limits are not supported by the layer (nothing would release them)",
+                    format!("policies.{name}.tenant"),
+                    "a tenant window cannot be a concurrency limit (releases reach the shared limit only)",
                 ));
             }
+            let holds_slots = limits.layers().iter().any(is_concurrency);
             let n = limits.layers().len();
             let names: Vec<String> = (0..n).map(|i| limit_name(&name, i, n)).collect();
             let with_tenant = match limits.tenant() {
@@ -420,6 +418,7 @@ impl<S: Store> Builder<S> {
                 key,
                 names: names.into(),
                 with_tenant: with_tenant.into(),
+                holds_slots,
             });
         }
         if self.routes.is_empty() {

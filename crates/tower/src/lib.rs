@@ -15,7 +15,13 @@
 //! * **Answers**: draft-11 `RateLimit` and `RateLimit-Policy` on every limited response; a
 //!   429 with `Retry-After`, `Cache-Control: no-store` and the core's problem+json body; a
 //!   bad header or path is a 400 naming it; a store failure gets [`OnError`]. The decision
-//!   is in the request's extensions ([`RateLimitInfo`]).
+//!   is in the request's extensions ([`RateLimitInfo`]). A gRPC call (`content-type:
+//!   application/grpc...`) is refused the way gRPC clients read: a Trailers-Only response
+//!   with `grpc-status` 8 (`RESOURCE_EXHAUSTED`) and `grpc-message`, with the same fields.
+//! * **Concurrency limits**: an admitted request holds its slots until its response body
+//!   has ended or was dropped ([`ResponseBody`]): a streaming response keeps them, and
+//!   every other ending (the client gone, an error, a cancelled future, a panic) gives
+//!   them back, once.
 //!
 //! ```no_run
 //! use std::net::SocketAddr;
@@ -38,10 +44,13 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+mod body;
 mod config;
+mod grpc;
 mod service;
 pub mod store;
 
+pub use body::ResponseBody;
 pub use config::{Builder, ConfigError, Extractor, Key, MissingKey, OnError, ProxyHeader, Route};
-pub use service::{RateLimit, RateLimitInfo, RateLimitLayer, ResponseBody};
+pub use service::{RateLimit, RateLimitInfo, RateLimitLayer};
 pub use store::{Checked, Clock, ManualClock, Memory, MonotonicClock, Source, Store};

@@ -10,7 +10,6 @@ use bytes::Bytes;
 use http::header::{HeaderName, HeaderValue, CONTENT_TYPE};
 use http::request::Parts;
 use http::{Request, Response, StatusCode};
-use http_body_util::{Either, Full};
 use serde_json::json;
 use tollgate::headers::{problem as quota_problem, response_headers, Named};
 use tollgate::Decision;
@@ -19,12 +18,10 @@ use tollgate_http::route;
 use tower_layer::Layer;
 use tower_service::Service;
 
+use crate::body::{ResponseBody, Slot};
 use crate::config::{CompiledRoute, Key, MissingKey, OnError, ProxyHeader};
+use crate::grpc;
 use crate::store::{Checked, Source, Store};
-
-/// The body of the layer's responses: the inner service's, or one the layer wrote (a 429,
-/// a 400, a 503).
-pub type ResponseBody<B> = Either<B, Full<Bytes>>;
 
 /// The rate limit's decision for this request, in the request's extensions for the
 /// handler (`Extension<RateLimitInfo>` in axum).
@@ -86,6 +83,9 @@ pub(crate) struct Entry<S> {
     pub(crate) names: Arc<[String]>,
     /// The same and, for a fair share, its tenant window's (`api.tenant`) last.
     pub(crate) with_tenant: Arc<[String]>,
+    /// Whether a limit is a concurrency limit: an admitted request holds slots until its
+    /// response ends.
+    pub(crate) holds_slots: bool,
 }
 
 pub(crate) struct Shared<S> {
@@ -170,12 +170,18 @@ where
     /// request, the clone the next). Why not always the future: it cloned axum's router per
     /// request and moved a large state machine; measured 2026-12-03 with perf at 10k keys
     /// (`bench/run.sh`'s server), see the crate's README.
+    ///
+    /// An admitted request's concurrency slots are held from the decision on: by `call`
+    /// itself while it calls the inner service, then by the returned future, then by the
+    /// response's body ([`ResponseBody`]); whichever is dropped holding them gives them
+    /// back.
     fn call(&mut self, req: Request<ReqB>) -> Self::Future {
         let shared = Arc::clone(&self.shared);
+        let grpc = grpc::is_grpc(req.headers());
         let target = match target(&shared, req) {
             Target::Check(t) => t,
-            Target::Pass(req) => return forward(self.inner.call(req), Vec::new()),
-            Target::Answer(resp) => return answered(resp),
+            Target::Pass(req) => return forward(self.inner.call(req), Vec::new(), Slot::none()),
+            Target::Answer(resp) => return answered(resp, grpc),
         };
         let entry = &shared.entries[target.entry];
         if let Some(result) =
@@ -183,9 +189,9 @@ where
                 .store
                 .check_now(&target.key, target.tenant.as_deref(), target.cost)
         {
-            return match answer(&shared, target, result) {
-                Answer::Forward(req, fields) => forward(self.inner.call(req), fields),
-                Answer::Respond(resp) => answered(resp),
+            return match answer(&shared, target, result, grpc) {
+                Answer::Forward(req, fields, slot) => forward(self.inner.call(req), fields, slot),
+                Answer::Respond(resp) => answered(resp, grpc),
             };
         }
         let clone = self.inner.clone();
@@ -196,36 +202,43 @@ where
                 .store
                 .check(&target.key, target.tenant.as_deref(), target.cost)
                 .await;
-            match answer(&shared, target, result) {
-                Answer::Forward(req, fields) => {
-                    let mut resp = inner.call(req).await?.map(Either::Left);
+            match answer(&shared, target, result, grpc) {
+                Answer::Forward(req, fields, slot) => {
+                    let resp = inner.call(req).await?;
+                    let mut resp = resp.map(|body| ResponseBody::inner(body, slot));
                     add_fields(&mut resp, fields);
                     Ok(resp)
                 }
+                Answer::Respond(resp) if grpc => Ok(grpc::answer(resp)),
                 Answer::Respond(resp) => Ok(resp),
             }
         })
     }
 }
 
-/// The layer's own response (a future that holds only the response, so no `Send` bound
-/// falls on the inner service's error type).
+/// The layer's own response, as a gRPC client expects it for a gRPC call (a future that
+/// holds only the response, so no `Send` bound falls on the inner service's error type).
 fn answered<B: Send + 'static, E>(
     resp: Response<ResponseBody<B>>,
+    grpc: bool,
 ) -> BoxFuture<Result<Response<ResponseBody<B>>, E>> {
+    let resp = if grpc { grpc::answer(resp) } else { resp };
     Box::pin(async move { Ok(resp) })
 }
 
-/// The inner service's response, with the rate limit's header fields added.
+/// The inner service's response, with the rate limit's header fields added; its body holds
+/// the request's concurrency slots (an error from the inner service drops them here).
 fn forward<F, B, E>(
     future: F,
     fields: Vec<(&'static str, String)>,
+    slot: Slot,
 ) -> BoxFuture<Result<Response<ResponseBody<B>>, E>>
 where
     F: Future<Output = Result<Response<B>, E>> + Send + 'static,
 {
     Box::pin(async move {
-        let mut resp = future.await?.map(Either::Left);
+        let resp = future.await?;
+        let mut resp = resp.map(|body| ResponseBody::inner(body, slot));
         add_fields(&mut resp, fields);
         Ok(resp)
     })
@@ -269,9 +282,9 @@ enum Target<ReqB, B> {
 
 /// What the layer does after the decision.
 enum Answer<ReqB, B> {
-    /// Passes the request on (the decision in its extensions) and adds these header fields
-    /// to the response.
-    Forward(Request<ReqB>, Vec<(&'static str, String)>),
+    /// Passes the request on (the decision in its extensions), adds these header fields to
+    /// the response, and holds its concurrency slots (if any) until the response ends.
+    Forward(Request<ReqB>, Vec<(&'static str, String)>, Slot),
     /// Answers itself: a 429, or a 503 when the store failed and the layer fails closed.
     Respond(Response<ResponseBody<B>>),
 }
@@ -328,14 +341,21 @@ fn target<S, ReqB, B>(shared: &Shared<S>, req: Request<ReqB>) -> Target<ReqB, B>
 }
 
 /// The layer's answer to a decision (or to the store's failure).
+///
+/// For a gRPC call (`grpc`), a 429 also carries its message for `grpc-message` (written only
+/// then: it costs allocations on the path that answers floods).
 fn answer<S: Store, ReqB, B>(
-    shared: &Shared<S>,
+    shared: &Arc<Shared<S>>,
     target: Checking<ReqB>,
     result: Result<Checked, S::Error>,
+    grpc: bool,
 ) -> Answer<ReqB, B> {
     let settings = &shared.settings;
     let entry = &shared.entries[target.entry];
     let Checking {
+        entry: entry_index,
+        key,
+        cost,
         shadow,
         mut parts,
         body,
@@ -384,12 +404,20 @@ fn answer<S: Store, ReqB, B>(
             let body_429 = (!allowed && !shadow)
                 .then(|| quota_problem(&items))
                 .flatten();
+            let message = (body_429.is_some() && grpc).then(|| quota_message(&items));
             drop(items);
             if let Some(body) = body_429 {
-                let mut resp = full(StatusCode::TOO_MANY_REQUESTS, body);
+                let mut resp = full(StatusCode::TOO_MANY_REQUESTS, body, message);
                 add_fields(&mut resp, fields);
                 return Answer::Respond(resp);
             }
+            // Admitted (enforced or in shadow mode), so charged: a concurrency limit's
+            // slots are taken until the response ends.
+            let slot = if allowed && entry.holds_slots {
+                Slot::held(shared, entry_index, key, cost)
+            } else {
+                Slot::none()
+            };
             parts.extensions.insert(RateLimitInfo {
                 policy: Arc::clone(&entry.name),
                 decision: Some(checked.decision),
@@ -398,7 +426,7 @@ fn answer<S: Store, ReqB, B>(
                 source: Some(checked.source),
                 shadow,
             });
-            Answer::Forward(Request::from_parts(parts, body), fields)
+            Answer::Forward(Request::from_parts(parts, body), fields, slot)
         }
         Err(error) => match settings.on_error {
             OnError::Open => {
@@ -414,7 +442,7 @@ fn answer<S: Store, ReqB, B>(
                     source: None,
                     shadow,
                 });
-                Answer::Forward(Request::from_parts(parts, body), Vec::new())
+                Answer::Forward(Request::from_parts(parts, body), Vec::new(), Slot::none())
             }
             OnError::Closed { retry_after_secs } => {
                 let mut resp = problem(
@@ -433,6 +461,25 @@ fn answer<S: Store, ReqB, B>(
             }
         },
     }
+}
+
+/// A 429's message for a gRPC client: the problem document's `detail` and the limits that
+/// denied.
+fn quota_message(items: &[Named<'_>]) -> String {
+    let wait = items
+        .iter()
+        .filter_map(|n| tollgate::headers::retry_after(n.decision))
+        .max()
+        .unwrap_or(1);
+    let violated: Vec<&str> = items
+        .iter()
+        .filter(|n| !n.decision.allowed)
+        .map(|n| n.name)
+        .collect();
+    format!(
+        "Rate limit exceeded; retry in {wait} s. Violated policies: {}",
+        violated.join(", ")
+    )
 }
 
 /// The policies of a store's decisions, in the order of `Checked::each`.
@@ -534,13 +581,18 @@ fn header_problem<B>(e: &HeaderError) -> Response<ResponseBody<B>> {
     )
 }
 
-fn full<B>(status: StatusCode, body: String) -> Response<ResponseBody<B>> {
-    let mut resp = Response::new(Either::Right(Full::new(Bytes::from(body))));
+/// One of the layer's own answers: a problem document, and its message for a gRPC client
+/// (when there may be one).
+fn full<B>(status: StatusCode, body: String, message: Option<String>) -> Response<ResponseBody<B>> {
+    let mut resp = Response::new(ResponseBody::own(Bytes::from(body)));
     *resp.status_mut() = status;
     resp.headers_mut().insert(
         CONTENT_TYPE,
         HeaderValue::from_static(tollgate_http::problem::CONTENT_TYPE),
     );
+    if let Some(message) = message {
+        resp.extensions_mut().insert(grpc::Message(message));
+    }
     resp
 }
 
@@ -554,6 +606,8 @@ fn problem<B>(
     full(
         code,
         tollgate_http::problem::problem(status, kind, detail, extra),
+        // (A 400 or a 503 is rare: not worth knowing whether the call is gRPC here.)
+        Some(detail.to_string()),
     )
 }
 

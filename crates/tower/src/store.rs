@@ -54,6 +54,11 @@ pub trait Store: Send + Sync + 'static {
 
     /// Decides one request of `cost` for `key` on behalf of `tenant` (a fair share's tenant
     /// window; other limits ignore it). All or nothing across the limits.
+    ///
+    /// The layer drops the future when the request is cancelled (the client went away). A
+    /// store whose decision may still be made after that (in a task of its own) must give
+    /// back the concurrency slots of an admission nobody waits for: the layer releases only
+    /// what it was told was admitted.
     fn check(
         &self,
         key: &str,
@@ -73,6 +78,13 @@ pub trait Store: Send + Sync + 'static {
         let _ = (key, tenant, cost);
         None
     }
+
+    /// Gives back `cost` slots of every concurrency limit for `key`: a request that
+    /// [`Store::check`] admitted has ended. The layer calls it exactly once per admitted
+    /// request of a policy with a concurrency limit (never for other policies), from a
+    /// destructor: it must not block or panic. A store that needs I/O starts it and
+    /// returns.
+    fn release(&self, key: &str, cost: u64);
 }
 
 /// A clock for the in-memory store: nanoseconds since any fixed epoch, never going back.
@@ -209,6 +221,12 @@ impl<C: Clock> Store for Memory<C> {
     ) -> Option<Result<Checked, DecideError>> {
         Some(self.decide(key, tenant, cost))
     }
+
+    fn release(&self, key: &str, cost: u64) {
+        // The only error is a limiter without a concurrency limit, which the layer never
+        // releases.
+        let _ = self.limiter.release(key, cost);
+    }
 }
 
 #[cfg(feature = "redis")]
@@ -231,8 +249,17 @@ where
         let key = key.to_string();
         let tenant = tenant.map(str::to_string);
         let this = self.clone();
+        let holds_slots = self
+            .limits()
+            .layers()
+            .iter()
+            .any(|p| p.algorithm() == tollgate::Algorithm::Concurrency);
         async move {
-            let o = this.check_tenant(&key, tenant.as_deref(), cost).await?;
+            let o = if holds_slots {
+                check_holding(&this, key, tenant, cost).await?
+            } else {
+                this.check_tenant(&key, tenant.as_deref(), cost).await?
+            };
             Ok(Checked {
                 decision: o.decision,
                 each: o.each,
@@ -244,4 +271,55 @@ where
             })
         }
     }
+
+    /// A round trip, so it runs as a task on the runtime the request was served on (and
+    /// falls to the store's declared fallback when Redis is unreachable, as a check does).
+    /// A release that fails or never runs (no runtime: the server is gone) is not retried:
+    /// the count is freed when its lease (`Options::lease`) expires.
+    fn release(&self, key: &str, cost: u64) {
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            let this = self.clone();
+            let key = key.to_string();
+            runtime.spawn(async move {
+                let _ = tollgate_redis::RedisLimiter::release(&this, &key, cost).await;
+            });
+        }
+    }
+}
+
+/// A check of a policy with a concurrency limit that gives the slots back if nobody is
+/// waiting for its answer any more. The Redis store decides in a task of its own, so a
+/// check whose caller stopped waiting (the request's future was dropped: the client went
+/// away while Redis answered) still takes its slots, and the layer, which never learns of
+/// the admission, could not release them: they would stay taken until the lease expires.
+#[cfg(feature = "redis")]
+async fn check_holding<C>(
+    limiter: &tollgate_redis::RedisLimiter<C>,
+    key: String,
+    tenant: Option<String>,
+    cost: u64,
+) -> Result<tollgate_redis::Outcome, tollgate_redis::Error>
+where
+    C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
+{
+    let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+        return limiter.check_tenant(&key, tenant.as_deref(), cost).await;
+    };
+    let (answer, answered) = tokio::sync::oneshot::channel();
+    let this = limiter.clone();
+    runtime.spawn(async move {
+        let outcome = this.check_tenant(&key, tenant.as_deref(), cost).await;
+        // The caller is gone: nothing will hold these slots, so give them back.
+        if let Err(Ok(o)) = answer.send(outcome) {
+            if o.decision.allowed {
+                let _ = tollgate_redis::RedisLimiter::release(&this, &key, cost).await;
+            }
+        }
+    });
+    answered.await.unwrap_or_else(|_| {
+        Err(tollgate_redis::Error::Redis(redis::RedisError::from((
+            redis::ErrorKind::Client,
+            "the check's task stopped before answering",
+        ))))
+    })
 }

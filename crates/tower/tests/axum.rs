@@ -598,10 +598,10 @@ fn configuration_errors_name_the_field() {
         .unwrap();
     assert_eq!(e.field, "policies.fs.tenant", "{e}");
     let e = RateLimitLayer::memory(keys())
-        .policy("slots", "concurrency 10", Key::Ip)
-        .route(Route::new("/").policy("slots"))
+        .fair_share("fs", "concurrency 10", "concurrency 2", Key::Ip)
+        .route(Route::new("/").policy("fs"))
         .build()
         .err()
         .unwrap();
-    assert_eq!(e.field, "policies.slots", "{e}");
+    assert_eq!(e.field, "policies.fs.tenant", "{e}");
 }

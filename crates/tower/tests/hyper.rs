@@ -66,3 +66,59 @@ async fn plain_hyper_keys_by_the_socket_addr_extension() {
     assert_eq!(get("127.0.0.1").await.0, StatusCode::TOO_MANY_REQUESTS);
     assert_eq!(get("127.0.0.2").await.0, StatusCode::OK, "another peer");
 }
+
+/// An error from the inner service (not an error answer: the service fails, and hyper
+/// drops the connection) gives the request's concurrency slot back before the error
+/// reaches the server, so the client that saw the connection fail finds the slot free.
+#[tokio::test]
+async fn an_inner_service_error_releases_its_concurrency_slot() {
+    let layer = RateLimitLayer::memory(NonZeroUsize::new(100).unwrap())
+        .policy("slots", "concurrency 1", Key::Ip)
+        .route(Route::new("/").policy("slots"))
+        .build()
+        .unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        loop {
+            let (stream, peer) = listener.accept().await.unwrap();
+            let svc = ServiceBuilder::new()
+                .map_request(move |mut req: Request<Incoming>| {
+                    req.extensions_mut().insert::<SocketAddr>(peer);
+                    req
+                })
+                .layer(layer.clone())
+                .service_fn(|req: Request<Incoming>| async move {
+                    if req.uri().path() == "/fail" {
+                        Err(std::io::Error::other("the service failed"))
+                    } else {
+                        Ok(Response::new(Full::new(Bytes::from_static(b"hello"))))
+                    }
+                });
+            tokio::spawn(
+                hyper::server::conn::http1::Builder::new()
+                    .serve_connection(TokioIo::new(stream), TowerToHyperService::new(svc)),
+            );
+        }
+    });
+    let client = Client::builder(TokioExecutor::new()).build_http::<Empty<Bytes>>();
+    let get = |path: &'static str| {
+        let client = client.clone();
+        async move {
+            client
+                .get(format!("http://{addr}{path}").parse().unwrap())
+                .await
+        }
+    };
+    for _ in 0..3 {
+        let failed = get("/fail").await;
+        assert!(failed.is_err(), "hyper drops the connection: {failed:?}");
+    }
+    let ok = get("/").await.unwrap();
+    assert_eq!(
+        ok.status(),
+        StatusCode::OK,
+        "every failed request gave its slot back"
+    );
+    let _ = ok.into_body().collect().await.unwrap();
+}

@@ -20,9 +20,10 @@ use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use redis::aio::ConnectionManager;
 use support::Server;
-use tollgate::store::Slot;
+use tokio::sync::{mpsc, watch};
+use tollgate::store::{Limits, Slot};
 use tollgate_redis::{Fallback, Options, RedisLimiter};
-use tollgate_tower::{Builder, Key, OnError, RateLimitInfo, RateLimitLayer, Route};
+use tollgate_tower::{Builder, Key, OnError, RateLimitInfo, RateLimitLayer, Route, Store};
 
 type Layer = RateLimitLayer<RedisLimiter<ConnectionManager>>;
 
@@ -152,4 +153,123 @@ async fn redis_gone_gets_the_declared_fallback() {
         "1",
         "the next probe, 300 ms, rounded up"
     );
+}
+
+/// A concurrency slot taken in Redis is given back to Redis when the response ends (a
+/// round trip started by the body's end, so the test waits until Redis has it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_concurrency_slot_is_given_back_to_redis() {
+    let server = Server::start();
+    let conn = redis::Client::open(server.url())
+        .unwrap()
+        .get_connection_manager()
+        .await
+        .unwrap();
+    let layer = Builder::new(move |name, limits| {
+        RedisLimiter::new(conn.clone(), limits, Options::new(name, Fallback::Closed))
+    })
+    .policy("slots", "concurrency 1", Key::Ip)
+    .route(Route::new("/").policy("slots"))
+    .build()
+    .unwrap();
+    let store = layer.store("slots").unwrap().clone();
+    let (entered_tx, mut entered) = mpsc::unbounded_channel();
+    let (gate, gate_rx) = watch::channel(false);
+    let app = Router::new()
+        .route(
+            "/slow",
+            any(move || {
+                let (entered_tx, mut gate_rx) = (entered_tx.clone(), gate_rx.clone());
+                async move {
+                    entered_tx.send(()).unwrap();
+                    gate_rx.wait_for(|open| *open).await.unwrap();
+                    "done"
+                }
+            }),
+        )
+        .route("/", any(|| async { "ok" }))
+        .layer(layer);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        axum::serve(
+            listener,
+            app.into_make_service_with_connect_info::<SocketAddr>(),
+        )
+        .await
+        .unwrap()
+    });
+    let in_flight = |store: RedisLimiter<ConnectionManager>| async move {
+        let o = store.peek("ip4:127.0.0.1", None).await.unwrap();
+        1 - o.decision.remaining
+    };
+    let held = tokio::spawn(async move {
+        let c = Client::builder(TokioExecutor::new()).build_http::<Empty<Bytes>>();
+        let r = c
+            .get(format!("http://{addr}/slow").parse().unwrap())
+            .await
+            .unwrap();
+        let status = r.status();
+        let _ = r.into_body().collect().await.unwrap();
+        status
+    });
+    entered.recv().await.unwrap();
+    assert_eq!(in_flight(store.clone()).await, 1, "held in Redis");
+    assert_eq!(get(addr).await.0, StatusCode::TOO_MANY_REQUESTS);
+    gate.send(true).unwrap();
+    assert_eq!(held.await.unwrap(), StatusCode::OK);
+    // Waits for the release to land (a deadline only so that a lost release fails the
+    // test instead of hanging it; the pause between peeks only spares Redis).
+    tokio::time::timeout(Duration::from_secs(60), async {
+        while in_flight(store.clone()).await != 0 {
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+    })
+    .await
+    .expect("the slot was never given back to Redis");
+    let (status, _, body) = get(addr).await;
+    assert_eq!((status, body.as_str()), (StatusCode::OK, "ok"));
+}
+
+/// A check of a concurrency limit dropped while Redis answers (the request's future,
+/// cancelled because its client went away) does not strand its slot: the store decides in
+/// a task of its own, and gives back an admission nobody waits for.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_check_abandoned_while_redis_answers_does_not_strand_its_slot() {
+    let server = Server::start();
+    let conn = redis::Client::open(server.url())
+        .unwrap()
+        .get_connection_manager()
+        .await
+        .unwrap();
+    let limits = Limits::single("concurrency 1".parse().unwrap());
+    let options = Options::new("abandoned", Fallback::Closed);
+    let store = RedisLimiter::new(conn, limits, options).unwrap();
+    {
+        let mut check = std::pin::pin!(Store::check(&store, "k", None, 1));
+        // Polled once (the check is on its way to Redis), then dropped.
+        tokio::select! {
+            biased;
+            _ = &mut check => panic!("decided without a round trip"),
+            _ = std::future::ready(()) => {}
+        }
+    }
+    // Waits for the check to be decided in Redis, then for its slot to come back (a
+    // deadline only so that a stranded slot fails the test instead of hanging it; the
+    // pauses between looks only spare Redis).
+    tokio::time::timeout(Duration::from_secs(60), async {
+        while store.stats().redis == 0 {
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        loop {
+            let o = store.peek("k", None).await.unwrap();
+            if o.decision.remaining == 1 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+    })
+    .await
+    .expect("the abandoned check's slot was never given back");
+    assert_eq!(store.stats().redis, 1, "one check decided");
 }
