@@ -53,7 +53,7 @@ for mode in "${MODES[@]}"; do
 done
 
 # Every thread's time on a CPU so far (ns), from the scheduler's statistics.
-cpu_ns() { cat /proc/"$1"/task/*/schedstat | awk '{s += $1} END {print s}'; }
+cpu_ns() { cat /proc/"$1"/task/*/schedstat | awk '{s += $1} END {printf "%.0f\n", s}'; }
 
 # The fields of one admitted response at 10k keys, to compare what each server sends.
 for mode in "${MODES[@]}"; do

@@ -43,5 +43,5 @@ mod service;
 pub mod store;
 
 pub use config::{Builder, ConfigError, Extractor, Key, MissingKey, OnError, ProxyHeader, Route};
-pub use service::{RateLimit, RateLimitInfo, RateLimitLayer, ResponseBody};
+pub use service::{RateLimit, RateLimitInfo, RateLimitLayer, ResponseBody, ResponseFuture};
 pub use store::{Checked, Clock, ManualClock, Memory, MonotonicClock, Source, Store};

@@ -11,6 +11,7 @@ use http::header::{HeaderName, HeaderValue, CONTENT_TYPE};
 use http::request::Parts;
 use http::{Request, Response, StatusCode};
 use http_body_util::{Either, Full};
+use pin_project_lite::pin_project;
 use serde_json::json;
 use tollgate::headers::{decision_headers, problem as quota_problem, rate_limit_policy, Named};
 use tollgate::Decision;
@@ -184,7 +185,7 @@ where
 {
     type Response = Response<ResponseBody<B>>;
     type Error = Svc::Error;
-    type Future = BoxFuture<Result<Self::Response, Svc::Error>>;
+    type Future = ResponseFuture<Svc::Future, B, Svc::Error>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
         self.inner.poll_ready(cx)
@@ -216,7 +217,7 @@ where
         }
         let clone = self.inner.clone();
         let mut inner = std::mem::replace(&mut self.inner, clone);
-        Box::pin(async move {
+        let waiting: BoxFuture<_> = Box::pin(async move {
             let entry = &shared.entries[target.entry];
             let result = entry
                 .store
@@ -230,28 +231,69 @@ where
                 }
                 Answer::Respond(resp) => Ok(resp),
             }
-        })
+        });
+        ResponseFuture {
+            kind: Kind::Waiting { future: waiting },
+        }
     }
 }
 
-/// The layer's own response (a future that holds only the response, so no `Send` bound
-/// falls on the inner service's error type).
-fn answered<B: Send + 'static, E>(
-    resp: Response<ResponseBody<B>>,
-) -> BoxFuture<Result<Response<ResponseBody<B>>, E>> {
-    Box::pin(async move { Ok(resp) })
+pin_project! {
+    /// The response future of [`RateLimit`]: the inner service's response with the rate
+    /// limit's fields added, the layer's own answer (a 429, a 400, a 503), or, for a store
+    /// that waits (Redis), the decision and then either. Not boxed when the store decides
+    /// at once (a box is an allocation and a copy of the inner service's future per
+    /// request; see the crate's README).
+    pub struct ResponseFuture<F, B, E> {
+        #[pin]
+        kind: Kind<F, B, E>,
+    }
+}
+
+pin_project! {
+    #[project = KindProj]
+    enum Kind<F, B, E> {
+        Forward { #[pin] future: F, fields: Fields },
+        Answered { response: Option<Response<ResponseBody<B>>> },
+        Waiting { future: BoxFuture<Result<Response<ResponseBody<B>>, E>> },
+    }
+}
+
+/// The layer's own response.
+fn answered<F, B, E>(response: Response<ResponseBody<B>>) -> ResponseFuture<F, B, E> {
+    ResponseFuture {
+        kind: Kind::Answered {
+            response: Some(response),
+        },
+    }
 }
 
 /// The inner service's response, with the rate limit's header fields added.
-fn forward<F, B, E>(future: F, fields: Fields) -> BoxFuture<Result<Response<ResponseBody<B>>, E>>
+fn forward<F, B, E>(future: F, fields: Fields) -> ResponseFuture<F, B, E> {
+    ResponseFuture {
+        kind: Kind::Forward { future, fields },
+    }
+}
+
+impl<F, B, E> Future for ResponseFuture<F, B, E>
 where
-    F: Future<Output = Result<Response<B>, E>> + Send + 'static,
+    F: Future<Output = Result<Response<B>, E>>,
 {
-    Box::pin(async move {
-        let mut resp = future.await?.map(Either::Left);
-        add_fields(&mut resp, fields);
-        Ok(resp)
-    })
+    type Output = Result<Response<ResponseBody<B>>, E>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        match self.project().kind.project() {
+            KindProj::Forward { future, fields } => {
+                let mut resp = std::task::ready!(future.poll(cx))?.map(Either::Left);
+                add_fields(&mut resp, std::mem::take(fields));
+                Poll::Ready(Ok(resp))
+            }
+            KindProj::Answered { response } => Poll::Ready(Ok(response
+                .take()
+                .expect("ResponseFuture polled after it completed"))),
+            KindProj::Waiting { future } => future.as_mut().poll(cx),
+        }
+    }
 }
 
 /// What a request is counted under, or why it is not.
@@ -403,8 +445,10 @@ fn answer<S: Store, ReqB, B>(
                 Vec::new()
             } else {
                 let policy = &entry.policy_fields[usize::from(names.len() > entry.names.len())];
-                let mut fields = vec![(RATELIMIT_POLICY, policy.clone())];
-                fields.extend(typed(decision_headers(&items, settings.legacy)));
+                let rest = decision_headers(&items, settings.legacy);
+                let mut fields = Vec::with_capacity(1 + rest.len());
+                fields.push((RATELIMIT_POLICY, policy.clone()));
+                fields.extend(typed(rest));
                 fields
             };
             let body_429 = (!allowed && !shadow)
@@ -599,12 +643,11 @@ fn header_name(name: &'static str) -> Option<HeaderName> {
 }
 
 /// The core's fields as header names and values.
-fn typed(fields: Vec<(&'static str, String)>) -> Fields {
+fn typed(fields: Vec<(&'static str, String)>) -> impl Iterator<Item = (HeaderName, HeaderValue)> {
     fields
         .into_iter()
         // The core writes visible ASCII only; a value that is not is left out, never a 500.
         .filter_map(|(name, value)| Some((header_name(name)?, HeaderValue::try_from(value).ok()?)))
-        .collect()
 }
 
 fn add_fields<B>(resp: &mut Response<B>, fields: Fields) {
