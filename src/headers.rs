@@ -28,9 +28,8 @@
 //! assert_eq!(retry_after(&decision), None);
 //! ```
 
-use alloc::string::{String, ToString};
+use alloc::string::String;
 use alloc::vec::Vec;
-use core::fmt::Write;
 
 use crate::{Decision, Nanos, Policy, NANOS_PER_SEC};
 
@@ -81,20 +80,42 @@ type Param = Option<(&'static str, u64)>;
 
 /// `v` in decimal.
 fn decimal(v: u64) -> String {
-    v.to_string()
+    let mut out = String::new();
+    push_decimal(&mut out, v);
+    out
+}
+
+/// Appends `v` in decimal, digit by digit. Not `write!`: a server writes these integers on
+/// every response, and the formatting machinery made `RateLimit` the largest of the tower
+/// layer's own costs (measured 2026-12-03, `crates/tower/examples/bench.rs cost`: the
+/// layer's time per admitted request at 10k keys, see that crate's README).
+fn push_decimal(out: &mut String, mut v: u64) {
+    let mut digits = [0u8; 20];
+    let mut start = digits.len();
+    loop {
+        start -= 1;
+        digits[start] = b'0' + (v % 10) as u8;
+        v /= 10;
+        if v == 0 {
+            break;
+        }
+    }
+    out.extend(digits[start..].iter().map(|&d| d as char));
 }
 
 /// A List of one String Item per policy, each with its Integer parameters.
 fn list(items: &[Named<'_>], params: fn(&Named<'_>) -> [Param; 2]) -> String {
-    let mut out = String::new();
+    let mut out = String::with_capacity(32 * items.len());
     for (i, item) in items.iter().enumerate() {
         if i > 0 {
             out.push_str(", ");
         }
         push_string(&mut out, item.name);
         for (k, v) in params(item).into_iter().flatten() {
-            // Writing to a String cannot fail.
-            let _ = write!(out, ";{k}={}", v.min(MAX_INTEGER));
+            out.push(';');
+            out.push_str(k);
+            out.push('=');
+            push_decimal(&mut out, v.min(MAX_INTEGER));
         }
     }
     out
@@ -177,12 +198,36 @@ pub fn response_headers(items: &[Named<'_>], with_legacy: bool) -> Vec<(&'static
     if items.is_empty() {
         return out;
     }
+    out.push(("RateLimit-Policy", rate_limit_policy(items)));
+    out.extend(decision_headers(items, with_legacy));
+    out
+}
+
+/// The fields of [`response_headers`] that depend on the decision: all but
+/// `RateLimit-Policy`, which depends on the limits and their names alone, so that a server
+/// answering many requests under the same limits can write it once with
+/// [`rate_limit_policy`] and send it with these (the tower layer does: writing it per
+/// request was a fifth of the layer's own time, measured 2026-12-03 with
+/// `crates/tower/examples/bench.rs cost`, see that crate's README).
+///
+/// ```
+/// use tollgate::headers::{decision_headers, response_headers, Named};
+/// use tollgate::{decide, Policy};
+/// let policy: Policy = "10/s".parse().unwrap();
+/// let (decision, _) = decide(&policy, None, 0, 1).unwrap();
+/// let items = [Named { name: "per-ip", policy: &policy, decision: &decision }];
+/// assert_eq!(decision_headers(&items, false), response_headers(&items, false)[1..]);
+/// ```
+pub fn decision_headers(items: &[Named<'_>], with_legacy: bool) -> Vec<(&'static str, String)> {
+    let mut out = Vec::with_capacity(5);
+    if items.is_empty() {
+        return out;
+    }
     let each: Vec<Decision> = items.iter().map(|n| *n.decision).collect();
     let binding: Vec<Named<'_>> = crate::stack::binding(&each)
         .into_iter()
         .map(|i| items[i])
         .collect();
-    out.push(("RateLimit-Policy", rate_limit_policy(items)));
     out.push(("RateLimit", rate_limit(&binding)));
     if let Some(wait) = longest_wait(items) {
         out.push(("Retry-After", decimal(wait)));

@@ -121,6 +121,26 @@ pub fn api_key_name(raw: &[u8]) -> String {
 pub fn ip_group(addr: IpAddr, v4_prefix: u8, v6_prefix: u8) -> String {
     let group = IpGroup::of(addr, v4_prefix, v6_prefix);
     match group.network() {
+        // The most common key, written digit by digit: `format!` took 200-290 ns against
+        // 30-50 ns (measured 2026-12-03 on 2 shared cores), the largest part of keying a
+        // request in the tower layer (`crates/tower/examples/bench.rs cost`).
+        IpAddr::V4(v4) if group.is_single_address() => {
+            let mut key = String::with_capacity("ip4:255.255.255.255".len());
+            key.push_str("ip4:");
+            for (i, &octet) in v4.octets().iter().enumerate() {
+                if i > 0 {
+                    key.push('.');
+                }
+                if octet >= 100 {
+                    key.push(char::from(b'0' + octet / 100));
+                }
+                if octet >= 10 {
+                    key.push(char::from(b'0' + octet / 10 % 10));
+                }
+                key.push(char::from(b'0' + octet % 10));
+            }
+            key
+        }
         IpAddr::V4(_) => format!("ip4:{group}"),
         IpAddr::V6(_) => format!("ip6:{group}"),
     }
@@ -441,6 +461,17 @@ mod tests {
             ip_group(ip("::ffff:203.0.113.7"), 32, 64),
             "ip4:203.0.113.7"
         );
+        // The IPv4 address written digit by digit is the address as std writes it.
+        for a in [
+            "0.0.0.0",
+            "9.10.99.100",
+            "255.255.255.255",
+            "198.18.39.15",
+            "10.0.0.1",
+        ] {
+            assert_eq!(ip_group(ip(a), 32, 64), format!("ip4:{a}"));
+        }
+        assert_eq!(ip_group(ip("203.0.113.77"), 24, 64), "ip4:203.0.113.0/24");
         let k = api_key_name(b"secret-key-1");
         assert!(k.starts_with("key:") && !k.contains("secret") && k.len() == 4 + 64);
     }

@@ -15,7 +15,7 @@ use tollgate::Policy;
 use tollgate_http::client::Cidr;
 use tollgate_http::route::{PathMatch, Routed};
 
-use crate::service::{Entry, RateLimitLayer, Settings, Shared};
+use crate::service::{policy_field, Entry, RateLimitLayer, Settings, Shared};
 use crate::store::{Memory, Store};
 
 /// A configuration the layer refuses, naming the field (`policies.api.limit`,
@@ -412,6 +412,10 @@ impl<S: Store> Builder<S> {
                 Some(_) => names.iter().cloned().chain([tenant_name(&name)]).collect(),
                 None => names.clone(),
             };
+            let policy_fields = [
+                policy_field(&store, &names),
+                policy_field(&store, &with_tenant),
+            ];
             entries.push(Entry {
                 name: name.into(),
                 store,
@@ -419,6 +423,7 @@ impl<S: Store> Builder<S> {
                 names: names.into(),
                 with_tenant: with_tenant.into(),
                 holds_slots,
+                policy_fields,
             });
         }
         if self.routes.is_empty() {

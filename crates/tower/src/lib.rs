@@ -52,5 +52,5 @@ pub mod store;
 
 pub use body::ResponseBody;
 pub use config::{Builder, ConfigError, Extractor, Key, MissingKey, OnError, ProxyHeader, Route};
-pub use service::{RateLimit, RateLimitInfo, RateLimitLayer};
+pub use service::{RateLimit, RateLimitInfo, RateLimitLayer, ResponseFuture};
 pub use store::{Checked, Clock, ManualClock, Memory, MonotonicClock, Source, Store};

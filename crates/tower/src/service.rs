@@ -10,8 +10,9 @@ use bytes::Bytes;
 use http::header::{HeaderName, HeaderValue, CONTENT_TYPE};
 use http::request::Parts;
 use http::{Request, Response, StatusCode};
+use pin_project_lite::pin_project;
 use serde_json::json;
-use tollgate::headers::{problem as quota_problem, response_headers, Named};
+use tollgate::headers::{decision_headers, problem as quota_problem, rate_limit_policy, Named};
 use tollgate::Decision;
 use tollgate_http::client::{self, Cidr, HeaderError};
 use tollgate_http::route;
@@ -86,6 +87,29 @@ pub(crate) struct Entry<S> {
     /// Whether a limit is a concurrency limit: an admitted request holds slots until its
     /// response ends.
     pub(crate) holds_slots: bool,
+    /// The `RateLimit-Policy` values of `names` and of `with_tenant`: they depend on the
+    /// limits alone, so they are written once (per request, writing them was a fifth of
+    /// the layer's own time; see the crate's README).
+    pub(crate) policy_fields: [HeaderValue; 2],
+}
+
+/// The `RateLimit-Policy` value of these limits (names, in the order of
+/// [`policies`]). The field describes the limits, not a decision: the items' decisions
+/// are never read, so none is needed.
+pub(crate) fn policy_field<S: Store>(store: &S, names: &[String]) -> HeaderValue {
+    let none = Decision::default();
+    let items: Vec<Named<'_>> = names
+        .iter()
+        .zip(policies(store))
+        .map(|(name, policy)| Named {
+            name,
+            policy,
+            decision: &none,
+        })
+        .collect();
+    // The core writes visible ASCII only.
+    HeaderValue::try_from(rate_limit_policy(&items))
+        .unwrap_or_else(|_| HeaderValue::from_static(""))
 }
 
 pub(crate) struct Shared<S> {
@@ -148,6 +172,9 @@ impl<Svc: Clone, S> Clone for RateLimit<Svc, S> {
 
 type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
 
+/// The header fields the layer adds to a response.
+type Fields = Vec<(HeaderName, HeaderValue)>;
+
 impl<Svc, S, ReqB, B> Service<Request<ReqB>> for RateLimit<Svc, S>
 where
     Svc: Service<Request<ReqB>, Response = Response<B>> + Clone + Send + 'static,
@@ -158,7 +185,7 @@ where
 {
     type Response = Response<ResponseBody<B>>;
     type Error = Svc::Error;
-    type Future = BoxFuture<Result<Self::Response, Svc::Error>>;
+    type Future = ResponseFuture<Svc::Future, B, Svc::Error>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
         self.inner.poll_ready(cx)
@@ -196,7 +223,7 @@ where
         }
         let clone = self.inner.clone();
         let mut inner = std::mem::replace(&mut self.inner, clone);
-        Box::pin(async move {
+        let waiting: BoxFuture<_> = Box::pin(async move {
             let entry = &shared.entries[target.entry];
             let result = entry
                 .store
@@ -212,36 +239,86 @@ where
                 Answer::Respond(resp) if grpc => Ok(grpc::answer(resp)),
                 Answer::Respond(resp) => Ok(resp),
             }
-        })
+        });
+        ResponseFuture {
+            kind: Kind::Waiting { future: waiting },
+        }
     }
 }
 
-/// The layer's own response, as a gRPC client expects it for a gRPC call (a future that
-/// holds only the response, so no `Send` bound falls on the inner service's error type).
-fn answered<B: Send + 'static, E>(
-    resp: Response<ResponseBody<B>>,
-    grpc: bool,
-) -> BoxFuture<Result<Response<ResponseBody<B>>, E>> {
-    let resp = if grpc { grpc::answer(resp) } else { resp };
-    Box::pin(async move { Ok(resp) })
+pin_project! {
+    /// The response future of [`RateLimit`]: the inner service's response with the rate
+    /// limit's fields added, the layer's own answer (a 429, a 400, a 503), or, for a store
+    /// that waits (Redis), the decision and then either. Not boxed when the store decides
+    /// at once (a box is an allocation and a copy of the inner service's future per
+    /// request; see the crate's README).
+    pub struct ResponseFuture<F, B, E> {
+        #[pin]
+        kind: Kind<F, B, E>,
+    }
+}
+
+pin_project! {
+    #[project = KindProj]
+    enum Kind<F, B, E> {
+        Forward { #[pin] future: F, fields: Fields, slot: Slot },
+        Answered { response: Option<Response<ResponseBody<B>>> },
+        Waiting { future: BoxFuture<Result<Response<ResponseBody<B>>, E>> },
+    }
+}
+
+/// The layer's own response, as a gRPC client expects it for a gRPC call.
+fn answered<F, B, E>(response: Response<ResponseBody<B>>, grpc: bool) -> ResponseFuture<F, B, E> {
+    let response = if grpc {
+        grpc::answer(response)
+    } else {
+        response
+    };
+    ResponseFuture {
+        kind: Kind::Answered {
+            response: Some(response),
+        },
+    }
 }
 
 /// The inner service's response, with the rate limit's header fields added; its body holds
-/// the request's concurrency slots (an error from the inner service drops them here).
-fn forward<F, B, E>(
-    future: F,
-    fields: Vec<(&'static str, String)>,
-    slot: Slot,
-) -> BoxFuture<Result<Response<ResponseBody<B>>, E>>
+/// the request's concurrency slots (an error from the inner service drops them with this
+/// future).
+fn forward<F, B, E>(future: F, fields: Fields, slot: Slot) -> ResponseFuture<F, B, E> {
+    ResponseFuture {
+        kind: Kind::Forward {
+            future,
+            fields,
+            slot,
+        },
+    }
+}
+
+impl<F, B, E> Future for ResponseFuture<F, B, E>
 where
-    F: Future<Output = Result<Response<B>, E>> + Send + 'static,
+    F: Future<Output = Result<Response<B>, E>>,
 {
-    Box::pin(async move {
-        let resp = future.await?;
-        let mut resp = resp.map(|body| ResponseBody::inner(body, slot));
-        add_fields(&mut resp, fields);
-        Ok(resp)
-    })
+    type Output = Result<Response<ResponseBody<B>>, E>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        match self.project().kind.project() {
+            KindProj::Forward {
+                future,
+                fields,
+                slot,
+            } => {
+                let resp = std::task::ready!(future.poll(cx))?;
+                let slot = std::mem::replace(slot, Slot::none());
+                let mut resp = resp.map(|body| ResponseBody::inner(body, slot));
+                add_fields(&mut resp, std::mem::take(fields));
+                Poll::Ready(Ok(resp))
+            }
+            KindProj::Answered { response } => Poll::Ready(Ok(response
+                .take()
+                .expect("ResponseFuture polled after it completed"))),
+            KindProj::Waiting { future } => future.as_mut().poll(cx),
+        }
+    }
 }
 
 /// What a request is counted under, or why it is not.
@@ -284,7 +361,7 @@ enum Target<ReqB, B> {
 enum Answer<ReqB, B> {
     /// Passes the request on (the decision in its extensions), adds these header fields to
     /// the response, and holds its concurrency slots (if any) until the response ends.
-    Forward(Request<ReqB>, Vec<(&'static str, String)>, Slot),
+    Forward(Request<ReqB>, Fields, Slot),
     /// Answers itself: a 429, or a 503 when the store failed and the layer fails closed.
     Respond(Response<ResponseBody<B>>),
 }
@@ -399,7 +476,12 @@ fn answer<S: Store, ReqB, B>(
             let fields = if shadow {
                 Vec::new()
             } else {
-                response_headers(&items, settings.legacy)
+                let policy = &entry.policy_fields[usize::from(names.len() > entry.names.len())];
+                let rest = decision_headers(&items, settings.legacy);
+                let mut fields = Vec::with_capacity(1 + rest.len());
+                fields.push((RATELIMIT_POLICY, policy.clone()));
+                fields.extend(typed(rest));
+                fields
             };
             let body_429 = (!allowed && !shadow)
                 .then(|| quota_problem(&items))
@@ -532,7 +614,7 @@ fn ip_key(settings: &Settings, parts: &Parts) -> Result<String, Refusal> {
     if settings.trusted.iter().any(|c| c.contains(peer)) {
         let (name, all) = match settings.proxy_header {
             ProxyHeader::XForwardedFor => {
-                ("x-forwarded-for", parts.headers.get_all("x-forwarded-for"))
+                ("x-forwarded-for", parts.headers.get_all(&X_FORWARDED_FOR))
             }
             ProxyHeader::Forwarded => ("forwarded", parts.headers.get_all(http::header::FORWARDED)),
         };
@@ -611,22 +693,32 @@ fn problem<B>(
     )
 }
 
+/// Looked up by a `HeaderName`, not by its text, which `http` would parse per request.
+const X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
+const RATELIMIT_POLICY: HeaderName = HeaderName::from_static("ratelimit-policy");
+const RATELIMIT: HeaderName = HeaderName::from_static("ratelimit");
+
 fn header_name(name: &'static str) -> Option<HeaderName> {
     Some(match name {
-        "RateLimit-Policy" => HeaderName::from_static("ratelimit-policy"),
-        "RateLimit" => HeaderName::from_static("ratelimit"),
+        "RateLimit-Policy" => RATELIMIT_POLICY,
+        "RateLimit" => RATELIMIT,
         "Retry-After" => http::header::RETRY_AFTER,
         "Cache-Control" => http::header::CACHE_CONTROL,
         other => HeaderName::from_bytes(other.as_bytes()).ok()?,
     })
 }
 
-fn add_fields<B>(resp: &mut Response<B>, fields: Vec<(&'static str, String)>) {
+/// The core's fields as header names and values.
+fn typed(fields: Vec<(&'static str, String)>) -> impl Iterator<Item = (HeaderName, HeaderValue)> {
+    fields
+        .into_iter()
+        // The core writes visible ASCII only; a value that is not is left out, never a 500.
+        .filter_map(|(name, value)| Some((header_name(name)?, HeaderValue::try_from(value).ok()?)))
+}
+
+fn add_fields<B>(resp: &mut Response<B>, fields: Fields) {
     let h = resp.headers_mut();
     for (name, value) in fields {
-        // The core writes visible ASCII only; a value that is not is left out, never a 500.
-        if let (Some(n), Ok(v)) = (header_name(name), HeaderValue::try_from(value)) {
-            h.insert(n, v);
-        }
+        h.insert(name, value);
     }
 }
