@@ -2,6 +2,8 @@
 //! (hyper-util's), one connection source address per simulated peer (127.0.0.1, 127.0.0.2,
 //! ::1 are all the local machine).
 
+mod common;
+
 use std::net::{IpAddr, SocketAddr};
 use std::num::NonZeroUsize;
 
@@ -50,18 +52,7 @@ async fn serve<S: Store>(ip: &str, layer: RateLimitLayer<S>) -> SocketAddr {
         .route("/{*rest}", any(echo))
         .route("/", any(echo))
         .layer(layer);
-    let listener = tokio::net::TcpListener::bind((ip.parse::<IpAddr>().unwrap(), 0))
-        .await
-        .unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move {
-        axum::serve(
-            listener,
-            app.into_make_service_with_connect_info::<SocketAddr>(),
-        )
-        .await
-        .unwrap()
-    });
+    let addr = common::serve(app, ip.parse::<IpAddr>().unwrap()).await;
     addr
 }
 

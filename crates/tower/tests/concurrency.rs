@@ -101,16 +101,7 @@ async fn serve(layer: RateLimitLayer<Watched>) -> Server {
         .route("/", get(|| async { "ok" }))
         .with_state(hooks)
         .layer(layer);
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move {
-        axum::serve(
-            listener,
-            app.into_make_service_with_connect_info::<SocketAddr>(),
-        )
-        .await
-        .unwrap()
-    });
+    let addr = common::serve(app, [127, 0, 0, 1].into()).await;
     Server {
         addr,
         entered,

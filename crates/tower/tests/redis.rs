@@ -4,6 +4,7 @@
 //! fallback.
 #![cfg(feature = "redis")]
 
+mod common;
 #[path = "../../redis/tests/support/mod.rs"]
 mod support;
 
@@ -61,16 +62,7 @@ async fn serve(layer: Layer) -> SocketAddr {
             ),
         )
         .layer(layer);
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move {
-        axum::serve(
-            listener,
-            app.into_make_service_with_connect_info::<SocketAddr>(),
-        )
-        .await
-        .unwrap()
-    });
+    let addr = common::serve(app, [127, 0, 0, 1].into()).await;
     addr
 }
 
@@ -189,16 +181,7 @@ async fn a_concurrency_slot_is_given_back_to_redis() {
         )
         .route("/", any(|| async { "ok" }))
         .layer(layer);
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move {
-        axum::serve(
-            listener,
-            app.into_make_service_with_connect_info::<SocketAddr>(),
-        )
-        .await
-        .unwrap()
-    });
+    let addr = common::serve(app, [127, 0, 0, 1].into()).await;
     let in_flight = |store: RedisLimiter<ConnectionManager>| async move {
         let o = store.peek("ip4:127.0.0.1", None).await.unwrap();
         1 - o.decision.remaining

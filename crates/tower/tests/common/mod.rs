@@ -1,8 +1,9 @@
-//! What the concurrency and tonic tests share: a store that tells the test when the layer
-//! gives slots back.
+//! What the tests share: serving an axum app on a loopback port, and a store that tells
+//! the test when the layer gives slots back.
 #![allow(dead_code)]
 
 use std::future::Future;
+use std::net::{IpAddr, SocketAddr};
 use std::num::NonZeroUsize;
 use std::time::Duration;
 
@@ -77,4 +78,20 @@ pub async fn eventually<T>(what: &str, f: impl Future<Output = T>) -> T {
     tokio::time::timeout(Duration::from_secs(60), f)
         .await
         .unwrap_or_else(|_| panic!("{what} never happened"))
+}
+
+/// Serves `app` on a free port of `ip` with each connection's peer address as connect info
+/// (what the layer keys by), until the test ends; the server's address.
+pub async fn serve(app: axum::Router, ip: IpAddr) -> SocketAddr {
+    let listener = tokio::net::TcpListener::bind((ip, 0)).await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        axum::serve(
+            listener,
+            app.into_make_service_with_connect_info::<SocketAddr>(),
+        )
+        .await
+        .unwrap()
+    });
+    addr
 }
