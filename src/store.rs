@@ -190,6 +190,15 @@ impl Limits {
         self.layers.iter().copied().chain(self.tenant).collect()
     }
 
+    /// Whether an admitted request holds slots until it is released: one of the stack's
+    /// policies is a concurrency limit. (A release reaches the stack's policies only, never
+    /// a fair share's tenant window.)
+    pub fn holds_slots(&self) -> bool {
+        self.layers
+            .iter()
+            .any(|p| p.algorithm() == Algorithm::Concurrency)
+    }
+
     /// The largest cost any request can have (the smallest capacity).
     pub fn capacity(&self) -> u64 {
         self.policies().iter().map(|p| p.limit()).min().unwrap_or(0)

@@ -396,8 +396,10 @@ impl<S: Store> Builder<S> {
                 ));
             }
             let limits = store.limits();
-            let is_concurrency = |p: &Policy| p.algorithm() == tollgate::Algorithm::Concurrency;
-            if limits.tenant().is_some_and(is_concurrency) {
+            if limits
+                .tenant()
+                .is_some_and(|p| p.algorithm() == tollgate::Algorithm::Concurrency)
+            {
                 // Releases reach a key's layers, never a tenant's window: its slots would
                 // fill and never drain.
                 return Err(ConfigError::new(
@@ -405,7 +407,7 @@ impl<S: Store> Builder<S> {
                     "a tenant window cannot be a concurrency limit (releases reach the shared limit only)",
                 ));
             }
-            let holds_slots = limits.layers().iter().any(is_concurrency);
+            let holds_slots = limits.holds_slots();
             let n = limits.layers().len();
             let names: Vec<String> = (0..n).map(|i| limit_name(&name, i, n)).collect();
             let with_tenant = match limits.tenant() {

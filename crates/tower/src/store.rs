@@ -249,11 +249,7 @@ where
         let key = key.to_string();
         let tenant = tenant.map(str::to_string);
         let this = self.clone();
-        let holds_slots = self
-            .limits()
-            .layers()
-            .iter()
-            .any(|p| p.algorithm() == tollgate::Algorithm::Concurrency);
+        let holds_slots = self.limits().holds_slots();
         async move {
             let o = if holds_slots {
                 check_holding(&this, key, tenant, cost).await?
