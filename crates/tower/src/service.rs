@@ -244,8 +244,7 @@ where
                     add_fields(&mut resp, fields);
                     Ok(resp)
                 }
-                Answer::Respond(resp) if grpc => Ok(grpc::answer(resp)),
-                Answer::Respond(resp) => Ok(resp),
+                Answer::Respond(resp) => Ok(own_answer(resp, grpc)),
             }
         });
         ResponseFuture {
@@ -276,15 +275,19 @@ pin_project! {
 }
 
 /// The layer's own response, as a gRPC client expects it for a gRPC call.
-fn answered<F, B, E>(response: Response<ResponseBody<B>>, grpc: bool) -> ResponseFuture<F, B, E> {
-    let response = if grpc {
+fn own_answer<B>(response: Response<ResponseBody<B>>, grpc: bool) -> Response<ResponseBody<B>> {
+    if grpc {
         grpc::answer(response)
     } else {
         response
-    };
+    }
+}
+
+/// A future of the layer's own response ([`own_answer`]).
+fn answered<F, B, E>(response: Response<ResponseBody<B>>, grpc: bool) -> ResponseFuture<F, B, E> {
     ResponseFuture {
         kind: Kind::Answered {
-            response: Some(response),
+            response: Some(own_answer(response, grpc)),
         },
     }
 }
