@@ -160,6 +160,8 @@ async fn cost(rounds: usize, only: Option<&str>, only_keys: Option<usize>) {
             (v[n / 2 - 1] + v[n / 2]) / 2.0
         }
     };
+    // For `bench/instructions.sh`, which counts instructions per request.
+    println!("# {} requests per service and case", (rounds + 1) * BATCH);
     println!(
         "{:<5} {:<17} {:>10} {:>12} {:>10} {:>9}  per round (ns/request)",
         "keys", "service", "ns/req", "layer ns/req", "layer min", "admitted"
