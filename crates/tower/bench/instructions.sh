@@ -8,7 +8,7 @@
 #
 # Then, for tollgate-tower at 10k keys, the layer's parts (callgrind, inclusive of what
 # each calls): routing, keying, deciding, the answer (fields and `RateLimitInfo`) and
-# adding the fields to the response. Bounded: 12 runs of about 10 s, one of about 40 s.
+# adding the fields to the response. Bounded: 10 runs of about 10 s, one of about 40 s.
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
 command -v valgrind >/dev/null || { echo "valgrind not found (apt-get install valgrind)"; exit 1; }
@@ -26,21 +26,24 @@ count() {
   awk '/I +refs:/{gsub(",", "", $NF); print $NF}' "$tmp/err"
 }
 
+# The requests each service was sent in the last run.
+requests() { awk '/requests per service/{print $2}' "$tmp/out"; }
+
 printf '%-5s %-17s %20s\n' keys layer instructions/request
 for keys in 1 10k; do
   # The bare handler alone, over 2 and 4 batches: what its requests cost (the difference,
   # free of the start-up), and the base each layer's run is taken from.
   base=$(count bare "$keys")
-  requests=$(awk '/requests per service/{print $2}' "$tmp/out")
+  n=$(requests)
   more=$(count bare "$keys" 3)
-  more_requests=$(awk '/requests per service/{print $2}' "$tmp/out")
-  bare=$(awk -v a="$base" -v b="$more" -v n="$requests" -v m="$more_requests" 'BEGIN {print (b - a) / (m - n)}')
+  m=$(requests)
+  bare=$(awk -v a="$base" -v b="$more" -v n="$n" -v m="$m" 'BEGIN {print (b - a) / (m - n)}')
   printf '%-5s %-17s %20.0f\n' "$keys" "(bare handler)" "$bare"
   for mode in tollgate governor governor-headers; do
     total=$(count "$mode" "$keys")
     # The layer's run less the bare run is the layer's requests; less the bare handler's
     # own cost, what the layer adds.
-    awk -v k="$keys" -v m="$mode" -v t="$total" -v b="$base" -v n="$requests" -v h="$bare" \
+    awk -v k="$keys" -v m="$mode" -v t="$total" -v b="$base" -v n="$n" -v h="$bare" \
       'BEGIN {printf "%-5s %-17s %20.0f\n", k, m, (t - b) / n - h}'
   done
 done
@@ -48,8 +51,7 @@ done
 echo
 echo "tollgate-tower at 10k keys, instructions per request by part:"
 valgrind --tool=callgrind --callgrind-out-file="$tmp/callgrind" "$BIN" cost 1 tollgate 10k >"$tmp/out" 2>/dev/null
-requests=$(awk '/requests per service/{print $2}' "$tmp/out")
-callgrind_annotate --inclusive=yes --threshold=100 "$tmp/callgrind" 2>/dev/null | awk -v n="$requests" '
+callgrind_annotate --inclusive=yes --threshold=100 "$tmp/callgrind" 2>/dev/null | awk -v n="$(requests)" '
   { gsub(",", "", $1) }
   /tollgate_http::route::normalized /      { part["routing: path normalized"] += $1 }
   /tollgate_http::route::find /            { part["routing: route found"] += $1 }
