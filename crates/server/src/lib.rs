@@ -19,6 +19,7 @@ pub mod engine;
 pub mod http;
 pub mod matching;
 pub mod metrics;
+pub mod redis_store;
 pub mod service;
 pub mod store;
 
@@ -132,14 +133,16 @@ pub async fn watch_config<S: Store>(
 
 /// Serves gRPC (`ShouldRateLimit` and `grpc.health.v1.Health`) on `grpc` and HTTP on
 /// `http` until `shutdown` completes; then reports not serving, stops accepting, and lets
-/// the calls in flight finish. With `reload`, watches that directory (see
-/// [`watch_config`]) at the given interval.
+/// the calls in flight finish, for at most `grace` (a client that keeps its connection
+/// open after the server's HTTP/2 GOAWAY does not hold the process). With `reload`,
+/// watches that directory (see [`watch_config`]) at the given interval.
 pub async fn run<S: Store>(
     service: Arc<Service<S>>,
     grpc: TcpListener,
     http: TcpListener,
     reload: Option<(PathBuf, Duration)>,
     shutdown: impl Future<Output = ()> + Send + 'static,
+    grace: Duration,
 ) -> std::io::Result<()> {
     let (stop_tx, stop_rx) = watch::channel(false);
     let healthy = Arc::new(AtomicBool::new(true));
@@ -178,7 +181,20 @@ pub async fn run<S: Store>(
         );
     let app = http::router(http::HttpState { service, healthy });
     let http_server = axum::serve(http, app).with_graceful_shutdown(stopped(stop_rx.clone()));
-    let (g, h) = tokio::join!(grpc_server, async { http_server.await });
-    g.map_err(std::io::Error::other)?;
-    h
+    let servers = async {
+        let (g, h) = tokio::join!(grpc_server, async { http_server.await });
+        g.map_err(std::io::Error::other)?;
+        h
+    };
+    let drained = async {
+        stopped(stop_rx).await;
+        tokio::time::sleep(grace).await;
+    };
+    tokio::select! {
+        r = servers => r,
+        _ = drained => {
+            log("warn", "connections still open after the shutdown grace: closing them");
+            Ok(())
+        }
+    }
 }

@@ -8,6 +8,7 @@ use std::time::Duration;
 use clap::Parser;
 use tollgate_server::config::Config;
 use tollgate_server::engine::Charging;
+use tollgate_server::redis_store::{Failure, RedisStore};
 use tollgate_server::service::{Service, Settings};
 use tollgate_server::store::Memory;
 use tollgate_server::{log, run};
@@ -58,6 +59,23 @@ struct Args {
     /// another one of the request is over its limit (off: all or nothing).
     #[arg(long, env = "TOLLGATE_CHARGE_EVERY_DESCRIPTOR", default_value_t = false, action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
     charge_every_descriptor: bool,
+    /// Redis for the fleet store (`redis://host:port/`); without it, counters are kept in
+    /// this process's memory.
+    #[arg(long, env = "REDIS_URL")]
+    redis_url: Option<String>,
+    /// What requests get when Redis does not answer in time: open (admit), closed (deny)
+    /// or local (this process's memory decides).
+    #[arg(long, env = "TOLLGATE_REDIS_FAILURE", default_value = "closed")]
+    redis_failure: String,
+    /// How long one Redis round trip may take, in milliseconds.
+    #[arg(long, env = "TOLLGATE_REDIS_TIMEOUT_MS", default_value_t = 200)]
+    redis_timeout_ms: u64,
+    /// The prefix of every Redis key.
+    #[arg(long, env = "CACHE_KEY_PREFIX", default_value = "tollgate:")]
+    redis_prefix: String,
+    /// On SIGTERM or Ctrl-C: how long calls in flight may take to finish, in milliseconds.
+    #[arg(long, env = "TOLLGATE_SHUTDOWN_GRACE_MS", default_value_t = 10_000)]
+    shutdown_grace_ms: u64,
     /// How often the configuration directory is checked for changes, in milliseconds (0:
     /// never reload).
     #[arg(long, env = "TOLLGATE_RELOAD_INTERVAL_MS", default_value_t = 1000)]
@@ -139,9 +157,11 @@ fn main() -> ExitCode {
     let result = runtime.block_on(async {
         let grpc = tokio::net::TcpListener::bind((args.grpc_host.as_str(), args.grpc_port)).await?;
         let http = tokio::net::TcpListener::bind((args.http_host.as_str(), args.http_port)).await?;
-        let service = Arc::new(Service::new(config, Memory::new(), settings));
-        // One line on stdout with the bound addresses (ports may have been chosen: 0).
-        println!(
+        let grace = Duration::from_millis(args.shutdown_grace_ms);
+        let reload = (args.reload_interval_ms > 0)
+            .then(|| (dir.clone(), Duration::from_millis(args.reload_interval_ms)));
+        // One line on stdout with the bound addresses (ports may have been 0).
+        let listening = format!(
             "listening grpc={} http={}",
             grpc.local_addr()?,
             http.local_addr()?
@@ -150,9 +170,28 @@ fn main() -> ExitCode {
             "info",
             &format!("serving; configuration from {}", dir.display()),
         );
-        let reload = (args.reload_interval_ms > 0)
-            .then(|| (dir.clone(), Duration::from_millis(args.reload_interval_ms)));
-        run(service, grpc, http, reload, shutdown_signal()).await
+        match &args.redis_url {
+            None => {
+                let service = Arc::new(Service::new(config, Memory::new(), settings));
+                println!("{listening}");
+                run(service, grpc, http, reload, shutdown_signal(), grace).await
+            }
+            Some(url) => {
+                let failure = Failure::parse(&args.redis_failure).ok_or_else(|| {
+                    std::io::Error::other(format!(
+                        "--redis-failure: '{}' is not open, closed or local",
+                        args.redis_failure
+                    ))
+                })?;
+                let timeout = Duration::from_millis(args.redis_timeout_ms.max(1));
+                let store = RedisStore::connect(url, &args.redis_prefix, timeout, failure)
+                    .await
+                    .map_err(|e| std::io::Error::other(format!("redis at {url}: {e}")))?;
+                let service = Arc::new(Service::new(config, store, settings));
+                println!("{listening}");
+                run(service, grpc, http, reload, shutdown_signal(), grace).await
+            }
+        }
     });
     match result {
         Ok(()) => {

@@ -226,7 +226,12 @@ impl<S: Store> Service<S> {
         } else {
             let (o, s) = self
                 .store
-                .decide(items.clone(), self.settings.charging, blocked)
+                .decide(
+                    &request.domain,
+                    items.clone(),
+                    self.settings.charging,
+                    blocked,
+                )
                 .await
                 .map_err(|e| RequestError::Store(e.to_string()))?;
             (o.each, s)

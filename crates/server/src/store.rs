@@ -68,6 +68,14 @@ impl Clock for ManualClock {
 pub enum Source {
     /// In this process's memory.
     Memory,
+    /// On the states held by Redis, at Redis's clock.
+    Redis,
+    /// Redis did not answer in time: admitted by the declared fail-open behaviour.
+    FallbackOpen,
+    /// Redis did not answer in time: denied by the declared fail-closed behaviour.
+    FallbackClosed,
+    /// Redis did not answer in time: decided in this process's memory.
+    FallbackLocal,
 }
 
 impl Source {
@@ -75,6 +83,10 @@ impl Source {
     pub const fn name(self) -> &'static str {
         match self {
             Source::Memory => "memory",
+            Source::Redis => "redis",
+            Source::FallbackOpen => "fallback_open",
+            Source::FallbackClosed => "fallback_closed",
+            Source::FallbackLocal => "fallback_local",
         }
     }
 }
@@ -85,12 +97,15 @@ pub enum StoreError {
     /// The core refused the request (a state of another algorithm; never for costs, which
     /// [`engine::decide`] checks first).
     Decide(DecideError),
+    /// Redis answered something that is not the protocol's reply.
+    Redis(String),
 }
 
 impl std::fmt::Display for StoreError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             StoreError::Decide(e) => write!(f, "cannot decide: {e}"),
+            StoreError::Redis(m) => write!(f, "redis: {m}"),
         }
     }
 }
@@ -99,9 +114,11 @@ impl std::error::Error for StoreError {}
 
 /// A store of counters for the service.
 pub trait Store: Send + Sync + 'static {
-    /// Decides one request's counted limits together (see [`engine::decide`]).
+    /// Decides one request's counted limits together (see [`engine::decide`]); `domain`
+    /// is the request's (every item's key starts with it).
     fn decide(
         &self,
+        domain: &str,
         items: Vec<Item>,
         charging: Charging,
         blocked: bool,
@@ -236,6 +253,7 @@ fn lock(m: &Mutex<Shard>) -> MutexGuard<'_, Shard> {
 impl<C: Clock> Store for Memory<C> {
     fn decide(
         &self,
+        _domain: &str,
         items: Vec<Item>,
         charging: Charging,
         blocked: bool,

@@ -4,6 +4,8 @@
 
 #![allow(dead_code)]
 
+pub mod binary;
+
 use std::net::SocketAddr;
 use std::sync::Arc;
 
@@ -59,6 +61,7 @@ pub async fn start(files: &[&str], settings: Settings) -> Running {
         async {
             let _ = rx.await;
         },
+        std::time::Duration::from_secs(10),
     ));
     let client = RateLimitServiceClient::connect(format!("http://{grpc_addr}"))
         .await
