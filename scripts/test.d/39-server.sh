@@ -11,3 +11,4 @@ apt_packages redis-server
 cargo fmt -p tollgate-server --check
 cargo clippy -p tollgate-server --all-targets --locked -- -D warnings
 cargo test -p tollgate-server --locked
+RUSTDOCFLAGS="-D warnings" cargo doc --quiet --no-deps -p tollgate-server --locked
