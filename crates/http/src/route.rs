@@ -248,11 +248,21 @@ pub trait Routed {
     fn path(&self) -> &PathMatch;
 }
 
-/// Whether `route` applies to `method` and the normalised `path`.
+/// Whether a route listing `methods` (empty: any) applies to a request's `method`, ignoring
+/// ASCII case. A route for `GET` also applies to `HEAD`: HTTP defines HEAD as GET without
+/// the body (RFC 9110, section 9.3.2), and origins (axum, Express, most frameworks) answer
+/// it with their GET handler, so a GET route that let HEAD through would leave the same
+/// handler unlimited. (A route for `HEAD` alone does not apply to `GET`.)
+pub fn method_matches(methods: &[String], method: &str) -> bool {
+    let listed = |name: &str| methods.iter().any(|m| m.eq_ignore_ascii_case(name));
+    methods.is_empty()
+        || listed(method)
+        || (method.eq_ignore_ascii_case("HEAD") && listed("GET"))
+}
+
+/// Whether `route` applies to `method` ([`method_matches`]) and the normalised `path`.
 pub fn matches<R: Routed + ?Sized>(route: &R, method: &str, path: &str) -> bool {
-    let methods = route.methods();
-    (methods.is_empty() || methods.iter().any(|m| m.eq_ignore_ascii_case(method)))
-        && route.path().matches(path)
+    method_matches(route.methods(), method) && route.path().matches(path)
 }
 
 /// The first of `routes` (in order) matching `method` and the normalised `path`. Requests
@@ -387,6 +397,24 @@ mod tests {
         assert_eq!(name("post", "/api//login"), Some("login"));
         assert_eq!(name("GET", "/api/login"), Some("api"));
         assert_eq!(name("GET", "/elsewhere"), None);
+    }
+
+    #[test]
+    fn head_is_matched_by_a_get_route() {
+        let methods = |ms: &[&str]| ms.iter().map(|m| m.to_string()).collect::<Vec<_>>();
+        assert!(method_matches(&methods(&["GET"]), "HEAD"));
+        assert!(method_matches(&methods(&["GET"]), "head"));
+        assert!(method_matches(&methods(&["POST", "GET"]), "HEAD"));
+        assert!(method_matches(&methods(&["HEAD"]), "HEAD"));
+        assert!(!method_matches(&methods(&["HEAD"]), "GET"), "not the reverse");
+        assert!(!method_matches(&methods(&["POST"]), "HEAD"));
+        assert!(method_matches(&[], "HEAD"));
+        let r = |m: &[&str]| R("read", methods(m), PathMatch::parse("/read").unwrap());
+        let routes = [r(&["GET"]), r(&[])];
+        assert!(std::ptr::eq(
+            find(&routes, "HEAD", "/read").unwrap(),
+            &routes[0]
+        ));
     }
 
     #[test]

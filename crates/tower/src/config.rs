@@ -148,7 +148,9 @@ impl Route {
         }
     }
 
-    /// Only these methods (case-insensitive).
+    /// Only these methods (case-insensitive). `GET` also takes `HEAD`, from the same budget:
+    /// HTTP defines HEAD as GET without the body (RFC 9110, section 9.3.2) and axum answers
+    /// it with the GET handler ([`tollgate_http::route::method_matches`]).
     pub fn methods<I: IntoIterator<Item = S>, S: AsRef<str>>(mut self, methods: I) -> Route {
         self.methods = methods
             .into_iter()
