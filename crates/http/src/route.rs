@@ -255,9 +255,7 @@ pub trait Routed {
 /// handler unlimited. (A route for `HEAD` alone does not apply to `GET`.)
 pub fn method_matches(methods: &[String], method: &str) -> bool {
     let listed = |name: &str| methods.iter().any(|m| m.eq_ignore_ascii_case(name));
-    methods.is_empty()
-        || listed(method)
-        || (method.eq_ignore_ascii_case("HEAD") && listed("GET"))
+    methods.is_empty() || listed(method) || (method.eq_ignore_ascii_case("HEAD") && listed("GET"))
 }
 
 /// Whether `route` applies to `method` ([`method_matches`]) and the normalised `path`.
@@ -406,7 +404,10 @@ mod tests {
         assert!(method_matches(&methods(&["GET"]), "head"));
         assert!(method_matches(&methods(&["POST", "GET"]), "HEAD"));
         assert!(method_matches(&methods(&["HEAD"]), "HEAD"));
-        assert!(!method_matches(&methods(&["HEAD"]), "GET"), "not the reverse");
+        assert!(
+            !method_matches(&methods(&["HEAD"]), "GET"),
+            "not the reverse"
+        );
         assert!(!method_matches(&methods(&["POST"]), "HEAD"));
         assert!(method_matches(&[], "HEAD"));
         let r = |m: &[&str]| R("read", methods(m), PathMatch::parse("/read").unwrap());
