@@ -45,12 +45,13 @@
 #![warn(missing_docs)]
 
 // One concept a file, layered with no import circle; each imports only those above it:
-//   settings, route, body, fields, info, store   (leaves)
+//   store, settings, route, body, fields   (leaves)
+//   info      the decision in the request's extensions (store)
 //   grpc      the layer's own answers to gRPC calls (body)
 //   key       what a request is counted under (settings)
-//   shared    the compiled configuration: entries on stores, routes, settings
+//   shared    the compiled configuration: entries on stores, routes, settings, slots
 //   target    before the decision: route, key, tenant, cost (shared, key)
-//   answer    after the decision: forward or answer 429/400/503 (target, shared, grpc)
+//   answer    after the decision: forward, or answer 429/400/503 (target, shared, grpc)
 //   future    the response future (body, fields, grpc)
 //   service   `RateLimit`: target, decide, answer (future, answer, target)
 //   layer     `RateLimitLayer` (service, shared)
