@@ -248,10 +248,38 @@ pub fn decision_headers(items: &[Named<'_>], with_legacy: bool) -> Vec<(&'static
     out
 }
 
-/// The longest `Retry-After` (whole seconds) among the limits that denied; `None` when none
-/// did.
-fn longest_wait(items: &[Named<'_>]) -> Option<u64> {
+/// The longest `Retry-After` (whole seconds, at least 1) among the limits that denied: a
+/// 429's `Retry-After`, its problem document's wait, a gRPC refusal's message. `None` when
+/// none denied.
+///
+/// ```
+/// use tollgate::headers::{longest_wait, violated, Named};
+/// use tollgate::{decide, Policy};
+/// let (minute, hour): (Policy, Policy) =
+///     ("fixed-window 1/min".parse().unwrap(), "fixed-window 5/hour".parse().unwrap());
+/// let (_, s) = decide(&minute, None, 0, 1).unwrap();
+/// let (denied, _) = decide(&minute, s, 0, 1).unwrap();
+/// let (admitted, _) = decide(&hour, None, 0, 1).unwrap();
+/// let items = [
+///     Named { name: "api.1", policy: &minute, decision: &denied },
+///     Named { name: "api.2", policy: &hour, decision: &admitted },
+/// ];
+/// assert_eq!(longest_wait(&items), Some(60));
+/// assert_eq!(violated(&items), ["api.1"]);
+/// assert_eq!(longest_wait(&items[1..]), None);
+/// ```
+pub fn longest_wait(items: &[Named<'_>]) -> Option<u64> {
     items.iter().filter_map(|n| retry_after(n.decision)).max()
+}
+
+/// The names of the limits that denied, in stack order: a 429's `violated-policies`, a
+/// shadow denial's report. Empty when every limit admitted.
+pub fn violated<'a>(items: &[Named<'a>]) -> Vec<&'a str> {
+    items
+        .iter()
+        .filter(|n| !n.decision.allowed)
+        .map(|n| n.name)
+        .collect()
 }
 
 /// The name a response gives limit `index` of an entry named `entry` that has `count`
@@ -322,12 +350,7 @@ pub fn quota_exceeded(violated: &[&str], retry_after_secs: u64) -> String {
 /// denied and the longest wait. `None` when every limit admitted.
 pub fn problem(items: &[Named<'_>]) -> Option<String> {
     let wait = longest_wait(items)?;
-    let violated: Vec<&str> = items
-        .iter()
-        .filter(|n| !n.decision.allowed)
-        .map(|n| n.name)
-        .collect();
-    Some(quota_exceeded(&violated, wait))
+    Some(quota_exceeded(&violated(items), wait))
 }
 
 /// Appends `text` as a JSON string (RFC 8259): `"` and `\` escaped, control characters as

@@ -21,7 +21,7 @@ for tool in "$WASM_BINDGEN_BIN" "$TOLLGATE_TOOLS/bin/worker-build" "$WASM_OPT_BI
   [ -x "$tool" ] || { echo "build.sh: missing $tool (run scripts/test worker, or npm ci and source scripts/tools.sh; worker_tools)" >&2; exit 1; }
 done
 cd "$root"
-# The config check (the CLI shares the worker's validation code: one implementation).
+# The config check (the CLI and the worker share tollgate-config: one implementation).
 check=(cargo run -q --locked -p tollgate-cli -- check-config)
 if [ -n "${TOLLGATE_CONFIG:-}" ]; then
   printf '%s' "$TOLLGATE_CONFIG" | "${check[@]}" - >/dev/null || { echo "build.sh: TOLLGATE_CONFIG is invalid (above); not building" >&2; exit 1; }
@@ -30,7 +30,7 @@ else
 fi
 # Everything the build reads, hashed; the stamp is written after a successful build.
 stamp=crates/worker/build/.inputs
-dirs=(src crates/http/src crates/http/Cargo.toml crates/worker/src crates/worker/config crates/worker/js crates/worker/Cargo.toml Cargo.toml Cargo.lock)
+dirs=(src crates/http/src crates/http/Cargo.toml crates/config/src crates/config/Cargo.toml crates/worker/src crates/worker/config crates/worker/js crates/worker/Cargo.toml Cargo.toml Cargo.lock)
 inputs=$( { echo "opt=${TOLLGATE_WORKER_NO_OPT:-}"; git ls-files -s -- "${dirs[@]}";
   git ls-files -mo --exclude-standard -- "${dirs[@]}" | sort | xargs -r sha256sum 2>/dev/null || true; } | sha256sum | cut -d' ' -f1) || inputs=""
 if [ -n "$inputs" ] && [ -f crates/worker/build/worker/shim.mjs ] && [ "$(cat "$stamp" 2>/dev/null)" = "$inputs" ]; then

@@ -72,8 +72,8 @@ pub enum CliError {
     /// Writing the output failed (other than a closed pipe, which ends the command quietly).
     Write(io::Error),
     /// An edge worker config the worker would refuse (`check-config`): the worker's own
-    /// error, naming the field.
-    Config(tollgate_worker::config::ConfigError),
+    /// error ([`tollgate_config`]), naming the field.
+    Config(tollgate_config::ConfigError),
 }
 
 impl fmt::Display for CliError {

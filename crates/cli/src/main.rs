@@ -184,7 +184,7 @@ fn check_config(file: Option<PathBuf>, out: &mut impl Write) -> Result<(), CliEr
         source: input.source.clone(),
         error,
     })?;
-    let config = tollgate_worker::config::Config::parse(&text).map_err(CliError::Config)?;
+    let config = tollgate_config::Config::parse(&text).map_err(CliError::Config)?;
     writeln!(
         out,
         "{}: valid ({} policies, {} routes)",

@@ -827,7 +827,7 @@ fn check_config_accepts_the_bundled_config() {
 fn check_config_prints_the_workers_error_naming_the_field() {
     let config = r#"{"policies": {"a": {"limit": "10/s"}}, "routes": [{"path": "/api/", "policies": ["b"]}]}"#;
     // The same text the worker answers in its 500's `detail`.
-    let expected = tollgate_worker::config::Config::parse(config)
+    let expected = tollgate_config::Config::parse(config)
         .unwrap_err()
         .to_string();
     assert_eq!(

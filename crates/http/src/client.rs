@@ -109,11 +109,8 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
     hex::encode(Sha256::digest(bytes))
 }
 
-/// The key an API key counts under: `key:<sha-256 hex>`, so the raw key never becomes a
-/// storage key, an object name or a log field.
-pub fn api_key_name(raw: &[u8]) -> String {
-    format!("key:{}", sha256_hex(raw))
-}
+/// The key an API key counts under (see [`crate::key`], where every key name is spelled).
+pub use crate::key::api_key_name;
 
 /// The IP's group, by the core's rule ([`tollgate::ip::IpGroup`]: IPv4-mapped IPv6 becomes
 /// IPv4; IPv6 is cut to `v6_prefix` bits, IPv4 to `v4_prefix` bits, the default /32 keeping

@@ -55,8 +55,8 @@ callgrind_annotate --inclusive=yes --threshold=100 "$tmp/callgrind" 2>/dev/null 
   { gsub(",", "", $1) }
   /tollgate_http::route::normalized /      { part["routing: path normalized"] += $1 }
   /tollgate_http::route::find /            { part["routing: route found"] += $1 }
-  /tollgate_tower::service::key_of /       { part["keying: client IP and key text"] += $1 }
+  /tollgate_tower::key::key_of /           { part["keying: client IP and key text"] += $1 }
   /tollgate_tower::store::Memory<C>::decide / { part["deciding: keyed check and clock"] += $1 }
-  /tollgate_tower::service::answer /       { part["answer: fields, RateLimitInfo"] += $1 }
-  /tollgate_tower::service::add_fields /   { part["fields added to the response"] += $1 }
+  /tollgate_tower::answer::answer /        { part["answer: fields, RateLimitInfo"] += $1 }
+  /tollgate_tower::fields::add_fields /    { part["fields added to the response"] += $1 }
   END { for (p in part) printf "  %-34s %6.0f\n", p, part[p] / n }' | sort

@@ -2,15 +2,11 @@
 //! response has ended.
 
 use std::pin::Pin;
-use std::sync::Arc;
 use std::task::{ready, Context, Poll};
 
 use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
 use http_body_util::{Either, Full};
-
-use crate::service::Shared;
-use crate::store::Store;
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
@@ -26,17 +22,10 @@ impl Slot {
         Slot(None)
     }
 
-    /// The `cost` slots `key` was admitted to in the policy `entry`.
-    pub(crate) fn held<S: Store>(
-        shared: &Arc<Shared<S>>,
-        entry: usize,
-        key: String,
-        cost: u64,
-    ) -> Slot {
-        let shared = Arc::clone(shared);
-        Slot(Some(Box::new(move || {
-            shared.entries[entry].store.release(&key, cost)
-        })))
+    /// Slots that `release` gives back (the store's release of the key and cost a request
+    /// was admitted with).
+    pub(crate) fn held(release: impl FnOnce() + Send + Sync + 'static) -> Slot {
+        Slot(Some(Box::new(release)))
     }
 
     /// Gives the slots back now (once; later calls and the drop do nothing).

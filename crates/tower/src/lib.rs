@@ -44,13 +44,45 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+// One concept a file, layered with no import circle; each imports only those above it:
+//   store, settings, route, body, fields   (leaves)
+//   info      the decision in the request's extensions (store)
+//   grpc      the layer's own answers to gRPC calls (body)
+//   key       what a request is counted under (settings)
+//   shared    the compiled configuration: entries on stores, routes, settings, slots
+//   target    before the decision: route, key, tenant, cost (shared, key)
+//   answer    after the decision: forward, or answer 429/400/503 (target, shared, grpc)
+//   future    the response future (body, fields, grpc)
+//   service   `RateLimit`: target, decide, answer (future, answer, target)
+//   layer     `RateLimitLayer` (service, shared)
+//   builder   checks a configuration and builds the layer (layer, shared, route, key)
+mod answer;
 mod body;
-mod config;
+mod builder;
+mod fields;
+mod future;
 mod grpc;
+mod info;
+mod key;
+mod layer;
+mod route;
 mod service;
+mod settings;
+mod shared;
 pub mod store;
+mod target;
 
 pub use body::ResponseBody;
-pub use config::{Builder, ConfigError, Extractor, Key, MissingKey, OnError, ProxyHeader, Route};
-pub use service::{RateLimit, RateLimitInfo, RateLimitLayer, ResponseFuture};
+pub use builder::Builder;
+pub use future::ResponseFuture;
+pub use info::RateLimitInfo;
+pub use key::{Extractor, Key};
+pub use layer::RateLimitLayer;
+pub use route::Route;
+pub use service::RateLimit;
+pub use settings::{MissingKey, OnError, ProxyHeader};
 pub use store::{Checked, Clock, ManualClock, Memory, MonotonicClock, Source, Store};
+/// A configuration the layer refuses, naming the field (`policies.api.limit`,
+/// `routes[1].path`, `trusted_proxies[0]`) and the reason: the shape the edge's config
+/// errors have too ([`tollgate_http::config`]).
+pub use tollgate_http::config::ConfigError;

@@ -3,12 +3,25 @@
 
 use std::collections::HashMap;
 
-use tollgate::headers::{response_headers, Named};
+use tollgate::headers::{self, response_headers, Named};
 use tollgate::Decision;
 
 use crate::plan::LimitName;
 
 pub use tollgate::headers::QUOTA_EXCEEDED;
+
+/// Each limit's name, policy and decision, as the core's header functions read them.
+fn items<'a>(names: &'a [LimitName], each: &'a [Decision]) -> Vec<Named<'a>> {
+    names
+        .iter()
+        .zip(each)
+        .map(|(n, d)| Named {
+            name: &n.name,
+            policy: &n.limit,
+            decision: d,
+        })
+        .collect()
+}
 
 /// The `RateLimit-Policy` (every limit), `RateLimit` (the binding ones; on a denial
 /// `Retry-After`, `Cache-Control`) fields for these decisions, plus the legacy fields when
@@ -18,33 +31,26 @@ pub fn headers(
     each: &[Decision],
     legacy: bool,
 ) -> Vec<(&'static str, String)> {
-    let items: Vec<Named<'_>> = names
-        .iter()
-        .zip(each)
-        .map(|(n, d)| Named {
-            name: &n.name,
-            policy: &n.limit,
-            decision: d,
-        })
-        .collect();
-    response_headers(&items, legacy)
+    response_headers(&items(names, each), legacy)
 }
 
-/// The names of the limits that denied.
-pub fn violated(names: &[LimitName], each: &[Decision]) -> Vec<String> {
-    names
-        .iter()
-        .zip(each)
-        .filter(|(_, d)| !d.allowed)
-        .map(|(n, _)| n.name.clone())
-        .collect()
+/// The `Tollgate-Shadow` value of these decisions: `allowed`, or the limits that denied
+/// (the core's [`headers::violated`], written by [`tollgate_http::fields`]).
+pub fn shadow(names: &[LimitName], each: &[Decision]) -> String {
+    let items = items(names, each);
+    let violated = headers::violated(&items);
+    if violated.is_empty() {
+        tollgate_http::fields::SHADOW_ALLOWED.to_string()
+    } else {
+        tollgate_http::fields::shadow_denied(&violated)
+    }
 }
 
 /// The 429 body: `application/problem+json`, type quota-exceeded, with `violated-policies`
-/// (the core's [`tollgate::headers::quota_exceeded`], as the npm middleware sends it).
-pub fn quota_exceeded(violated: &[String], retry_after_s: u64) -> String {
-    let names: Vec<&str> = violated.iter().map(String::as_str).collect();
-    tollgate::headers::quota_exceeded(&names, retry_after_s)
+/// and the longest wait (the core's [`headers::problem`], as the npm middleware and the
+/// tower layer send it); `None` when no limit denied.
+pub fn quota_exceeded(names: &[LimitName], each: &[Decision]) -> Option<String> {
+    headers::problem(&items(names, each))
 }
 
 /// A problem document for every other error the limiter answers (400, 401, 500, 503, ...),
@@ -168,7 +174,15 @@ mod tests {
 
     #[test]
     fn problem_body_names_violated_policies() {
-        let body = quota_exceeded(&["per-ip".into()], 3);
+        let limit: tollgate::Policy = "fixed-window 10/min".parse().unwrap();
+        let names = [LimitName {
+            policy: 0,
+            name: "per-ip".into(),
+            limit,
+            tenant: false,
+        }];
+        assert_eq!(quota_exceeded(&names, &[d(true, 0, 2500)]), None);
+        let body = quota_exceeded(&names, &[d(false, 2500, 2500)]).unwrap();
         // The same bytes the npm middleware sends (crates/wasm/test/express.test.js).
         assert_eq!(
             body,
@@ -178,5 +192,10 @@ mod tests {
         assert_eq!(v["type"], QUOTA_EXCEEDED);
         assert_eq!(v["status"], 429);
         assert_eq!(v["violated-policies"][0], "per-ip");
+        assert_eq!(shadow(&names, &[d(true, 0, 2500)]), "allowed");
+        assert_eq!(
+            shadow(&names, &[d(false, 2500, 2500)]),
+            "denied; policies=\"per-ip\""
+        );
     }
 }

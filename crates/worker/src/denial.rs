@@ -44,14 +44,6 @@ pub fn entries() -> usize {
     DENY.with(|d| d.borrow().len())
 }
 
-/// `Retry-After` of a denial: the longest wait of the limits that denied (at least 1 s).
-fn retry_after(each: &[Decision]) -> u64 {
-    each.iter()
-        .filter_map(tollgate::headers::retry_after)
-        .max()
-        .unwrap_or(1)
-}
-
 /// The 429 of a denial the object just made.
 pub fn too_many(cfg: &Config, names: &[LimitName], each: &[Decision]) -> worker::Result<Response> {
     let fields = answer::headers(names, each, cfg.settings.legacy_headers);
@@ -66,21 +58,21 @@ fn respond(body: Vec<u8>, headers: Headers) -> Response {
         .fixed(body)
 }
 
-/// The body and every header of a 429 with these rate-limit `fields`.
+/// The body and every header of a 429 with these rate-limit `fields` (which hold the
+/// denial's `Retry-After`, the longest wait of the limits that denied, and `Cache-Control:
+/// no-store`: the core's, as the body's wait is).
 fn render(
     fields: &[(&'static str, String)],
     names: &[LimitName],
     each: &[Decision],
     from_cache: bool,
 ) -> worker::Result<(Vec<u8>, Headers)> {
-    let retry = retry_after(each);
-    let violated = answer::violated(names, each);
-    let body = answer::quota_exceeded(&violated, retry).into_bytes();
+    let body = answer::quota_exceeded(names, each)
+        .ok_or_else(|| worker::Error::RustError("a 429 of decisions that all admitted".into()))?
+        .into_bytes();
     let h = Headers::new();
-    h.set("Content-Type", "application/problem+json")?;
+    h.set("Content-Type", tollgate_http::problem::CONTENT_TYPE)?;
     set_all(&h, fields)?;
-    h.set("Retry-After", &retry.to_string())?;
-    h.set("Cache-Control", "no-store")?;
     if from_cache {
         h.set("Tollgate-Deny-Cache", "hit")?;
     }
@@ -91,8 +83,8 @@ fn render(
 /// fields change about once a second, as the wait counts down): a deny-cache hit then
 /// formats no body and sets no header one by one.
 struct Rendered {
+    /// The rate-limit fields it was rendered with (the wait, in `Retry-After`, among them).
     fields: Vec<(&'static str, String)>,
-    retry: u64,
     body: Vec<u8>,
     /// Every header of the answer. The runtime copies them into each response.
     headers: Headers,
@@ -111,11 +103,10 @@ pub fn cached_too_many(
     cache_key: String,
 ) -> worker::Result<Response> {
     let fields = answer::headers(names, each, cfg.settings.legacy_headers);
-    let retry = retry_after(each);
     let reuse = RENDERED.with(|r| {
         r.borrow()
             .get(&cache_key)
-            .filter(|x| x.retry == retry && x.fields == fields)
+            .filter(|x| x.fields == fields)
             .map(|x| (x.body.clone(), x.headers.clone()))
     });
     let (body, headers) = match reuse {
@@ -131,7 +122,6 @@ pub fn cached_too_many(
                     cache_key,
                     Rendered {
                         fields,
-                        retry,
                         body: body.clone(),
                         headers: headers.clone(),
                     },

@@ -4,6 +4,7 @@
 
 use serde_json::json;
 use tollgate::Decision;
+use tollgate_http::fields::{self, Degraded};
 use worker::{console_error, event, Context, Env, Request, Response};
 
 use crate::admit::{self, Hold};
@@ -102,18 +103,14 @@ async fn limited(req: Request, env: &Env, ctx: &Context, cfg: &Config) -> worker
                 let fields = if enforce {
                     answer::headers(names, &each, cfg.settings.legacy_headers)
                 } else {
-                    vec![("Tollgate-Shadow", "allowed".to_string())]
+                    vec![(fields::SHADOW, answer::shadow(names, &each))]
                 };
                 let hold = Hold::new(&decision, &plan.object, release, cfg.settings.timeout_ms);
                 return admit::forward(req, env, ctx, &path, fields, hold).await;
             }
             if !enforce {
                 stats::count_violated(names, &each, cfg, |c| c.shadow_denied += 1);
-                let violated = answer::violated(names, &each).join(",");
-                let fields = [(
-                    "Tollgate-Shadow",
-                    format!("denied; policies=\"{violated}\""),
-                )];
+                let fields = [(fields::SHADOW, answer::shadow(names, &each))];
                 return origin::forward(req, env, &path, &fields).await;
             }
             stats::count_violated(names, &each, cfg, |c| c.denied += 1);
@@ -163,7 +160,7 @@ async fn degrade(
     stats::count_route(route, cfg, |c| c.degraded += 1);
     match route.on_error {
         OnError::Open => {
-            let fields = [("Tollgate-Degraded", format!("fail-open; reason={why}"))];
+            let fields = [(fields::DEGRADED, Degraded::FailOpen.value(why))];
             origin::forward(req, env, path, &fields).await
         }
         OnError::Closed => {
@@ -171,7 +168,7 @@ async fn degrade(
             let mut resp = problem(503, why, detail, json!({}))?;
             let h = resp.headers_mut();
             h.set("Retry-After", &route.retry_after_s.to_string())?;
-            h.set("Tollgate-Degraded", &format!("fail-closed; reason={why}"))?;
+            h.set(fields::DEGRADED, &Degraded::FailClosed.value(why))?;
             Ok(resp)
         }
     }

@@ -7,6 +7,7 @@ use std::net::IpAddr;
 use crate::config::{KeyKind, Settings};
 
 pub use tollgate_http::client::{ip_group, sha256_hex, HeaderError};
+use tollgate_http::key;
 
 /// The identity parts of one request, validated.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -44,7 +45,7 @@ pub fn identify(
         }
         // Cloudflare always sets CF-Connecting-IP; without it (a local call with no IP) all
         // such requests share one bucket.
-        None => "ip:unknown".to_string(),
+        None => key::UNKNOWN_IP.to_string(),
     };
     let api_key = match get(&settings.api_key_header) {
         Some(v) => Some(v),
@@ -61,7 +62,7 @@ pub fn identify(
             // With a list of valid keys, an unknown key is no key: it counts by IP, so
             // invented keys cannot mint fresh buckets.
             (settings.api_keys.is_empty() || settings.api_keys.contains(&hash))
-                .then(|| format!("key:{hash}"))
+                .then(|| key::hashed_api_key(&hash))
         }
         _ => None,
     };
@@ -90,16 +91,16 @@ pub fn key_for(kind: KeyKind, id: &Identity) -> String {
         // Requests without an API key count by their IP, in the same policy.
         KeyKind::ApiKey => id.api_key.clone().unwrap_or_else(|| id.ip.clone()),
         KeyKind::IpApiKey => match &id.api_key {
-            Some(k) => format!("{}+{}", id.ip, k),
+            Some(k) => key::ip_with_api_key(&id.ip, k),
             None => id.ip.clone(),
         },
-        KeyKind::Global => "global".to_string(),
+        KeyKind::Global => key::GLOBAL.to_string(),
     }
 }
 
 /// A caller-chosen key of the check API (`/v1/check`), hashed like an API key.
-pub fn external_key(key: &str) -> String {
-    format!("ext:{}", sha256_hex(key.as_bytes()))
+pub fn external_key(k: &str) -> String {
+    key::external(k)
 }
 
 /// Which of `shards` objects decides `key` (FNV-1a: stable across isolates and versions).

@@ -8,7 +8,7 @@
 //!
 //! Layering (as in workers-rs examples): the plain modules hold every rule and are tested
 //! with `cargo test` on the host:
-//! * [`config`]: the document and its validation, by section;
+//! * [`config`]: the document and its validation ([`tollgate_config`], shared with the CLI);
 //! * [`plan`]: a request's limits, slots (storage keys), object and deny-cache key, from its
 //!   route and identity ([`keying`], [`route`]) or from the APIs' policy and key;
 //! * [`protocol`]: what the isolate asks an object (one variant per operation) and what it

@@ -192,11 +192,11 @@ pub fn admin_key(
         None if matches!(entry.key, KeyKind::Ip | KeyKind::IpApiKey) => {
             return Err(format!("policy {} counts by IP: give ip", entry.name))
         }
-        None => "ip:unknown".into(),
+        None => tollgate_http::key::UNKNOWN_IP.into(),
     };
     let id = Identity {
         ip,
-        api_key: api_key.map(|k| format!("key:{}", keying::sha256_hex(k.as_bytes()))),
+        api_key: api_key.map(|k| tollgate_http::key::api_key_name(k.as_bytes())),
         tenant: None,
     };
     Ok(keying::key_for(entry.key, &id))

@@ -15,6 +15,7 @@ const CONFIG = {
   routes: [
     { name: "health", path: "/health", exempt: true },
     { name: "api", path: "/api/", policies: ["per-ip"] },
+    { name: "read", methods: ["GET"], path: "/read/", policies: ["per-ip"] },
     { name: "all", path: "/", policies: ["rest"] },
   ],
 };
@@ -65,4 +66,31 @@ test("prefixes match whole segments: /health is exempt, /healthz and /health-adm
   }
   // `/api/` is the segment: `/apix` is not on it.
   assert.equal((await hit(edge, "/apix", { ip })).headers.get("ratelimit-policy"), '"rest";q=1000;w=60');
+});
+
+// Issue 26, defect 4: HTTP defines HEAD as GET without a body (RFC 9110, section 9.3.2) and
+// origins serve it with their GET handler, so a GET route limits HEAD too, from the same
+// budget. Before the fix, HEAD matched no GET-only route: it fell to the catch-all's budget.
+test("HEAD on a GET route is limited by that route, from the same budget", async () => {
+  const reached = () => origin.seen.filter((s) => s.path.startsWith("/read/")).length;
+  const ip = "198.51.100.60";
+  const before = reached();
+  assert.equal((await hit(edge, "/read/x", { ip })).status, 200);
+  assert.equal((await hit(edge, "/read/x", { ip })).status, 200);
+  for (let i = 0; i < 3; i++) {
+    const head = await hit(edge, "/read/x", { ip, method: "HEAD" });
+    assert.equal(head.status, 429, `HEAD ${i + 1} after two GETs`);
+    assert.equal(head.headers.get("ratelimit-policy"), '"per-ip";q=2;w=60');
+  }
+  assert.equal(reached() - before, 2, "no denied HEAD reached the origin");
+
+  const other = "198.51.100.61";
+  const head = await hit(edge, "/read/x", { ip: other, method: "HEAD" });
+  assert.equal(head.status, 200);
+  assert.equal(head.headers.get("ratelimit-policy"), '"per-ip";q=2;w=60', "HEAD is on the GET route");
+  assert.equal((await hit(edge, "/read/x", { ip: other, method: "HEAD" })).status, 200);
+  assert.equal((await hit(edge, "/read/x", { ip: other })).status, 429, "two HEADs spent the GET budget");
+  // A route's other methods stay off it: POST falls to the catch-all.
+  const post = await hit(edge, "/read/x", { ip: other, method: "POST", body: "x" });
+  assert.equal(post.headers.get("ratelimit-policy"), '"rest";q=1000;w=60');
 });

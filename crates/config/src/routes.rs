@@ -5,7 +5,7 @@ use serde::Deserialize;
 
 use super::policies::{capacity, check_delay, KeyKind, PolicyEntry};
 use super::{in_range, valid_name, ConfigError, Settings, MAX_COST};
-pub use crate::route::PathMatch;
+pub use tollgate_http::route::PathMatch;
 
 /// What a route does when its coordinator (the Durable Object) fails or times out.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
@@ -68,7 +68,7 @@ pub struct Route {
     pub group: Option<usize>,
 }
 
-impl crate::route::Routed for Route {
+impl tollgate_http::route::Routed for Route {
     fn methods(&self) -> &[String] {
         &self.methods
     }

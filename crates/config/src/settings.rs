@@ -44,7 +44,7 @@ pub struct Settings {
     /// Default number of objects each policy group is sharded over (default 8).
     pub shards: u32,
     /// How long to wait for the coordinator before degrading (default 3000 ms); the object
-    /// must start deciding within the first half (see [`crate::lease::deadline`]).
+    /// must start deciding within the first half (the worker's `lease::deadline`).
     pub timeout_ms: u64,
     /// Also send `X-RateLimit-Limit/Remaining/Reset`.
     pub legacy_headers: bool,
@@ -58,7 +58,7 @@ pub struct Settings {
     /// How often an isolate reports its counters to the stats object (default 10 s).
     pub stats_flush_ms: u64,
     /// How long a request admitted by a concurrency limit holds its slots when its release
-    /// is lost (default 60 s); see [`crate::lease`].
+    /// is lost (default 60 s); see the worker's `lease` module.
     pub lease_ms: u64,
     /// The longest a route may hold a request for a leaky queue's delay (default 10 s): a
     /// leaky-queue policy on a route whose queue could ask for more is refused.

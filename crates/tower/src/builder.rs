@@ -1,205 +1,26 @@
-//! The layer's configuration: named policies in tollgate's grammar, each on a store and
-//! keyed one way; routes by method and path (the edge worker's rules, from
-//! [`tollgate_http::route`]); how clients are identified; what happens when there is no
-//! key or the store fails.
+//! The builder: named policies in tollgate's grammar, each on a store and keyed one way;
+//! routes by method and path; how clients are identified; what happens when there is no
+//! key or the store fails. Everything is checked in [`Builder::build`], which names the
+//! first field at fault ([`ConfigError`], the shape the edge's config errors have too).
 
 use std::fmt;
 use std::num::NonZeroUsize;
 use std::sync::Arc;
 
-use http::request::Parts;
 use tollgate::fair_share::FairShare;
 use tollgate::headers::{limit_name, tenant_name};
 use tollgate::store::Limits;
 use tollgate::Policy;
 use tollgate_http::client::Cidr;
-use tollgate_http::route::{PathMatch, Routed};
+use tollgate_http::config::ConfigError;
+use tollgate_http::route::PathMatch;
 
-use crate::service::{policy_field, Entry, RateLimitLayer, Settings, Shared};
+use crate::key::Key;
+use crate::layer::RateLimitLayer;
+use crate::route::{CompiledRoute, Route};
+use crate::settings::{MissingKey, OnError, ProxyHeader, Settings};
+use crate::shared::{policy_field, Entry, Shared};
 use crate::store::{Memory, Store};
-
-/// A configuration the layer refuses, naming the field (`policies.api.limit`,
-/// `routes[1].path`, `trusted_proxies[0]`) and the reason.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ConfigError {
-    /// The field at fault.
-    pub field: String,
-    /// What is wrong with it.
-    pub reason: String,
-}
-
-impl ConfigError {
-    fn new(field: impl Into<String>, reason: impl fmt::Display) -> ConfigError {
-        ConfigError {
-            field: field.into(),
-            reason: reason.to_string(),
-        }
-    }
-}
-
-impl fmt::Display for ConfigError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {}", self.field, self.reason)
-    }
-}
-
-impl std::error::Error for ConfigError {}
-
-/// A custom key extractor: the request's head in, a key out (`None`: the request has no
-/// key, and [`MissingKey`] decides).
-pub type Extractor = Arc<dyn Fn(&Parts) -> Option<String> + Send + Sync>;
-
-/// What a policy counts requests by.
-#[derive(Clone)]
-pub enum Key {
-    /// The client's address ([`Builder::trusted_proxies`] says when a forwarding header is
-    /// read), IPv6 grouped by [`Builder::ipv6_prefix`].
-    Ip,
-    /// The API key header ([`Builder::api_key_header`]), hashed with SHA-256 before it
-    /// names anything.
-    ApiKey,
-    /// One counter for every request.
-    Global,
-    /// A key of your own (prefixed `custom:`, so it never collides with the others).
-    Custom(Extractor),
-}
-
-impl Key {
-    /// A custom key extractor.
-    pub fn custom(f: impl Fn(&Parts) -> Option<String> + Send + Sync + 'static) -> Key {
-        Key::Custom(Arc::new(f))
-    }
-}
-
-impl fmt::Debug for Key {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Key::Ip => f.write_str("Ip"),
-            Key::ApiKey => f.write_str("ApiKey"),
-            Key::Global => f.write_str("Global"),
-            Key::Custom(_) => f.write_str("Custom(..)"),
-        }
-    }
-}
-
-/// What a request without a key gets (no API key header, a custom extractor answering
-/// `None`). Never a 500.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
-pub enum MissingKey {
-    /// Count it by the client's address, in the same policy (the default).
-    #[default]
-    UseIp,
-    /// Answer 400 (`missing-key`).
-    Reject,
-    /// Let it through unlimited, without rate-limit fields.
-    Skip,
-}
-
-/// What a request gets when the store cannot decide (an error, not a denial).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum OnError {
-    /// Let it through (fail open), marked with a `Tollgate-Degraded` request header for
-    /// the handler, and the decision-less [`crate::RateLimitInfo`].
-    Open,
-    /// Answer 503 with `Retry-After` (seconds) and a problem document (fail closed).
-    Closed {
-        /// The `Retry-After` of the 503, in seconds.
-        retry_after_secs: u64,
-    },
-}
-
-/// Which header the trusted proxies write.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
-pub enum ProxyHeader {
-    /// `X-Forwarded-For: client, proxy1, proxy2` (the default).
-    #[default]
-    XForwardedFor,
-    /// RFC 7239 `Forwarded: for=client, for=proxy1`.
-    Forwarded,
-}
-
-/// One route: methods (none: any) and a path rule, and either the policy it is limited by
-/// (with a cost) or an exemption. Matched in order; the first match decides; a request
-/// matching no route is not limited (add `Route::new("/")` last to limit everything).
-///
-/// Paths are matched as [`tollgate_http::route`] does at the edge: on the normalised path,
-/// ignoring ASCII case, a prefix by whole segments (`/api` matches `/api` and `/api/x`, not
-/// `/apix`), `*` one segment, a final `**` the rest, a final `name*` a segment prefix.
-#[derive(Clone, Debug)]
-pub struct Route {
-    path: String,
-    methods: Vec<String>,
-    policy: Option<String>,
-    cost: u64,
-    exempt: bool,
-    shadow: bool,
-}
-
-impl Route {
-    /// A route for `path` (a prefix, or a pattern with `*`), any method, cost 1.
-    pub fn new(path: impl Into<String>) -> Route {
-        Route {
-            path: path.into(),
-            methods: Vec::new(),
-            policy: None,
-            cost: 1,
-            exempt: false,
-            shadow: false,
-        }
-    }
-
-    /// Only these methods (case-insensitive).
-    pub fn methods<I: IntoIterator<Item = S>, S: AsRef<str>>(mut self, methods: I) -> Route {
-        self.methods = methods
-            .into_iter()
-            .map(|m| m.as_ref().to_ascii_uppercase())
-            .collect();
-        self
-    }
-
-    /// Limited by the named policy.
-    pub fn policy(mut self, name: impl Into<String>) -> Route {
-        self.policy = Some(name.into());
-        self
-    }
-
-    /// Each request costs `cost` units (default 1).
-    pub fn cost(mut self, cost: u64) -> Route {
-        self.cost = cost;
-        self
-    }
-
-    /// Never limited (e.g. health checks, `/csp-report`).
-    pub fn exempt(mut self) -> Route {
-        self.exempt = true;
-        self
-    }
-
-    /// Decided and reported to the handler but never enforced (shadow mode for this route).
-    pub fn shadow(mut self) -> Route {
-        self.shadow = true;
-        self
-    }
-}
-
-/// A route as the layer runs it.
-pub(crate) struct CompiledRoute {
-    pub(crate) methods: Vec<String>,
-    pub(crate) path: PathMatch,
-    /// Index into the entries; `None`: exempt.
-    pub(crate) entry: Option<usize>,
-    pub(crate) cost: u64,
-    pub(crate) shadow: bool,
-}
-
-impl Routed for CompiledRoute {
-    fn methods(&self) -> &[String] {
-        &self.methods
-    }
-    fn path(&self) -> &PathMatch {
-        &self.path
-    }
-}
 
 type Factory<S> = Box<dyn FnMut(&str, Limits) -> Result<S, String>>;
 
