@@ -106,10 +106,48 @@ pub fn decide_all(
     now: Nanos,
     cost: u64,
 ) -> Result<StackDecision, DecideError> {
+    decide_all_by(limits, now, |_| cost)
+}
+
+/// [`decide_all`] where each limit has its own cost (`costs[i]` for limit `i`): one request
+/// that weighs differently on each of its limits (Envoy's per-descriptor `hits_addend`),
+/// still all or nothing. A cost of 0 checks a limit without charging it.
+///
+/// ```
+/// use tollgate::stack::decide_all_weighted;
+/// use tollgate::Policy;
+/// let small: Policy = "fixed-window 3/min".parse().unwrap();
+/// let large: Policy = "fixed-window 100/min".parse().unwrap();
+/// let (mut a, mut b) = (None, None);
+/// let d = decide_all_weighted(&mut [(&small, &mut a), (&large, &mut b)], 0, &[1, 10]).unwrap();
+/// assert_eq!((d.each[0].remaining, d.each[1].remaining), (2, 90));
+/// // 3 more on the small window is too many: neither limit is charged.
+/// let d = decide_all_weighted(&mut [(&small, &mut a), (&large, &mut b)], 0, &[3, 10]).unwrap();
+/// assert!(!d.decision.allowed);
+/// assert_eq!(d.each[1].remaining, 90);
+/// ```
+///
+/// # Panics
+/// If `costs` and `limits` differ in length.
+pub fn decide_all_weighted(
+    limits: &mut [(&Policy, &mut Option<State>)],
+    now: Nanos,
+    costs: &[u64],
+) -> Result<StackDecision, DecideError> {
+    assert_eq!(limits.len(), costs.len(), "one cost per limit");
+    decide_all_by(limits, now, |i| costs[i])
+}
+
+/// The one all-or-nothing rule, with limit `i` charged `cost(i)`.
+fn decide_all_by(
+    limits: &mut [(&Policy, &mut Option<State>)],
+    now: Nanos,
+    cost: impl Fn(usize) -> u64,
+) -> Result<StackDecision, DecideError> {
     let mut each = Vec::with_capacity(limits.len());
     let mut next = Vec::with_capacity(limits.len());
-    for (policy, state) in limits.iter() {
-        let (d, s) = decide(policy, (**state).clone(), now, cost)?;
+    for (i, (policy, state)) in limits.iter().enumerate() {
+        let (d, s) = decide(policy, (**state).clone(), now, cost(i))?;
         each.push(d);
         next.push(s);
     }

@@ -298,6 +298,21 @@ impl<'a> Batch<'a> {
         decide_all(&mut limits, self.now, cost)
     }
 
+    /// [`Batch::decide`] with one cost per slot (`costs[i]` for slot `i`, in slot order):
+    /// see [`crate::stack::decide_all_weighted`]. Errors charge nothing.
+    ///
+    /// # Panics
+    /// If `costs` and the slots differ in length.
+    pub fn decide_weighted(&mut self, costs: &[u64]) -> Result<StackDecision, DecideError> {
+        let mut limits: Vec<(&Policy, &mut Option<State>)> = self
+            .policies
+            .iter()
+            .copied()
+            .zip(self.states.iter_mut())
+            .collect();
+        crate::stack::decide_all_weighted(&mut limits, self.now, costs)
+    }
+
     /// Releases `cost` slots of every concurrency limit among the slots (a request that
     /// acquired them finished). Returns whether there was one.
     pub fn release(&mut self, cost: u64) -> bool {

@@ -15,6 +15,8 @@ pub struct Request {
     pub limits: Limits,
     /// Cost units (1 unless `COST`).
     pub cost: u64,
+    /// Whether `COST` was given (a `PEEK` decides a cost of 0 without it).
+    pub cost_given: bool,
     /// The tenant (`TENANT t <policy>`), for a fair share.
     pub tenant: Option<String>,
     /// `NOW <ms>`: the test clock (only when the module was loaded with `TESTCLOCK`).
@@ -100,6 +102,7 @@ pub fn parse(args: &[&[u8]], test_clock: bool) -> Result<Request, ArgError> {
     let mut req = Request {
         limits: Limits::stack(&layers).map_err(|e| format!("ERR {e}"))?,
         cost: 1,
+        cost_given: false,
         tenant: None,
         now_ms: None,
         max_delay_ms: None,
@@ -111,6 +114,7 @@ pub fn parse(args: &[&[u8]], test_clock: bool) -> Result<Request, ArgError> {
         match upper.as_slice() {
             b"COST" => {
                 req.cost = number(rest.first().copied(), "COST", MAX_COUNT)?;
+                req.cost_given = true;
                 rest = &rest[1..];
             }
             b"NOW" if test_clock => {
@@ -234,16 +238,20 @@ pub fn run(
         Op::Check => {
             let mut trial = batch.clone();
             let d = trial.decide(req.cost).map_err(decide_error)?;
-            let too_late = req
+            // A waiter's remaining time: kept only as the core's waiting rule says.
+            let keep = req
                 .max_delay_ms
-                .is_some_and(|max| d.decision.allowed && d.decision.delay > millis(max));
-            if !too_late {
+                .is_none_or(|max| tollgate::wait::keeps(&d.decision, Some(millis(max))));
+            if keep {
                 batch = trial;
             }
             Some((d.decision, d.each))
         }
         Op::Peek => {
-            let d = batch.clone().decide(0).map_err(decide_error)?;
+            // With COST: what a request of that cost would get (a waiter's look), nothing
+            // written.
+            let cost = if req.cost_given { req.cost } else { 0 };
+            let d = batch.clone().decide(cost).map_err(decide_error)?;
             Some((d.decision, d.each))
         }
         Op::Release => {

@@ -1,0 +1,200 @@
+//! # tollgate-server
+//!
+//! Envoy's global rate limit service (`envoy.service.ratelimit.v3.RateLimitService`) on
+//! tollgate's core: envoyproxy/ratelimit's YAML configuration read unchanged, every
+//! tollgate algorithm by a `policy:` string, and a request's descriptors decided all or
+//! nothing (an over-limit descriptor charges no other).
+//!
+//! * [`config`]: the YAML format and its validation; [`matching`]: which rule a descriptor
+//!   matches.
+//! * [`engine`]: a request's limits decided together; [`store`]: where the counters live.
+//! * [`service`]: `ShouldRateLimit`; [`http`]: `/json`, `/healthcheck`, `/metrics`.
+//! * [`run`]: the gRPC and HTTP listeners, configuration reload and graceful shutdown.
+
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+pub mod config;
+pub mod engine;
+pub mod http;
+pub mod matching;
+pub mod metrics;
+pub mod redis_store;
+pub mod service;
+pub mod store;
+
+use std::future::Future;
+use std::hash::{Hash, Hasher};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_server::{
+    RateLimitService, RateLimitServiceServer,
+};
+use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+
+use crate::config::{config_files, Config};
+use crate::service::{RequestError, Service};
+use crate::store::Store;
+
+/// Writes one structured log line (JSON) to standard error.
+pub fn log(level: &str, message: &str) {
+    eprintln!(
+        "{}",
+        serde_json::json!({"level": level, "msg": message, "ts": store::Clock::now(&store::SystemClock) / 1_000_000})
+    );
+}
+
+/// The gRPC face of a [`Service`].
+pub struct Grpc<S>(pub Arc<Service<S>>);
+
+#[tonic::async_trait]
+impl<S: Store> RateLimitService for Grpc<S> {
+    async fn should_rate_limit(
+        &self,
+        request: tonic::Request<RateLimitRequest>,
+    ) -> Result<tonic::Response<RateLimitResponse>, tonic::Status> {
+        match self.0.should_rate_limit(request.get_ref()).await {
+            Ok(r) => Ok(tonic::Response::new(r)),
+            Err(RequestError::Invalid(m)) => Err(tonic::Status::invalid_argument(m)),
+            Err(e) => Err(tonic::Status::unavailable(e.to_string())),
+        }
+    }
+}
+
+/// A fingerprint of a configuration directory's files (names and contents): a reload is
+/// tried when it changes.
+fn fingerprint(dir: &Path) -> u64 {
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    match config_files(dir) {
+        Ok(files) => {
+            for f in files {
+                f.hash(&mut h);
+                std::fs::read(&f).ok().hash(&mut h);
+            }
+        }
+        Err(e) => e.reason.hash(&mut h),
+    }
+    h.finish()
+}
+
+/// Watches `dir` every `every` and swaps the service's configuration when its files change:
+/// the whole directory is loaded, and only a configuration that loads entirely replaces the
+/// running one (a bad file is logged and counted, and the running configuration stays).
+pub async fn watch_config<S: Store>(
+    service: Arc<Service<S>>,
+    dir: PathBuf,
+    every: Duration,
+    mut stop: watch::Receiver<bool>,
+) {
+    let mut last = fingerprint(&dir);
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(every) => {}
+            _ = stop.changed() => return,
+        }
+        let now = fingerprint(&dir);
+        if now == last {
+            continue;
+        }
+        last = now;
+        match Config::load_dir(&dir) {
+            Ok(config) => {
+                let domains = config.domains.len();
+                service.set_config(config);
+                service.metrics.add(
+                    "tollgate_config_loads_total",
+                    vec![("result", "success".into())],
+                    1,
+                );
+                log(
+                    "info",
+                    &format!("configuration reloaded: {domains} domain(s)"),
+                );
+            }
+            Err(e) => {
+                service.metrics.add(
+                    "tollgate_config_loads_total",
+                    vec![("result", "error".into())],
+                    1,
+                );
+                log(
+                    "error",
+                    &format!("configuration not reloaded, the running one stays: {e}"),
+                );
+            }
+        }
+    }
+}
+
+/// Serves gRPC (`ShouldRateLimit` and `grpc.health.v1.Health`) on `grpc` and HTTP on
+/// `http` until `shutdown` completes; then reports not serving, stops accepting, and lets
+/// the calls in flight finish, for at most `grace` (a client that keeps its connection
+/// open after the server's HTTP/2 GOAWAY does not hold the process). With `reload`,
+/// watches that directory (see [`watch_config`]) at the given interval.
+pub async fn run<S: Store>(
+    service: Arc<Service<S>>,
+    grpc: TcpListener,
+    http: TcpListener,
+    reload: Option<(PathBuf, Duration)>,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+    grace: Duration,
+) -> std::io::Result<()> {
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let healthy = Arc::new(AtomicBool::new(true));
+    let (reporter, health_service) = tonic_health::server::health_reporter();
+    reporter
+        .set_serving::<RateLimitServiceServer<Grpc<S>>>()
+        .await;
+    if let Some((dir, every)) = reload {
+        tokio::spawn(watch_config(service.clone(), dir, every, stop_rx.clone()));
+    }
+    {
+        let healthy = healthy.clone();
+        tokio::spawn(async move {
+            shutdown.await;
+            healthy.store(false, Ordering::Relaxed);
+            reporter
+                .set_not_serving::<RateLimitServiceServer<Grpc<S>>>()
+                .await;
+            reporter
+                .set_service_status("", tonic_health::ServingStatus::NotServing)
+                .await;
+            let _ = stop_tx.send(true);
+        });
+    }
+    let stopped = |mut rx: watch::Receiver<bool>| async move {
+        let _ = rx.wait_for(|s| *s).await;
+    };
+    let grpc_server = tonic::transport::Server::builder()
+        .add_service(health_service)
+        .add_service(RateLimitServiceServer::from_arc(Arc::new(Grpc(
+            service.clone(),
+        ))))
+        .serve_with_incoming_shutdown(
+            tonic::transport::server::TcpIncoming::from(grpc),
+            stopped(stop_rx.clone()),
+        );
+    let app = http::router(http::HttpState { service, healthy });
+    let http_server = axum::serve(http, app).with_graceful_shutdown(stopped(stop_rx.clone()));
+    let servers = async {
+        let (g, h) = tokio::join!(grpc_server, async { http_server.await });
+        g.map_err(std::io::Error::other)?;
+        h
+    };
+    let drained = async {
+        stopped(stop_rx).await;
+        tokio::time::sleep(grace).await;
+    };
+    tokio::select! {
+        r = servers => r,
+        _ = drained => {
+            log("warn", "connections still open after the shutdown grace: closing them");
+            Ok(())
+        }
+    }
+}

@@ -1,0 +1,206 @@
+//! `tollgate-server`: Envoy's global rate limit service on tollgate. See the README.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::Parser;
+use tollgate_server::config::Config;
+use tollgate_server::engine::Charging;
+use tollgate_server::redis_store::{Failure, RedisStore};
+use tollgate_server::service::{Service, Settings};
+use tollgate_server::store::Memory;
+use tollgate_server::{log, run};
+
+/// Envoy's global rate limit service (envoy.service.ratelimit.v3) on tollgate.
+///
+/// Settings come from flags or from the environment variables envoyproxy/ratelimit reads
+/// (RUNTIME_ROOT, GRPC_PORT, SHADOW_MODE, ...).
+#[derive(Parser, Debug)]
+#[command(name = "tollgate-server", version)]
+struct Args {
+    /// The directory of configuration files (*.yaml). Default:
+    /// RUNTIME_ROOT/RUNTIME_SUBDIRECTORY/RUNTIME_APPDIRECTORY.
+    #[arg(long)]
+    config_dir: Option<PathBuf>,
+    /// envoyproxy/ratelimit's runtime root.
+    #[arg(
+        long,
+        env = "RUNTIME_ROOT",
+        default_value = "/srv/runtime_data/current"
+    )]
+    runtime_root: PathBuf,
+    /// envoyproxy/ratelimit's runtime subdirectory.
+    #[arg(long, env = "RUNTIME_SUBDIRECTORY", default_value = "")]
+    runtime_subdirectory: String,
+    /// envoyproxy/ratelimit's runtime application directory.
+    #[arg(long, env = "RUNTIME_APPDIRECTORY", default_value = "config")]
+    runtime_appdirectory: String,
+    /// Load and validate the configuration, print what was loaded, and exit (1 on error).
+    #[arg(long)]
+    check_config: bool,
+    /// gRPC host.
+    #[arg(long, env = "GRPC_HOST", default_value = "0.0.0.0")]
+    grpc_host: String,
+    /// gRPC port (0: any free port).
+    #[arg(long, env = "GRPC_PORT", default_value_t = 8081)]
+    grpc_port: u16,
+    /// HTTP host (/json, /healthcheck, /metrics).
+    #[arg(long, env = "HOST", default_value = "0.0.0.0")]
+    http_host: String,
+    /// HTTP port (0: any free port).
+    #[arg(long, env = "PORT", default_value_t = 8080)]
+    http_port: u16,
+    /// Global shadow mode: count and report, never deny.
+    #[arg(long, env = "SHADOW_MODE", default_value_t = false, action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
+    shadow_mode: bool,
+    /// envoyproxy/ratelimit's charging: every descriptor with room is charged even when
+    /// another one of the request is over its limit (off: all or nothing).
+    #[arg(long, env = "TOLLGATE_CHARGE_EVERY_DESCRIPTOR", default_value_t = false, action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
+    charge_every_descriptor: bool,
+    /// Redis for the fleet store (`redis://host:port/`); without it, counters are kept in
+    /// this process's memory.
+    #[arg(long, env = "REDIS_URL")]
+    redis_url: Option<String>,
+    /// What requests get when Redis does not answer in time: open (admit), closed (deny)
+    /// or local (this process's memory decides).
+    #[arg(long, env = "TOLLGATE_REDIS_FAILURE", default_value = "closed")]
+    redis_failure: String,
+    /// How long one Redis round trip may take, in milliseconds.
+    #[arg(long, env = "TOLLGATE_REDIS_TIMEOUT_MS", default_value_t = 200)]
+    redis_timeout_ms: u64,
+    /// The prefix of every Redis key.
+    #[arg(long, env = "CACHE_KEY_PREFIX", default_value = "tollgate:")]
+    redis_prefix: String,
+    /// On SIGTERM or Ctrl-C: how long calls in flight may take to finish, in milliseconds.
+    #[arg(long, env = "TOLLGATE_SHUTDOWN_GRACE_MS", default_value_t = 10_000)]
+    shutdown_grace_ms: u64,
+    /// How often the configuration directory is checked for changes, in milliseconds (0:
+    /// never reload).
+    #[arg(long, env = "TOLLGATE_RELOAD_INTERVAL_MS", default_value_t = 1000)]
+    reload_interval_ms: u64,
+}
+
+fn config_dir(a: &Args) -> PathBuf {
+    a.config_dir.clone().unwrap_or_else(|| {
+        a.runtime_root
+            .join(&a.runtime_subdirectory)
+            .join(&a.runtime_appdirectory)
+    })
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(s) => s,
+                Err(_) => {
+                    let _ = ctrl_c.await;
+                    return;
+                }
+            };
+        tokio::select! {
+            _ = ctrl_c => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = ctrl_c.await;
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    let dir = config_dir(&args);
+    let config = match Config::load_dir(&dir) {
+        Ok(c) => c,
+        Err(e) => {
+            log("error", &format!("configuration not loaded: {e}"));
+            return ExitCode::FAILURE;
+        }
+    };
+    if args.check_config {
+        let mut domains: Vec<&String> = config.domains.keys().collect();
+        domains.sort();
+        println!(
+            "configuration OK: {} domain(s) from {}: {}",
+            domains.len(),
+            dir.display(),
+            domains
+                .iter()
+                .map(|d| d.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        return ExitCode::SUCCESS;
+    }
+    let settings = Settings {
+        charging: if args.charge_every_descriptor {
+            Charging::Each
+        } else {
+            Charging::AllOrNothing
+        },
+        global_shadow: args.shadow_mode,
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            log("error", &format!("cannot start the runtime: {e}"));
+            return ExitCode::FAILURE;
+        }
+    };
+    let result = runtime.block_on(async {
+        let grpc = tokio::net::TcpListener::bind((args.grpc_host.as_str(), args.grpc_port)).await?;
+        let http = tokio::net::TcpListener::bind((args.http_host.as_str(), args.http_port)).await?;
+        let grace = Duration::from_millis(args.shutdown_grace_ms);
+        let reload = (args.reload_interval_ms > 0)
+            .then(|| (dir.clone(), Duration::from_millis(args.reload_interval_ms)));
+        // One line on stdout with the bound addresses (ports may have been 0).
+        let listening = format!(
+            "listening grpc={} http={}",
+            grpc.local_addr()?,
+            http.local_addr()?
+        );
+        log(
+            "info",
+            &format!("serving; configuration from {}", dir.display()),
+        );
+        match &args.redis_url {
+            None => {
+                let service = Arc::new(Service::new(config, Memory::new(), settings));
+                println!("{listening}");
+                run(service, grpc, http, reload, shutdown_signal(), grace).await
+            }
+            Some(url) => {
+                let failure = Failure::parse(&args.redis_failure).ok_or_else(|| {
+                    std::io::Error::other(format!(
+                        "--redis-failure: '{}' is not open, closed or local",
+                        args.redis_failure
+                    ))
+                })?;
+                let timeout = Duration::from_millis(args.redis_timeout_ms.max(1));
+                let store = RedisStore::connect(url, &args.redis_prefix, timeout, failure)
+                    .await
+                    .map_err(|e| std::io::Error::other(format!("redis at {url}: {e}")))?;
+                let service = Arc::new(Service::new(config, store, settings));
+                println!("{listening}");
+                run(service, grpc, http, reload, shutdown_signal(), grace).await
+            }
+        }
+    });
+    match result {
+        Ok(()) => {
+            log("info", "stopped");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            log("error", &format!("server failed: {e}"));
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,161 @@
+//! The built binary: `--check-config`, a configuration reload that swaps limits while it
+//! serves (and a bad file that keeps the running one), gRPC health, graceful shutdown.
+
+mod support;
+
+use std::process::Command;
+use std::time::Duration;
+
+use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::Code;
+use support::binary::{temp_dir, Server};
+use support::{code, desc, req};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+const GOOD: &str = "domain: app\ndescriptors:\n  - key: a\n    rate_limit:\n      unit: day\n      requests_per_unit: 2\n";
+const SWAPPED: &str = "domain: app\ndescriptors:\n  - key: b\n    rate_limit:\n      unit: day\n      requests_per_unit: 100\n";
+const BAD: &str = "domain: app\ndescriptors:\n  - key: b\n    rate_limit:\n      unit: fortnight\n      requests_per_unit: 100\n";
+
+/// Replaces a file at once (write then rename), as a deployment swaps a config.
+fn put(dir: &std::path::Path, name: &str, text: &str) {
+    let tmp = dir.join(format!(".{name}.tmp"));
+    std::fs::write(&tmp, text).unwrap();
+    std::fs::rename(&tmp, dir.join(name)).unwrap();
+}
+
+#[test]
+fn check_config_reports_ok_or_the_file_and_path() {
+    let dir = temp_dir("check");
+    put(&dir, "limits.yaml", GOOD);
+    let out = Command::new(env!("CARGO_BIN_EXE_tollgate-server"))
+        .args(["--check-config", "--config-dir"])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert!(String::from_utf8_lossy(&out.stdout).contains("1 domain(s)"));
+    put(&dir, "limits.yaml", BAD);
+    let out = Command::new(env!("CARGO_BIN_EXE_tollgate-server"))
+        .args(["--check-config"])
+        .env("RUNTIME_ROOT", &dir)
+        .env("RUNTIME_APPDIRECTORY", "")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(
+            "limits.yaml: descriptors[0].rate_limit.unit: invalid rate limit unit 'fortnight'"
+        ),
+        "{err}"
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+async fn http_get(addr: &str, path: &str) -> String {
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let req = format!("GET {path} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
+    s.write_all(req.as_bytes()).await.unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).await.unwrap();
+    out
+}
+
+// Multi-threaded: the dropped clients' connections close on other threads while this one
+// waits for the process to exit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reload_swaps_limits_and_a_bad_file_keeps_the_running_config() {
+    let dir = temp_dir("reload");
+    put(&dir, "limits.yaml", GOOD);
+    let dir_arg = dir.display().to_string();
+    let server = Server::start(&["--config-dir", &dir_arg, "--reload-interval-ms", "20"]);
+    let mut client = server.client().await;
+    let a = req("app", vec![desc(&[("a", "1")])]);
+    let b = req("app", vec![desc(&[("b", "1")])]);
+    let mut codes = Vec::new();
+    for _ in 0..3 {
+        codes.push(code(
+            client
+                .should_rate_limit(a.clone())
+                .await
+                .unwrap()
+                .into_inner()
+                .overall_code,
+        ));
+    }
+    assert_eq!(codes, [Code::Ok, Code::Ok, Code::OverLimit]);
+
+    put(&dir, "limits.yaml", SWAPPED);
+    // Calls keep succeeding while the file changes; wait (bounded) for "b" to be limited.
+    let mut swapped = false;
+    for _ in 0..500 {
+        let r = client
+            .should_rate_limit(b.clone())
+            .await
+            .expect("no failed call");
+        if r.into_inner().statuses[0].current_limit.is_some() {
+            swapped = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(swapped, "the new configuration was loaded");
+    let r = client
+        .should_rate_limit(a.clone())
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(r.statuses[0].current_limit, None, "the old rule is gone");
+
+    put(&dir, "limits.yaml", BAD);
+    let mut reported = false;
+    for _ in 0..500 {
+        let metrics = http_get(&server.http, "/metrics").await;
+        if metrics.contains("tollgate_config_loads_total{result=\"error\"} 1") {
+            reported = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(reported, "the bad file was reported");
+    let r = client
+        .should_rate_limit(b.clone())
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(
+        r.statuses[0]
+            .current_limit
+            .as_ref()
+            .unwrap()
+            .requests_per_unit,
+        100,
+        "still running"
+    );
+
+    // Health: serving until SIGTERM, then a clean exit.
+    let channel = tonic::transport::Channel::from_shared(server.grpc.clone())
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let mut health = tonic_health::pb::health_client::HealthClient::new(channel);
+    let status = health
+        .check(tonic_health::pb::HealthCheckRequest {
+            service: String::new(),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .status;
+    assert_eq!(
+        status,
+        tonic_health::pb::health_check_response::ServingStatus::Serving as i32
+    );
+    assert!(http_get(&server.http, "/healthcheck")
+        .await
+        .starts_with("HTTP/1.1 200"));
+    drop((client, health));
+    let exit = server.terminate();
+    assert!(exit.success(), "graceful shutdown: {exit:?}");
+    let _ = std::fs::remove_dir_all(dir);
+}

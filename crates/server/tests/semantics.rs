@@ -1,0 +1,274 @@
+//! What tollgate-server adds or decides differently, over gRPC: all-or-nothing descriptors
+//! (and the switch back to charging every descriptor), `hits_addend`, shadow modes, the
+//! `policy:` extension, the RateLimit headers; and the HTTP side.
+
+mod support;
+
+use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::Code;
+use support::*;
+use tollgate::NANOS_PER_SEC;
+use tollgate_server::engine::Charging;
+use tollgate_server::service::Settings;
+
+const TWO_LIMITS: &str = r#"
+domain: api
+descriptors:
+  - key: user
+    rate_limit:
+      unit: minute
+      requests_per_unit: 3
+  - key: tenant
+    rate_limit:
+      unit: minute
+      requests_per_unit: 100
+  - key: path
+    value: /slow
+    rate_limit:
+      policy: "sliding-window 2/10s"
+  - key: canary
+    shadow_mode: true
+    rate_limit:
+      unit: minute
+      requests_per_unit: 1
+"#;
+
+fn user_and_tenant() -> envoy_types::pb::envoy::service::ratelimit::v3::RateLimitRequest {
+    req(
+        "api",
+        vec![desc(&[("user", "alice")]), desc(&[("tenant", "acme")])],
+    )
+}
+
+#[tokio::test]
+async fn an_over_limit_descriptor_charges_no_other() {
+    let mut s = start(&[TWO_LIMITS], Settings::default()).await;
+    assert_eq!(s.codes(&user_and_tenant(), 3).await, [Code::Ok; 3]);
+    for _ in 0..5 {
+        let r = s.call(user_and_tenant()).await;
+        assert_eq!(code(r.overall_code), Code::OverLimit);
+        assert_eq!(status_code(&r.statuses[0]), Code::OverLimit);
+        assert_eq!(status_code(&r.statuses[1]), Code::Ok);
+        assert_eq!(
+            r.statuses[1].limit_remaining, 97,
+            "the tenant stays at 3 spent"
+        );
+    }
+    // Another user of the tenant still finds 97 left.
+    let r = s
+        .call(req(
+            "api",
+            vec![desc(&[("user", "bob")]), desc(&[("tenant", "acme")])],
+        ))
+        .await;
+    assert_eq!(r.statuses[1].limit_remaining, 96);
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn the_compatibility_switch_charges_every_descriptor() {
+    let settings = Settings {
+        charging: Charging::Each,
+        ..Settings::default()
+    };
+    let mut s = start(&[TWO_LIMITS], settings).await;
+    assert_eq!(s.codes(&user_and_tenant(), 3).await, [Code::Ok; 3]);
+    for spent in 4..9 {
+        let r = s.call(user_and_tenant()).await;
+        assert_eq!(code(r.overall_code), Code::OverLimit);
+        assert_eq!(
+            r.statuses[1].limit_remaining,
+            100 - spent,
+            "charged though denied"
+        );
+    }
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn hits_addend_per_request_and_per_descriptor() {
+    let mut s = start(&[TWO_LIMITS], Settings::default()).await;
+    let mut r = req("api", vec![desc(&[("tenant", "t1")])]);
+    r.hits_addend = 40;
+    assert_eq!(s.call(r.clone()).await.statuses[0].limit_remaining, 60);
+    // A descriptor's own hits_addend wins over the request's; 0 checks without charging.
+    let mut check = req("api", vec![desc_hits(&[("tenant", "t1")], 0)]);
+    check.hits_addend = 40;
+    assert_eq!(s.call(check).await.statuses[0].limit_remaining, 60);
+    assert_eq!(s.call(r.clone()).await.statuses[0].limit_remaining, 20);
+    // 40 more than the 20 left: over, and nothing charged.
+    let over = s.call(r).await;
+    assert_eq!(code(over.overall_code), Code::OverLimit);
+    let left = s
+        .call(req("api", vec![desc_hits(&[("tenant", "t1")], 20)]))
+        .await;
+    assert_eq!(code(left.overall_code), Code::Ok);
+    assert_eq!(left.statuses[0].limit_remaining, 0);
+    // Two descriptors, two costs, one decision: 4 on a limit of 3 can never pass, so the 50 on
+    // the tenant is not taken either.
+    let both = req(
+        "api",
+        vec![
+            desc_hits(&[("user", "u")], 4),
+            desc_hits(&[("tenant", "t2")], 50),
+        ],
+    );
+    let r = s.call(both).await;
+    assert_eq!(code(r.overall_code), Code::OverLimit);
+    assert_eq!(r.statuses[1].limit_remaining, 100);
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn a_policy_string_picks_the_algorithm() {
+    let mut s = start(&[TWO_LIMITS], Settings::default()).await;
+    let slow = req("api", vec![desc(&[("path", "/slow")])]);
+    assert_eq!(
+        s.codes(&slow, 3).await,
+        [Code::Ok, Code::Ok, Code::OverLimit]
+    );
+    // A sliding window: 10 s later the previous window still weighs (a fixed window
+    // would have reset), 20 s later it is empty.
+    s.clock.advance(10 * NANOS_PER_SEC);
+    assert_eq!(s.codes(&slow, 1).await, [Code::OverLimit]);
+    s.clock.advance(10 * NANOS_PER_SEC);
+    assert_eq!(
+        s.codes(&slow, 3).await,
+        [Code::Ok, Code::Ok, Code::OverLimit]
+    );
+    let r = s.call(slow).await;
+    let policy = r
+        .response_headers_to_add
+        .iter()
+        .find(|h| h.key == "RateLimit-Policy")
+        .unwrap();
+    assert_eq!(policy.value, r#""api.path_/slow";q=2;w=10"#);
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn headers_name_the_binding_limit_and_retry_after() {
+    let mut s = start(&[TWO_LIMITS], Settings::default()).await;
+    s.clock.advance(15 * NANOS_PER_SEC); // 45 s left in the minute
+    let r = s.call(user_and_tenant()).await;
+    let get = |r: &envoy_types::pb::envoy::service::ratelimit::v3::RateLimitResponse, k: &str| {
+        r.response_headers_to_add
+            .iter()
+            .find(|h| h.key == k)
+            .map(|h| h.value.clone())
+    };
+    assert_eq!(
+        get(&r, "RateLimit-Policy").unwrap(),
+        r#""api.user";q=3;w=60, "api.tenant";q=100;w=60"#
+    );
+    assert_eq!(get(&r, "RateLimit").unwrap(), r#""api.user";r=2;t=45"#);
+    assert_eq!(get(&r, "Retry-After"), None);
+    s.codes(&user_and_tenant(), 2).await;
+    let r = s.call(user_and_tenant()).await;
+    assert_eq!(get(&r, "Retry-After").unwrap(), "45");
+    assert_eq!(r.statuses[0].duration_until_reset.unwrap().seconds, 45);
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn a_shadow_descriptor_never_denies_nor_blocks_the_others() {
+    let mut s = start(&[TWO_LIMITS], Settings::default()).await;
+    let r = req(
+        "api",
+        vec![desc(&[("canary", "c")]), desc(&[("tenant", "shadowed")])],
+    );
+    for spent in 1..=3u32 {
+        let a = s.call(r.clone()).await;
+        assert_eq!(code(a.overall_code), Code::Ok);
+        assert_eq!(
+            a.statuses[1].limit_remaining,
+            100 - spent,
+            "the tenant is charged"
+        );
+    }
+    let m = &s.service.metrics;
+    let labels = [
+        ("policy", "api.canary"),
+        ("outcome", "shadow_over_limit"),
+        ("source", "memory"),
+    ];
+    assert_eq!(m.get("tollgate_decisions_total", &labels), 2);
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn global_shadow_mode_answers_ok_and_counts() {
+    let settings = Settings {
+        global_shadow: true,
+        ..Settings::default()
+    };
+    let mut s = start(&[TWO_LIMITS], settings).await;
+    let r = req("api", vec![desc(&[("user", "eve")])]);
+    assert_eq!(s.codes(&r, 5).await, [Code::Ok; 5]);
+    let labels = [
+        ("policy", "api.user"),
+        ("outcome", "shadow_over_limit"),
+        ("source", "memory"),
+    ];
+    assert_eq!(
+        s.service.metrics.get("tollgate_decisions_total", &labels),
+        2
+    );
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn bad_requests_are_invalid_argument() {
+    let mut s = start(&[TWO_LIMITS], Settings::default()).await;
+    let err = s
+        .client
+        .should_rate_limit(req("", vec![desc(&[("user", "a")])]))
+        .await;
+    let err = err.unwrap_err();
+    assert_eq!(err.code(), tonic::Code::InvalidArgument);
+    assert!(err.message().contains("domain"), "{}", err.message());
+    let err = s
+        .client
+        .should_rate_limit(req("api", vec![]))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), tonic::Code::InvalidArgument);
+    // An unknown domain limits nothing.
+    let r = s.call(req("nope", vec![desc(&[("user", "a")])])).await;
+    assert_eq!(code(r.overall_code), Code::Ok);
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn http_json_healthcheck_and_metrics() {
+    let mut s = start(&[TWO_LIMITS], Settings::default()).await;
+    let body = r#"{"domain":"api","descriptors":[{"entries":[{"key":"user","value":"j"}]},{"entries":[{"key":"tenant","value":"j"}]}]}"#;
+    for _ in 0..3 {
+        assert_eq!(s.http("POST", "/json", body).await.0, 200);
+    }
+    let (status, text) = s.http("POST", "/json", body).await;
+    assert_eq!(status, 429);
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(v["overallCode"], "OVER_LIMIT");
+    assert_eq!(v["statuses"][0]["code"], "OVER_LIMIT");
+    assert_eq!(v["statuses"][0]["currentLimit"]["requestsPerUnit"], 3);
+    assert_eq!(v["statuses"][0]["currentLimit"]["unit"], "MINUTE");
+    assert_eq!(v["statuses"][1]["code"], "OK");
+    assert_eq!(v["statuses"][1]["limitRemaining"], 97);
+    let (status, text) = s.http("POST", "/json", "{\"domain\": 3}").await;
+    assert_eq!(status, 400);
+    assert!(text.contains("domain"), "{text}");
+    assert_eq!(s.http("GET", "/healthcheck", "").await, (200, "OK".into()));
+    let (status, text) = s.http("GET", "/metrics", "").await;
+    assert_eq!(status, 200);
+    assert!(
+        text.contains("tollgate_requests_total{code=\"over_limit\"} 1"),
+        "{text}"
+    );
+    assert!(text.contains(
+        "tollgate_decisions_total{policy=\"api.user\",outcome=\"over_limit\",source=\"memory\"} 1"
+    ));
+    // The gRPC health service answers too.
+    let r = s.call(req("api", vec![desc(&[("user", "h")])])).await;
+    assert_eq!(code(r.overall_code), Code::Ok);
+    s.stop().await;
+}
