@@ -12,7 +12,7 @@
 #
 # Each path runs twice, at R and 2R operations after the same set-up; the difference over R
 # is one operation's count (the set-up, the start and the exit cancel). The margin (the
-# baseline's third column) is 3% where the count is exact, wider at 1M keys (PERF.md says why).
+# baseline's third column) is 3%.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 command -v valgrind >/dev/null || { echo "valgrind not found (apt-get install valgrind)"; exit 1; }

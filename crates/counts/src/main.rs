@@ -34,10 +34,11 @@ fn policy(text: &str) -> Policy {
 /// `keyed/tollgate` and `keyed/tollgate-decision`: 1000/s GCRA, 1 µs between checks.
 fn keyed(n: u64, full: bool, rounds: u64) {
     let n = black_box(n);
-    // The store's hasher is seeded from addresses (foldhash), so the probe lengths at 10k
-    // keys, and with them the count, move with the binary's layout: counted 237-276
-    // instructions per check over ten seeds of one build. The rounds go round-robin over
-    // limiters with seeds of their own, to count the mean (1 key: no probe, one limiter).
+    // The store's hasher is seeded from addresses (foldhash), so the count at 10k keys can
+    // move with the binary's layout: before the table mixed its hash, one limiter counted
+    // 237-276 instructions per check over ten seeds of one build (271-272 since). The rounds
+    // go round-robin over limiters with seeds of their own, to count the mean (1 key: no
+    // probe, one limiter).
     let limiters = if n == 1 {
         1
     } else {
