@@ -39,7 +39,7 @@ echo "--- sizes"
 wasm=crates/wasm/pkg/web/tollgate_wasm_bg.wasm
 gz=$(gzip -9 -c "$wasm" | wc -c)
 echo "wasm: $(wc -c < "$wasm") bytes raw, $gz bytes gzipped"
-# The size goal is 40 KB gzipped (crates/wasm/README.md says where the bytes are). The test
+# The size goal is 40 KB gzipped (PERF.md says where the bytes are). The test
 # is a budget with headroom above it, so that a change made for clarity does not fail the
 # suite over a few hundred bytes: it fails at 46,000 bytes (44,320 on 2026-12-03, with the
 # core's size tricks removed, the stack rule, headers and 429 body from the core, and
@@ -52,7 +52,7 @@ if [ "$gz" -gt "$goal" ]; then
   echo "note: the .wasm is $gz bytes gzipped, above the $goal-byte goal (budget $budget)"
 fi
 if [ "$gz" -ge "$budget" ]; then
-  echo "the .wasm is $gz bytes gzipped, over the $budget-byte budget (crates/wasm/README.md says where the bytes are)" >&2
+  echo "the .wasm is $gz bytes gzipped, over the $budget-byte budget (PERF.md says where the bytes are)" >&2
   exit 1
 fi
 (cd crates/wasm && npm pack --dry-run --json 2>/dev/null) | node -e '

@@ -22,7 +22,7 @@
 // Usage: node bench/check.js [--ms 1500] [--only 10000] [--rounds 3]   (from crates/wasm, after build.sh)
 // Prints, for each round (every case once, in turn), a table with ops/s, CPU time per check
 // (steadier than ops/s on a shared machine) and tollgate's ratio to each, and the memory per
-// key; then tollgate's ratios to the JS Map bucket over the rounds.
+// key; then tollgate's ratios to the JS Map bucket and to npm `limiter` over the rounds.
 import { spawnSync } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
@@ -277,11 +277,14 @@ async function main() {
           `${String(nKeys).padEnd(9)} ${r.impl.padEnd(10)} ${fmtOps(r.opsPerSec).padStart(9)}   ${(1e9 / r.opsPerCpuSec).toFixed(0).padStart(8)}   ${ratio.toFixed(2).padStart(8)}x (${cpuRatio.toFixed(2)}x)   ${fmtBytes(r.heapPerKey, nKeys).padStart(8)}  ${fmtBytes(r.rssPerKey, nKeys).padStart(8)}  ${fmtBytes(r.externalPerKey, nKeys).padStart(8)}`,
         );
       }
-      const [js, jsAllow, allow, rlf, clock, floor] = ["js-map", "js-allow", "tg-allow", "rlf", "clock-only", "wasm-floor"].map(by);
+      const [js, jsAllow, allow, rlf, clock, floor, limiter] = ["js-map", "js-allow", "tg-allow", "rlf", "clock-only", "wasm-floor", "limiter"].map(by);
       summary.push(
         `round ${round}, ${nKeys} keys: check/js-map ${(tg.opsPerSec / js.opsPerSec).toFixed(2)}x (CPU ${(tg.opsPerCpuSec / js.opsPerCpuSec).toFixed(2)}x; goal >= ${nKeys >= 1_000_000 ? "1.5" : "1"}), ` +
           `allow/js-map ${(allow.opsPerSec / js.opsPerSec).toFixed(2)}x (CPU ${(allow.opsPerCpuSec / js.opsPerCpuSec).toFixed(2)}x), ` +
-          `allow/js-allow ${(allow.opsPerSec / jsAllow.opsPerSec).toFixed(2)}x, check/rlf ${(tg.opsPerSec / rlf.opsPerSec).toFixed(1)}x; ` +
+          `allow/js-allow ${(allow.opsPerSec / jsAllow.opsPerSec).toFixed(2)}x, check/rlf ${(tg.opsPerSec / rlf.opsPerSec).toFixed(1)}x, ` +
+          // npm `limiter` answers a boolean: `allow` is its like, `check` adds the answer object.
+          `check/limiter ${(tg.opsPerSec / limiter.opsPerSec).toFixed(2)}x (CPU ${(tg.opsPerCpuSec / limiter.opsPerCpuSec).toFixed(2)}x), ` +
+          `allow/limiter ${(allow.opsPerSec / limiter.opsPerSec).toFixed(2)}x (CPU ${(allow.opsPerCpuSec / limiter.opsPerCpuSec).toFixed(2)}x; goal >= 1); ` +
           `CPU ns per check: tollgate ${ns(tg)}, allow ${ns(allow)}, js-map ${ns(js)}, clock-only ${ns(clock)}, wasm-floor ${ns(floor)} ` +
           `(wasm-floor/js-map ${(floor.opsPerCpuSec / js.opsPerCpuSec).toFixed(2)}x: the most any wasm binding of this shape could reach); ` +
           `rss/key tollgate ${fmtBytes(tg.rssPerKey, nKeys)}, js-map ${fmtBytes(js.rssPerKey, nKeys)}`,

@@ -1,0 +1,100 @@
+#!/usr/bin/env bash
+# Instructions per operation on the hot paths, counted by valgrind (deterministic: the same
+# count on a quiet machine or a loaded one), checked against the committed baseline
+# `benches/counts.tsv`. See PERF.md.
+#
+#   scripts/counts.sh            count every path; fail if one grew more than its margin over
+#                                its baseline (prints old, new and the ratio for each)
+#   scripts/counts.sh --update   count every path and write the counts as the new baseline,
+#                                keeping each path's margin (commit it with a message that
+#                                says why the counts moved)
+#   scripts/counts.sh PATH...    count only these paths (no check, no write)
+#
+# Each path runs twice, at R and 2R operations after the same set-up; the difference over R
+# is one operation's count (the set-up, the start and the exit cancel). The margin (the
+# baseline's third column) is 3%.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+command -v valgrind >/dev/null || { echo "valgrind not found (apt-get install valgrind)"; exit 1; }
+baseline=benches/counts.tsv
+mode=check
+case "${1:-}" in
+  --update) mode=update; shift ;;
+  -*) sed -n '2,15p' "$0"; exit 2 ;;
+esac
+[ $# -gt 0 ] && mode=only
+
+cargo build -j2 --quiet --release -p tollgate-counts
+BIN="${CARGO_TARGET_DIR:-target}/release/tollgate-counts"
+VALGRIND=$(command -v valgrind)
+
+# The instructions of one run of `tollgate-counts PATH ROUNDS`, in an empty environment (the
+# store's hash seed comes from stack addresses, which the environment's size moves).
+total() {
+  env -i "$VALGRIND" --tool=cachegrind --cache-sim=no --cachegrind-out-file=/dev/null \
+    "$BIN" "$1" "$2" 2>&1 >/dev/null | awk '/I +refs:/ {gsub(",", "", $NF); print $NF}'
+}
+
+# One operation's count: (2R run - R run) / R, to one decimal.
+per_op() {
+  local r=$2 a b
+  a=$(total "$1" "$r")
+  b=$(total "$1" $((2 * r)))
+  awk -v a="$a" -v b="$b" -v r="$r" 'BEGIN { printf "%.1f\n", (b - a) / r }'
+}
+
+# The paths and their rounds.
+paths() {
+  if [ $# -gt 0 ]; then printf '%s 20000\n' "$@"; return; fi
+  cat <<'LIST'
+direct-admit 20000
+direct-decision 20000
+stack-decision 20000
+keyed-admit-1 20000
+keyed-check-1 20000
+keyed-admit-10k 20000
+keyed-check-10k 20000
+keyed-admit-1m 100000
+keyed-check-1m 100000
+keyed-stack-1 20000
+LIST
+}
+
+new=$(mktemp)
+trap 'rm -f "$new" "$new.tsv"' EXIT
+paths "$@" | while read -r path rounds; do
+  printf '%s\t%s\n' "$path" "$(per_op "$path" "$rounds")"
+done >"$new"
+
+case $mode in
+  only) column -t "$new" ;;
+  update)
+    # Each path keeps its margin (1.03 for a new one).
+    awk -F'\t' '
+      NR == FNR { if ($1 !~ /^#/) m[$1] = $3; next }
+      FNR == 1 { print "# path\tinstructions per operation\tmargin (scripts/counts.sh --update; PERF.md)" }
+      { printf "%s\t%s\t%s\n", $1, $2, ($1 in m) ? m[$1] : "1.03" }' "$baseline" "$new" >"$new.tsv"
+    mv "$new.tsv" "$baseline"
+    column -t -s "$(printf '\t')" "$baseline"
+    echo "wrote $baseline: commit it with a message that says why the counts moved" ;;
+  check)
+    # Old, new and the ratio for every path; fail if a ratio is over its margin, or a path
+    # has no baseline (a new path is added with --update).
+    awk -F'\t' '
+      BEGIN { printf "%-18s %10s %10s %8s\n", "path", "old", "new", "new/old" }
+      NR == FNR { if ($1 !~ /^#/) { old[$1] = $2; margin[$1] = $3 } next }
+      {
+        if (!($1 in old)) { printf "%-18s %10s %10.1f   no baseline\n", $1, "-", $2; bad = 1; next }
+        ratio = $2 / old[$1]
+        over = ratio > margin[$1]
+        if (over) bad = 1
+        printf "%-18s %10.1f %10.1f %8.3f%s\n", $1, old[$1], $2, ratio, over ? "   OVER (margin " margin[$1] ")" : ""
+      }
+      END {
+        if (bad) {
+          print "\ninstruction counts over their baseline by more than the margin (or unlisted)."
+          print "If the change is deliberate: scripts/counts.sh --update, and commit benches/counts.tsv saying why."
+          exit 1
+        }
+      }' "$baseline" "$new" ;;
+esac
