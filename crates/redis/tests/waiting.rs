@@ -135,3 +135,73 @@ async fn a_queued_caller_with_a_short_deadline_fails_at_once_with_the_retry_time
     let peek = l.peek("k", None).await.unwrap();
     assert_eq!(peek.decision.remaining, 0, "{peek:?}");
 }
+
+/// The waiting vectors (`tests/vectors/waiting/*.json`, see the core's `tests/waiting.rs` for
+/// the format) on Redis's scripts: decisions at a test clock that only the waiter's sleeps
+/// move (each `late` longer), the jitter drawn always the vector's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_waiting_vectors_replay_on_redis() {
+    use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+    use std::sync::Arc;
+    use tollgate::{ceil_millis, millis};
+
+    let server = Server::start();
+    let conn = redis::Client::open(server.url())
+        .unwrap()
+        .get_connection_manager()
+        .await
+        .unwrap();
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/vectors/waiting");
+    let mut files: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    files.sort();
+    assert!(files.len() >= 5, "{files:?}");
+    let n = |v: &serde_json::Value, f: &str| v[f].as_u64().unwrap_or_else(|| panic!("{f}: {v}"));
+    for path in files {
+        let name = path.file_stem().unwrap().to_string_lossy().to_string();
+        let v: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        let limits = single(v["policy"].as_str().unwrap());
+        let clock = Arc::new(AtomicU64::new(0));
+        let late = Duration::from_millis(n(&v, "late"));
+        let limiter = |jitter: u64| {
+            let options = Options::new(format!("vectors:{name}"), Fallback::Closed)
+                .timeout(Duration::from_secs(5))
+                .test_clock(Arc::clone(&clock))
+                .test_timers(late)
+                .jitter(Duration::from_millis(jitter));
+            RedisLimiter::new(conn.clone(), limits.clone(), options).unwrap()
+        };
+        for (i, step) in v["steps"].as_array().unwrap().iter().enumerate() {
+            clock.fetch_max(millis(n(step, "at")), Relaxed);
+            let what = format!("{name} step {i}: {step}");
+            if let Some(cost) = step["check"].as_u64() {
+                let o = limiter(0).check("k", cost).await.unwrap();
+                assert_eq!(
+                    Some(o.decision.allowed),
+                    step["allowed"].as_bool(),
+                    "{what}"
+                );
+                continue;
+            }
+            let a = &step["acquire"];
+            let l = limiter(n(a, "jitter"));
+            let max_wait = Duration::from_millis(n(a, "maxWait"));
+            let r = l.acquire("k", None, n(a, "cost"), max_wait).await;
+            let now = ceil_millis(clock.load(Relaxed));
+            match r {
+                Ok(_) => assert_eq!(Some(now), step["admittedAt"].as_u64(), "{what}: admitted"),
+                Err(Error::Timeout { retry_after, .. }) => {
+                    assert_eq!(Some(now), step["gaveUpAt"].as_u64(), "{what}: gave up");
+                    let retry = ceil_millis(retry_after.as_nanos() as u64);
+                    assert_eq!(Some(retry), step["retryAfter"].as_u64(), "{what}");
+                }
+                Err(e) => panic!("{what}: {e}"),
+            }
+            let remaining = l.peek("k", None).await.unwrap().decision.remaining;
+            assert_eq!(remaining, n(step, "remaining"), "{what}: remaining");
+        }
+    }
+}

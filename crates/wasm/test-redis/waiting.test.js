@@ -5,10 +5,11 @@
 // that fit into a timeout (and a charge).
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { existsSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
+import { fileURLToPath } from "node:url";
 import Redis from "ioredis";
-import { RedisLimiter, WaitTimeoutError } from "tollgate/redis";
+import { RedisLimiter, WaitTimeoutError, TESTING } from "tollgate/redis";
 import { Server, repo } from "./support.js";
 
 const MODULE = join(process.env.CARGO_TARGET_DIR ?? join(repo, "target"), "debug/libtollgate_redis_module.so");
@@ -19,7 +20,8 @@ const clients = [];
 before(async () => {
   servers.scripts = await Server.start();
   assert.ok(existsSync(MODULE), `${MODULE} is missing: cargo build -p tollgate-redis-module`);
-  servers.module = await Server.start(["--save", "", "--appendonly", "no", "--loadmodule", MODULE]);
+  // TESTCLOCK: the module accepts NOW <ms>, so the waiting vectors replay at their own times.
+  servers.module = await Server.start(["--save", "", "--appendonly", "no", "--loadmodule", MODULE, "TESTCLOCK"]);
 });
 
 after(async () => {
@@ -92,5 +94,52 @@ for (const mode of ["scripts", "module"]) {
     });
     assert.equal((await head).allowed, true);
     assert.equal((await l.peek(key)).remaining, 0, "only the head was charged");
+  });
+}
+
+// The waiting vectors (tests/vectors/waiting/*.json; the format is in the core's
+// tests/waiting.rs), on the scripts and through the module (NOW at the test clock, which
+// needs TESTCLOCK): decisions at a test clock that only the waiter's sleeps move (each
+// `late` longer), the jitter drawn always the vector's.
+const vectors = fileURLToPath(new URL("../../../tests/vectors/waiting/", import.meta.url));
+/** acquire's test-only timers (see js/waiting.js): `{ clock, sleep }`. */
+const TIMERS = Symbol.for("tollgate.testing.timers");
+
+for (const mode of ["scripts", "module"]) {
+  test(`${mode}: the waiting vectors replay`, async () => {
+    const files = readdirSync(vectors).filter((f) => f.endsWith(".json")).sort();
+    assert.ok(files.length >= 5, files.join());
+    for (const file of files) {
+      const v = JSON.parse(readFileSync(vectors + file, "utf8"));
+      let now = 0;
+      const client = new Redis({ port: servers[mode].port, host: "127.0.0.1" });
+      client.on("error", () => {});
+      clients.push(client);
+      const namespace = `vectors:${Math.random()}`;
+      const l = new RedisLimiter(client, v.policy, { namespace, fallback: "closed", timeout: 5000, [TESTING]: { clock: () => now } });
+      const timers = {
+        clock: () => now,
+        sleep: async (ms) => {
+          now += ms + v.late;
+        },
+      };
+      for (const [i, step] of v.steps.entries()) {
+        now = Math.max(now, step.at);
+        const what = `${mode} ${file} step ${i}: ${JSON.stringify(step)}`;
+        if (step.check !== undefined) {
+          assert.equal((await l.check("k", { cost: step.check })).allowed, step.allowed, what);
+          continue;
+        }
+        try {
+          await l.acquire("k", { ...step.acquire, [TIMERS]: timers });
+          assert.equal(now, step.admittedAt, `${what}: admitted`);
+        } catch (e) {
+          if (!(e instanceof WaitTimeoutError)) throw e;
+          assert.equal(now, step.gaveUpAt, `${what}: gave up (${e.message})`);
+          assert.equal(e.retryAfter, step.retryAfter, what);
+        }
+        assert.equal((await l.peek("k")).remaining, step.remaining, `${what}: remaining`);
+      }
+    }
   });
 }
