@@ -1,7 +1,8 @@
 //! The waiting vectors (`tests/vectors/waiting/*.json`; the format is in the core's
 //! `tests/waiting.rs`) against the module's `MAXDELAY` and `PEEK ... COST`: the core's wait
 //! (`tollgate::wait::wait_in_line`) deciding with module commands at the module's test clock
-//! (`TESTCLOCK`, `NOW <ms>`), which only the waiter's sleeps move (each `late` longer).
+//! (`TESTCLOCK`, `NOW <ms>`), which only the waiter's sleeps move (each `late` longer); and
+//! `RedisLimiter::acquire` deciding in the module keeps the rule where it once broke it.
 
 #[path = "../../redis/tests/support/mod.rs"]
 mod support;
@@ -172,4 +173,74 @@ async fn the_waiting_vectors_replay_on_the_module() {
     for f in files {
         replay(&server, &f).await;
     }
+}
+
+/// `RedisLimiter::acquire` on a server with the module (the limiter decides there: `MAXDELAY`
+/// with the time left, `PEEK ... COST` for a look): a wake after the deadline charges
+/// nothing, and a caller queued behind another fails at once with the key's retry time.
+#[tokio::test(flavor = "current_thread")]
+async fn on_the_module_a_wake_after_the_deadline_charges_nothing() {
+    use std::time::{Duration, Instant};
+    use tollgate::store::Limits;
+    use tollgate_redis::{Error, Fallback, Options, RedisLimiter};
+
+    let so = module();
+    let server = Server::with_args(&["--save", "", "--loadmodule", so.to_str().unwrap()]);
+    let conn = redis::Client::open(server.url())
+        .unwrap()
+        .get_connection_manager()
+        .await
+        .unwrap();
+    let options = Options::new("waiting", Fallback::Closed).timeout(Duration::from_secs(5));
+    let limits = Limits::single("gcra 10/s burst 1".parse().unwrap());
+    let l = RedisLimiter::new(conn, limits, options).unwrap();
+    assert!(l.check("k", 1).await.unwrap().decision.allowed);
+    // The waiter sleeps ~100 ms to the retry time; 30 ms in, the thread is blocked 400 ms,
+    // so its timer fires ~250 ms after its 150 ms deadline.
+    let blocker = tokio::spawn(async {
+        tokio::time::sleep(Duration::from_millis(30)).await;
+        std::thread::sleep(Duration::from_millis(400));
+    });
+    let started = Instant::now();
+    let e = l
+        .acquire("k", None, 1, Duration::from_millis(150))
+        .await
+        .unwrap_err();
+    blocker.await.unwrap();
+    assert!(started.elapsed() >= Duration::from_millis(400), "not late");
+    assert!(
+        matches!(e, Error::Timeout { retry_after, .. } if retry_after.is_zero()),
+        "{e:?}"
+    );
+    assert_eq!(l.peek("k", None).await.unwrap().decision.remaining, 1);
+    // Queued behind a head asleep to the retry time (2 s away), with 800 ms: at once.
+    let limits = Limits::single("gcra 1/2s burst 1".parse().unwrap());
+    let conn = redis::Client::open(server.url())
+        .unwrap()
+        .get_connection_manager()
+        .await
+        .unwrap();
+    let options = Options::new("waiting2", Fallback::Closed).timeout(Duration::from_secs(5));
+    let l = RedisLimiter::new(conn, limits, options).unwrap();
+    assert!(l.check("k", 1).await.unwrap().decision.allowed);
+    let head = {
+        let l = l.clone();
+        tokio::spawn(async move { l.acquire("k", None, 1, Duration::from_secs(5)).await })
+    };
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let started = Instant::now();
+    let e = l
+        .acquire("k", None, 1, Duration::from_millis(800))
+        .await
+        .unwrap_err();
+    assert!(
+        started.elapsed() < Duration::from_millis(500),
+        "waited out its deadline"
+    );
+    let Error::Timeout { retry_after, .. } = e else {
+        panic!("{e}")
+    };
+    assert!(retry_after > Duration::from_millis(1000), "{retry_after:?}");
+    assert!(head.await.unwrap().unwrap().decision.allowed);
+    assert_eq!(l.peek("k", None).await.unwrap().decision.remaining, 0);
 }
