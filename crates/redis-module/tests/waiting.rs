@@ -192,22 +192,22 @@ async fn on_the_module_a_wake_after_the_deadline_charges_nothing() {
         .await
         .unwrap();
     let options = Options::new("waiting", Fallback::Closed).timeout(Duration::from_secs(5));
-    let limits = Limits::single("gcra 10/s burst 1".parse().unwrap());
+    let limits = Limits::single("gcra 1/s burst 1".parse().unwrap());
     let l = RedisLimiter::new(conn, limits, options).unwrap();
     assert!(l.check("k", 1).await.unwrap().decision.allowed);
-    // The waiter sleeps ~100 ms to the retry time; 30 ms in, the thread is blocked 400 ms,
-    // so its timer fires ~250 ms after its 150 ms deadline.
+    // The waiter sleeps ~1 s to the retry time; 300 ms in, the thread is blocked 2 s, so
+    // its timer fires ~800 ms after its 1.5 s deadline (the key free again by then).
     let blocker = tokio::spawn(async {
-        tokio::time::sleep(Duration::from_millis(30)).await;
-        std::thread::sleep(Duration::from_millis(400));
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        std::thread::sleep(Duration::from_millis(2000));
     });
     let started = Instant::now();
     let e = l
-        .acquire("k", None, 1, Duration::from_millis(150))
+        .acquire("k", None, 1, Duration::from_millis(1500))
         .await
         .unwrap_err();
     blocker.await.unwrap();
-    assert!(started.elapsed() >= Duration::from_millis(400), "not late");
+    assert!(started.elapsed() >= Duration::from_millis(2300), "not late");
     assert!(
         matches!(e, Error::Timeout { retry_after, .. } if retry_after.is_zero()),
         "{e:?}"

@@ -49,28 +49,26 @@ for (const mode of ["scripts", "module"]) {
     const l = limiter(mode, { fairShare: { shared: "fixed-window 2/2s", tenant: "fixed-window 1/2s" } });
     const key = fresh();
     assert.equal((await l.acquire(key, { tenant: "t1", maxWait: 2500 })).allowed, true);
-    const t0 = performance.now();
     // The retry time (~2 s) fits the 2.5 s deadline; 60 s of jitter must not push the wake onto it.
     const d = await l.acquire(key, { tenant: "t1", maxWait: 2500, jitter: 60_000 });
     assert.equal(d.allowed, true);
-    assert.ok(performance.now() - t0 < 2500);
     // Charged once, in the windows it was admitted in: the tenant's window is spent.
     const peek = await l.peek(key, { tenant: "t1" });
     assert.equal(peek.each[1].remaining, 0, JSON.stringify(peek));
   });
 
   test(`${mode}: a wake after the deadline charges nothing and reports the key's retry time`, async () => {
-    const l = limiter(mode, "gcra 10/s burst 1");
+    const l = limiter(mode, "gcra 1/s burst 1");
     const key = fresh();
     assert.equal((await l.check(key)).allowed, true);
-    // The waiter sleeps ~100 ms to the retry time; 30 ms in, the event loop is blocked
-    // 400 ms, so its timer fires ~250 ms after its 150 ms deadline.
-    setTimeout(() => block(400), 30);
+    // The waiter sleeps ~1 s to the retry time; 300 ms in, the event loop is blocked 2 s,
+    // so its timer fires ~800 ms after its 1.5 s deadline (the key free again by then).
+    setTimeout(() => block(2000), 300);
     const t0 = performance.now();
-    await assert.rejects(l.acquire(key, { maxWait: 150 }), (e) => {
+    await assert.rejects(l.acquire(key, { maxWait: 1500 }), (e) => {
       assert.ok(e instanceof WaitTimeoutError, String(e));
-      assert.ok(performance.now() - t0 >= 400, "not late");
-      assert.ok(e.waited > 150, `waited ${e.waited}`);
+      assert.ok(performance.now() - t0 >= 2300, "not late");
+      assert.ok(e.waited > 1500, `waited ${e.waited}`);
       // The key was free again when the waiter woke: its retry time is now.
       assert.equal(e.retryAfter, 0);
       return true;
@@ -83,6 +81,7 @@ for (const mode of ["scripts", "module"]) {
     const key = fresh();
     assert.equal((await l.check(key)).allowed, true);
     const head = l.acquire(key, { maxWait: 5000 });
+    head.catch(() => {}); // awaited below; a failure here must not go unhandled meanwhile
     await new Promise((r) => setTimeout(r, 100)); // the head is asleep to the retry time
     const t0 = performance.now();
     await assert.rejects(l.acquire(key, { maxWait: 800 }), (e) => {
