@@ -239,6 +239,25 @@ mod tests {
     }
 
     #[test]
+    fn a_jittered_wake_is_at_the_retry_time_or_later_and_leaves_half_the_slack() {
+        for retry in [1, 10, 99, 100] {
+            for waited in [0, 1, 50] {
+                for jitter in [0, 1, 7, 30, 1_000] {
+                    let (max, d) = (150, denied(retry));
+                    match step(&d, waited, max, jitter) {
+                        Step::Wait(sleep) => {
+                            let slack = max - waited - retry;
+                            assert!(sleep >= retry && sleep <= retry + jitter, "{sleep}");
+                            assert!(max - waited - sleep >= slack - slack / 2, "{sleep}");
+                        }
+                        other => assert!(waited + retry > max, "{other:?}"),
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
     fn keeps_is_step_going() {
         for d in [
             admitted(0),

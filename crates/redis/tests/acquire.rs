@@ -93,8 +93,9 @@ async fn waiters_are_served_in_arrival_order() {
             assert!(o.decision.allowed);
             served.lock().unwrap().push((i, Instant::now()));
         }));
-        // Each waiter joins the line before the next is spawned.
-        tokio::time::sleep(Duration::from_millis(2)).await;
+        // Each waiter joins the line before the next is spawned (10 ms: on a loaded CI
+        // machine a task spawned 2 ms earlier was once not yet polled, and joined second).
+        tokio::time::sleep(Duration::from_millis(10)).await;
     }
     for t in tasks {
         t.await.unwrap();

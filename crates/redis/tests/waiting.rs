@@ -48,11 +48,9 @@ async fn a_wait_that_fits_with_heavy_jitter_is_admitted() {
     let deadline = Duration::from_millis(2500);
     let first = l.acquire("k", Some("t1"), 1, deadline).await.unwrap();
     assert!(first.decision.allowed);
-    let started = Instant::now();
     let second = l.acquire("k", Some("t1"), 1, deadline).await;
     let second = second.unwrap_or_else(|e| panic!("a wait that fits timed out: {e:?}"));
     assert!(second.decision.allowed, "{second:?}");
-    assert!(started.elapsed() < deadline, "{:?}", started.elapsed());
     // Charged once, in the windows it was admitted in: the tenant's window is spent.
     let peek = l.peek("k", Some("t1")).await.unwrap();
     assert_eq!(peek.each[1].remaining, 0, "{peek:?}");
@@ -64,17 +62,17 @@ async fn a_wait_that_fits_with_heavy_jitter_is_admitted() {
 #[tokio::test(flavor = "current_thread")]
 async fn a_wake_after_the_deadline_charges_nothing() {
     let server = Server::start();
-    let l = limiter(&server, single("gcra 10/s burst 1"), |o| o).await;
+    let l = limiter(&server, single("gcra 1/s burst 1"), |o| o).await;
     assert!(l.check("k", 1).await.unwrap().decision.allowed);
-    // The waiter sleeps ~100 ms to the retry time; 30 ms in, the thread is blocked 400 ms,
-    // so its timer fires ~250 ms after its 150 ms deadline.
+    // The waiter sleeps ~1 s to the retry time; 300 ms in, the thread is blocked 2 s, so
+    // its timer fires ~800 ms after its 1.5 s deadline (the key free again by then).
     let blocker = tokio::spawn(async {
-        tokio::time::sleep(Duration::from_millis(30)).await;
-        std::thread::sleep(Duration::from_millis(400));
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        std::thread::sleep(Duration::from_millis(2000));
     });
     let started = Instant::now();
     let e = l
-        .acquire("k", None, 1, Duration::from_millis(150))
+        .acquire("k", None, 1, Duration::from_millis(1500))
         .await
         .unwrap_err();
     blocker.await.unwrap();
@@ -85,8 +83,8 @@ async fn a_wake_after_the_deadline_charges_nothing() {
     else {
         panic!("{e}")
     };
-    assert!(started.elapsed() >= Duration::from_millis(400), "not late");
-    assert!(waited > Duration::from_millis(150), "{waited:?}");
+    assert!(started.elapsed() >= Duration::from_millis(2300), "not late");
+    assert!(waited > Duration::from_millis(1500), "{waited:?}");
     // The key was free again when the waiter woke: its retry time is now, and nothing was
     // charged (the bucket is full).
     assert_eq!(retry_after, Duration::ZERO);
@@ -134,4 +132,74 @@ async fn a_queued_caller_with_a_short_deadline_fails_at_once_with_the_retry_time
     // Only the head was charged.
     let peek = l.peek("k", None).await.unwrap();
     assert_eq!(peek.decision.remaining, 0, "{peek:?}");
+}
+
+/// The waiting vectors (`tests/vectors/waiting/*.json`, see the core's `tests/waiting.rs` for
+/// the format) on Redis's scripts: decisions at a test clock that only the waiter's sleeps
+/// move (each `late` longer), the jitter drawn always the vector's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_waiting_vectors_replay_on_redis() {
+    use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+    use std::sync::Arc;
+    use tollgate::{ceil_millis, millis};
+
+    let server = Server::start();
+    let conn = redis::Client::open(server.url())
+        .unwrap()
+        .get_connection_manager()
+        .await
+        .unwrap();
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/vectors/waiting");
+    let mut files: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    files.sort();
+    assert!(files.len() >= 5, "{files:?}");
+    let n = |v: &serde_json::Value, f: &str| v[f].as_u64().unwrap_or_else(|| panic!("{f}: {v}"));
+    for path in files {
+        let name = path.file_stem().unwrap().to_string_lossy().to_string();
+        let v: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        let limits = single(v["policy"].as_str().unwrap());
+        let clock = Arc::new(AtomicU64::new(0));
+        let late = Duration::from_millis(n(&v, "late"));
+        let limiter = |jitter: u64| {
+            let options = Options::new(format!("vectors:{name}"), Fallback::Closed)
+                .timeout(Duration::from_secs(5))
+                .test_clock(Arc::clone(&clock))
+                .test_timers(late)
+                .jitter(Duration::from_millis(jitter));
+            RedisLimiter::new(conn.clone(), limits.clone(), options).unwrap()
+        };
+        for (i, step) in v["steps"].as_array().unwrap().iter().enumerate() {
+            clock.fetch_max(millis(n(step, "at")), Relaxed);
+            let what = format!("{name} step {i}: {step}");
+            if let Some(cost) = step["check"].as_u64() {
+                let o = limiter(0).check("k", cost).await.unwrap();
+                assert_eq!(
+                    Some(o.decision.allowed),
+                    step["allowed"].as_bool(),
+                    "{what}"
+                );
+                continue;
+            }
+            let a = &step["acquire"];
+            let l = limiter(n(a, "jitter"));
+            let max_wait = Duration::from_millis(n(a, "maxWait"));
+            let r = l.acquire("k", None, n(a, "cost"), max_wait).await;
+            let now = ceil_millis(clock.load(Relaxed));
+            match r {
+                Ok(_) => assert_eq!(Some(now), step["admittedAt"].as_u64(), "{what}: admitted"),
+                Err(Error::Timeout { retry_after, .. }) => {
+                    assert_eq!(Some(now), step["gaveUpAt"].as_u64(), "{what}: gave up");
+                    let retry = ceil_millis(retry_after.as_nanos() as u64);
+                    assert_eq!(Some(retry), step["retryAfter"].as_u64(), "{what}");
+                }
+                Err(e) => panic!("{what}: {e}"),
+            }
+            let remaining = l.peek("k", None).await.unwrap().decision.remaining;
+            assert_eq!(remaining, n(step, "remaining"), "{what}: remaining");
+        }
+    }
 }

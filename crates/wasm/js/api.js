@@ -3,12 +3,10 @@
 // Every algorithm decision, policy check and header value comes from the Rust core; this
 // file only adapts arguments and builds the result objects.
 
-import { WaitTimeoutError, MAX_TIMER, sleep, leave, turn } from "./waiting.js";
+import { WaitTimeoutError, TIMERS, sleep, waitInLine } from "./waiting.js";
 
 const ALLOWED = 1;
 const FAILED = 2;
-/** `acquireStep`'s status: the deadline cannot be met (the core's `GIVE_UP`). */
-const GIVE_UP = 3;
 const DEFAULT_MAX_KEYS = 100_000;
 
 /** Numbers per decision in `checkDetailed`'s answer (the core's DECISION_LEN). */
@@ -108,8 +106,8 @@ function throttled(limiter, fn, options) {
   };
 }
 
-// Shared with tollgate/redis (redis.js), whose `acquire` waits the same way.
-export { checkMs, sleep, leave, turn, throttled, MAX_TIMER, WaitTimeoutError };
+// Shared with tollgate/redis (redis.js), whose `acquire` waits the same way (waiting.js).
+export { checkMs, throttled, WaitTimeoutError };
 
 /**
  * The API over one wasm-bindgen output (`glue`: its exports, `Core`, `Backoff`,
@@ -294,7 +292,9 @@ export function bind(glue) {
      * (and tenant) are served in arrival order, one decision at a time: only the first
      * decides, and wakes the next once it is admitted, gives up or is aborted. Nothing is
      * charged until admitted (an abort during a queue's delay leaves the queue slot taken).
-     * The waiting rule is the core's (`acquireStep`); this code owns the timers and the line.
+     * The waiting rule is the core's (`decideWaiting` keeps a charge as it says, `waitStep`
+     * answers what to do next); the line and the timers are `waiting.js`'s, shared with
+     * `tollgate/redis`.
      */
     async acquire(key, opts) {
       checkKey(key);
@@ -305,53 +305,24 @@ export function bind(glue) {
       if (typeof tenant !== "string") {
         throw optionError(TypeError, "tenant", tenant, "not-a-string", "must be a string");
       }
-      const signal = opts?.signal;
-      signal?.throwIfAborted();
-      const start = Date.now();
       // One line per key and tenant ("-key" without a tenant, "<length>:tenant:key" with one).
       const id = tenant === "" ? "-" + key : `${tenant.length}:${tenant}:${key}`;
-      let line = this.#lines.get(id);
-      if (line === undefined) this.#lines.set(id, (line = []));
-      const me = { wake: null };
-      line.push(me);
-      // One step of the core's rule: the status, and the ms to sleep (DENIED) or the
-      // timeout's retryAfter (GIVE_UP) from the output buffer.
-      const step = (now, waited, budget, charge) => {
-        const k = this.#put(key, 0);
-        const status = this.#core.acquireStep(k, this.#put(tenant, k), now, cost, waited, budget, jitter, charge);
-        if (status === FAILED) throw this.#core.takeError();
-        return status;
-      };
-      const slot = () => (f64.length === 0 ? view() : f64)[this.#out + 3];
-      try {
-        if (line[0] !== me) {
-          // Behind others: if the key alone already makes this request miss its deadline,
-          // the line ahead can only make it later.
-          let now = Date.now();
-          if (step(now, now - start, maxWait, false) === GIVE_UP) {
-            throw new WaitTimeoutError(now - start, slot());
-          }
-          if (!(await turn(me, maxWait - (now - start), signal))) {
-            now = Date.now();
-            step(now, Infinity, 0, false); // a passed deadline: the key's own retry time
-            throw new WaitTimeoutError(now - start, slot());
-          }
-        }
-        for (;;) {
-          const now = Date.now();
-          const status = step(now, now - start, maxWait, true);
-          if (status === ALLOWED) {
-            const decision = this.#decision(ALLOWED);
-            leave(this.#lines, id, me); // admitted and charged: the next may decide now
-            if (decision.delay > 0) await sleep(decision.delay, signal);
-            return decision;
-          }
-          if (status === GIVE_UP) throw new WaitTimeoutError(now - start, slot());
-          await sleep(Math.min(slot(), MAX_TIMER), signal);
-        }
-      } finally {
-        leave(this.#lines, id, me);
-      }
+      const timers = opts?.[TIMERS];
+      const clock = timers?.clock ?? Date.now;
+      return waitInLine(this.#lines, id, {
+        maxWait,
+        signal: opts?.signal,
+        clock,
+        // Decided at `clock()`, the charge kept only as the core's rule says with `left` ms
+        // before the deadline (LOOK: nothing kept).
+        decide: (left) => {
+          const k = this.#put(key, 0);
+          return this.#decision(this.#core.decideWaiting(k, this.#put(tenant, k), clock(), cost, left));
+        },
+        step: (d, waited, max, drawn) => glue.waitStep(d.allowed, d.retryAfter, d.delay, waited, max, drawn),
+        jitter: () => jitter,
+        wait: timers?.sleep,
+      });
     }
 
     /**

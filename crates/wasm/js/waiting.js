@@ -16,6 +16,14 @@ export const GIVE_UP = 3;
 export const LOOK = -1;
 
 /**
+ * Test-only option of `acquire` (both entries): `options[TIMERS] = { clock, sleep }`, the
+ * wait's clock (ms; the in-memory Limiter also decides at it) and timer (`sleep(ms)` moves
+ * that clock), so the shared waiting vectors replay exactly; `tollgate/redis` then also draws
+ * the whole of `jitter`.
+ */
+export const TIMERS = Symbol.for("tollgate.testing.timers");
+
+/**
  * The rejection of `acquire` (and `throttle`'s wrapper) when the request cannot proceed by
  * its `maxWait`: at once when the retry time is already beyond it. Nothing was charged.
  */

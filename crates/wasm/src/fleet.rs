@@ -25,9 +25,9 @@ use tollgate::store::{Batch, Limits, Write};
 use tollgate::{DecideError, Decision, Policy, State, NANOS_PER_SEC};
 use wasm_bindgen::prelude::*;
 
-use tollgate::wait::Step;
-
-use crate::{cost_units, errors, max_keys, ms, now_ns, spec, ALLOWED, DENIED, FAILED, GIVE_UP};
+use crate::{
+    cost_units, errors, keeps_within, max_keys, ms, now_ns, spec, ALLOWED, DENIED, FAILED,
+};
 
 /// Status of a request in [`FleetLimits::decide`]'s output: a release was applied.
 pub const RELEASED: u32 = 3;
@@ -44,12 +44,6 @@ pub const OP_RELEASE: u32 = 2;
 /// delay is above it). A negative `maxDelay` is a look: nothing is kept (a waiter behind
 /// others, or woken after its deadline, asking the key's retry time).
 pub const OP_ACQUIRE: u32 = 3;
-
-/// Whether a waiter's decision with `max_delay` ms left (negative: a look) may be kept: the
-/// core's waiting rule, [`tollgate::wait::keeps`].
-fn keeps_within(decision: &Decision, max_delay: f64) -> bool {
-    max_delay >= 0.0 && tollgate::wait::keeps(decision, Some(now_ns(max_delay)))
-}
 
 /// The limits of one `RedisLimiter` (a policy, a stack or a fair share), the decisions on
 /// states read from Redis, and the in-memory limiter of the `local` fallback.
@@ -362,33 +356,6 @@ impl FleetLimits {
             }
         }
         Ok(out.len())
-    }
-
-    /// The core's waiting rule ([`tollgate::wait::step`]) for a decision of `RedisLimiter`
-    /// (`allowed`, and its `retryAfter` and `delay` in ms), having waited `waited` ms of at
-    /// most `maxWait` (Infinity: no deadline), with `jitter` ms the caller drew. Returns
-    /// `[status, ms]`: [`ALLOWED`] (go, after `ms`, the queue delay), [`DENIED`] (sleep `ms`,
-    /// then decide again) or [`GIVE_UP`] (`ms`: the retry time the timeout reports).
-    #[wasm_bindgen(js_name = waitStep)]
-    pub fn wait_step(
-        allowed: bool,
-        retry_after: f64,
-        delay: f64,
-        waited: f64,
-        max_wait: f64,
-        jitter: f64,
-    ) -> Vec<f64> {
-        let decision = Decision {
-            allowed,
-            retry_after: now_ns(retry_after),
-            delay: now_ns(delay),
-            ..Decision::default()
-        };
-        match tollgate::wait::step(&decision, now_ns(waited), now_ns(max_wait), now_ns(jitter)) {
-            Step::Go { delay } => vec![ALLOWED as f64, ms(delay)],
-            Step::Wait(d) => vec![DENIED as f64, ms(d)],
-            Step::GiveUp { retry_after } => vec![GIVE_UP as f64, ms(retry_after)],
-        }
     }
 
     /// The exception of the failed request at position `i` of the last call.

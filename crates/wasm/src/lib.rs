@@ -32,7 +32,7 @@ use std::cell::{Cell, RefCell};
 use std::num::NonZeroUsize;
 
 use tollgate::fair_share::FairShare;
-use tollgate::keyed::{KeyedLimiter, Wait};
+use tollgate::keyed::KeyedLimiter;
 use tollgate::wait::Step;
 use tollgate::{DecideError, Decision, Nanos, Policy};
 use wasm_bindgen::prelude::*;
@@ -68,8 +68,42 @@ pub const ALLOWED: u32 = 1;
 /// Status of a decision call: it failed; [`Core::take_error`] gives the exception.
 pub const FAILED: u32 = 2;
 
-/// Status of [`Core::acquire_step`]: stop waiting, the deadline cannot be met.
+/// Status of [`wait_step`]: stop waiting, the deadline cannot be met.
 pub const GIVE_UP: u32 = 3;
+
+/// Whether a waiter's decision with `left` ms before its deadline (negative: a look) may be
+/// kept: the core's waiting rule, [`tollgate::wait::keeps`].
+pub(crate) fn keeps_within(decision: &Decision, left: f64) -> bool {
+    left >= 0.0 && tollgate::wait::keeps(decision, Some(now_ns(left)))
+}
+
+/// The core's waiting rule ([`tollgate::wait::step`]) for a decision (`allowed`, and its
+/// `retryAfter` and `delay` in ms), having waited `waited` ms of at most `maxWait`
+/// (Infinity: no deadline), with `jitter` ms the caller drew. Returns `[status, ms]`:
+/// [`ALLOWED`] (go, after `ms`, the queue delay), [`DENIED`] (sleep `ms`, then decide again)
+/// or [`GIVE_UP`] (`ms`: the retry time the timeout reports). For `js/waiting.js`, the wait
+/// of both entries' `acquire`.
+#[wasm_bindgen(js_name = waitStep)]
+pub fn wait_step(
+    allowed: bool,
+    retry_after: f64,
+    delay: f64,
+    waited: f64,
+    max_wait: f64,
+    jitter: f64,
+) -> Vec<f64> {
+    let decision = Decision {
+        allowed,
+        retry_after: now_ns(retry_after),
+        delay: now_ns(delay),
+        ..Decision::default()
+    };
+    match tollgate::wait::step(&decision, now_ns(waited), now_ns(max_wait), now_ns(jitter)) {
+        Step::Go { delay } => vec![ALLOWED as f64, ms(delay)],
+        Step::Wait(d) => vec![DENIED as f64, ms(d)],
+        Step::GiveUp { retry_after } => vec![GIVE_UP as f64, ms(retry_after)],
+    }
+}
 
 /// Numbers per decision in [`Core::check_detailed_buf`]'s answer and [`Core::headers`]'
 /// argument: `allowed` (1 or 0), `limit, remaining, resetAfter, retryAfter, delay` (ms).
@@ -354,60 +388,29 @@ impl Core {
         (names, policies, decisions)
     }
 
-    /// One step of waiting for a turn (the JS `acquire`, which owns the timers and the line
-    /// of waiters): decides a request of `cost` for the key (and tenant, `tenant_len` 0 for
-    /// none) in the key buffer at `now`, having waited `waited` of at most `max_wait`
-    /// (Infinity: no deadline), and applies the core's waiting rule
-    /// ([`tollgate::wait::step`]) before the charge is kept. Returns [`ALLOWED`] (go: the
-    /// decision in the output buffer, its `delay` to sleep), [`DENIED`] (sleep the output
-    /// buffer's `retryAfter` slot, which holds the wait: the retry time plus `jitter`, never
-    /// past the deadline, in whole ms rounded up), [`GIVE_UP`] (`retryAfter` as the timeout
-    /// reports it) or [`FAILED`]. With `charge` false nothing is stored (what the rule would
-    /// answer, for a waiter behind others). All times in ms.
-    #[allow(clippy::too_many_arguments)] // one call per step: numbers, not an options object
-    #[wasm_bindgen(js_name = acquireStep)]
-    pub fn acquire_step(
+    /// One decision for a waiting caller (the JS `acquire`, whose line of waiters and timers
+    /// are `js/waiting.js`): decides a request of `cost` for the key (and tenant, `tenant_len`
+    /// 0 for none) in the key buffer at `now`, keeping the charge only as the core's waiting
+    /// rule says ([`tollgate::wait::keeps`]) with `left` ms before the deadline; a negative
+    /// `left` is a look, which keeps nothing. Returns [`ALLOWED`], [`DENIED`] or [`FAILED`],
+    /// the decision in the output buffer. All times in ms.
+    #[wasm_bindgen(js_name = decideWaiting)]
+    pub fn decide_waiting(
         &self,
         key_len: usize,
         tenant_len: usize,
         now: f64,
         cost: f64,
-        waited: f64,
-        max_wait: f64,
-        jitter: f64,
-        charge: bool,
+        left: f64,
     ) -> u32 {
         let result = self.keys(key_len, tenant_len, |key, tenant| {
-            let wait = Wait {
-                cost: cost_units(cost),
-                max_wait: now_ns(max_wait),
-                tenant: Some(tenant),
-                jitter: now_ns(jitter),
-            };
-            let (now, waited) = (now_ns(now), now_ns(waited));
-            if charge {
-                self.limiter.try_acquire(key, &wait, now, waited)
-            } else {
-                self.limiter.would_acquire(key, &wait, now, waited)
-            }
+            let keep = |d: &Decision| keeps_within(d, left);
+            let (now, cost) = (now_ns(now), cost_units(cost));
+            self.limiter
+                .check_if(key, Some(tenant), now, cost, keep)
+                .map(|d| d.decision)
         });
-        match result {
-            Ok((decision, next)) => {
-                self.emit(Ok(decision));
-                match next {
-                    Step::Go { .. } => ALLOWED,
-                    Step::Wait(d) => {
-                        self.out[3].set(ms(d));
-                        DENIED
-                    }
-                    Step::GiveUp { retry_after } => {
-                        self.out[3].set(ms(retry_after));
-                        GIVE_UP
-                    }
-                }
-            }
-            Err(e) => self.emit(Err(e)),
-        }
+        self.emit(result)
     }
 
     /// Releases `cost` slots of the concurrency policies for the key in the key buffer

@@ -1,6 +1,7 @@
 // RedisLimiter.acquire and throttle against a real redis-server (scripts, no module): the
-// core's waiting rule (tollgate::wait::step through FleetLimits.waitStep), the line of
-// waiters per key, the leaky queue's delay against the deadline, and aborts.
+// core's waiting rule (tollgate::wait::step through the wasm's waitStep; the wait is
+// js/waiting.js), the line of waiters per key, the leaky queue's delay against the
+// deadline, and aborts.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import Redis from "ioredis";
