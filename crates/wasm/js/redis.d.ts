@@ -29,10 +29,10 @@ export type LimiterSpec =
  * one call per request.
  */
 export type RedisClient =
-  | { callBuffer(command: string, args: (string | Uint8Array)[]): Promise<unknown> }
-  | { sendCommand(args: (string | Uint8Array)[], options?: object): Promise<unknown> }
+  | { callBuffer(command: string, args: ReadonlyArray<string | Uint8Array>): Promise<unknown> }
+  | { sendCommand(args: ReadonlyArray<string | Uint8Array>, options?: object): Promise<unknown> }
   | {
-      sendCommand(firstKey: string | Uint8Array | undefined, isReadonly: boolean | undefined, args: (string | Uint8Array)[], options?: object): Promise<unknown>;
+      sendCommand(firstKey: string | Uint8Array | undefined, isReadonly: boolean | undefined, args: ReadonlyArray<string | Uint8Array>, options?: object): Promise<unknown>;
       masters: unknown;
     };
 

@@ -197,7 +197,7 @@ test("a browser bundle made by the README's esbuild recipe decides in Chromium",
   assert.equal(b.status, 0, b.stderr);
   const dist = join(web, "dist");
   assert.ok(readdirSync(dist).some((f) => f.endsWith(".wasm")), "the .wasm was copied into dist/");
-  writeFileSync(join(dist, "index.html"), '<!doctype html><meta charset="utf-8"><title>t</title><body><script type="module" src="app.js"></script>');
+  writeFileSync(join(dist, "index.html"), '<!doctype html><meta charset="utf-8"><title>t</title><link rel="icon" href="data:,"><body><script type="module" src="app.js"></script>');
   const types = { ".html": "text/html", ".js": "text/javascript", ".wasm": "application/wasm" };
   const server = createServer((req, res) => {
     const file = join(dist, req.url === "/" ? "index.html" : decodeURIComponent(req.url.slice(1)));
