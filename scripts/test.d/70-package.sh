@@ -2,7 +2,8 @@
 # Packaging (issue 28): what leaves the repository installs and works as the READMEs say.
 # 1. `cargo package` (verified: each .crate builds on its own, the workspace's crates taken
 #    from the other .crate files) of every publishable crate; each .crate holds its sources,
-#    README and both licenses, and nothing else; its manifest has the registry fields.
+#    README and both licenses, and nothing else; its manifest has the registry fields; and
+#    `cargo doc --workspace --no-deps` has no warnings.
 # 2. A fresh crate outside the workspace depending on the packaged crates only ([patch]
 #    to the unpacked .crate files) builds every Rust example of the root README and runs
 #    those that need no server (the quick start).
@@ -51,6 +52,9 @@ for c in "${crates[@]}"; do
   if grep -qiE '\.invalid|example\.(com|org)' <<<"$manifest"; then echo "$file: a placeholder URL in its manifest" >&2; exit 1; fi
   echo "$c: $(wc -l <<<"$list") files, $(wc -c <"$file") bytes"
 done
+
+echo "--- cargo doc --workspace --no-deps: no warnings"
+RUSTDOCFLAGS="-D warnings" cargo doc --quiet --workspace --no-deps --locked
 
 echo "--- a fresh crate on the packaged crates: the root README's Rust examples"
 fresh=target/package-check

@@ -4,8 +4,8 @@
 //! request answers 500 with it.
 //!
 //! See `config/tollgate.toml` for the documented format. Each section is checked by its own
-//! module, in the document's order: [`settings`], [`policies`], [`routes`], then the
-//! [`groups`] of objects the routes' stacks imply.
+//! module, in the document's order: `settings`, `policies`, `routes`, then the
+//! `groups` of objects the routes' stacks imply.
 
 use std::collections::BTreeMap;
 use std::fmt;
