@@ -77,7 +77,8 @@ impl StackDecision {
 /// Indices (in stack order) of the limits that bind a stack's decision, from each limit's
 /// decision: when any limit denied, every limit that denied; otherwise every limit with the
 /// least `remaining` (the one(s) that will deny first). The `RateLimit` header field
-/// describes these ([`crate::headers`]). Empty only for an empty stack.
+/// describes these (the `headers` module, with the `headers` feature). Empty only for an
+/// empty stack.
 ///
 /// ```
 /// use tollgate::stack::binding;

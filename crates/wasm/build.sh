@@ -138,7 +138,9 @@ initSync({ module: wasmModule });
 export { $api } from "../web/index.js";
 EOF
 
-cp "$here/js/index.d.ts" "$here/js/web.d.ts" "$here/js/express.js" "$here/js/express.d.ts" \
+# The licenses, at the package root (npm pack leaves symlinks out, so copies; git-ignored).
+cp "$root/LICENSE-MIT" "$root/LICENSE-APACHE" "$here/"
+cp "$here/js/index.d.ts" "$here/js/web.d.ts" "$here/js/wasm.d.ts" "$here/js/express.js" "$here/js/express.d.ts" \
   "$here/js/hono.js" "$here/js/hono.d.ts" "$here/js/middleware.js" "$pkg/"
 
 # tollgate/redis (Node only): the same crate with the `store` feature (FleetLimits), in its

@@ -28,6 +28,7 @@ const sim = {
   preview: null, // { index, now } while the reader points at the timeline
   zoom: 10_000,
   shown: -1, // the index the decision panel shows (redrawn when it changes)
+  noneAhead: null, // { session, now, requests } after a Step found no request ahead
 };
 
 function readKnobs() {
@@ -157,7 +158,8 @@ function step() {
     s.seek(Math.floor(sim.stream.next));
     pumpStream();
   } else if (!s.step()) {
-    $("clock-time").textContent = `${clockText()} (no request ahead: send one, or play)`;
+    // render() says so while the clock stays here and no request is added.
+    sim.noneAhead = { session: s, now: s.now, requests: s.events.length };
   }
 }
 
@@ -261,8 +263,15 @@ function render() {
   scrub.max = String(Math.ceil(Math.max(s.end, s.now) + 2 * sim.windowMs));
   if (document.activeElement !== scrub || sim.playing) scrub.value = String(Math.floor(s.now));
   scrub.setAttribute("aria-valuetext", clockText());
+  // The read-out follows the clock, however it moved (play, Step, scrub, Home/End, "Jump to
+  // the latest"); "no request ahead" (a Step with nothing ahead) only while the clock and the
+  // trace are still as that Step left them.
+  const none = sim.noneAhead;
+  const stuck = !sim.playing && none !== null && none.session === s && none.now === s.now && none.requests === s.events.length;
+  if (!stuck) sim.noneAhead = null;
+  const text = stuck ? `${clockText()} (no request ahead: send one, or play)` : `${clockText()} · request ${s.index} of ${s.events.length}`;
   const out = $("clock-time");
-  if (!out.textContent.includes("no request ahead") || sim.playing) out.textContent = `${clockText()} · request ${s.index} of ${s.events.length}`;
+  if (out.textContent !== text) out.textContent = text;
   document.body.dataset.index = String(s.index);
 }
 
@@ -343,6 +352,9 @@ function setupExperiments() {
     li.querySelector(".question").textContent = x.question;
     const name = ALGORITHMS.find((a) => a.id === x.algorithm).name.toLowerCase();
     li.querySelector(".watch").textContent = `Watch it: ${name}, 0.25×`;
+    // Each experiment's buttons say which experiment they belong to (their names are unique).
+    li.querySelector(".watch").setAttribute("aria-label", `Watch it: ${name}, 0.25×, “${x.title}”`);
+    li.querySelector(".all").setAttribute("aria-label", `Compare all algorithms, “${x.title}”`);
     li.querySelector(".explain").textContent = x.explain;
     const opts = { events: x.trace, limit: x.limit, windowMs: x.windowMs, burst: x.burst ?? x.limit, label: ` (“${x.title}”)` };
     const all = () => runCompare(opts, `Side by side: ${x.title.toLowerCase()}`);

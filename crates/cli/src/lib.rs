@@ -1,12 +1,4 @@
-//! The `tollgate` command-line tool: for the people who choose and tune limits.
-//!
-//! * `simulate`: the decision of a policy for every request of a trace.
-//! * `compare`: every algorithm on the same trace, with the largest burst each let through.
-//! * `replay`: a policy over an nginx/Apache access log, keyed as the edge would key it.
-//! * `check-config`: an edge worker config, validated by the worker's own code (`tollgate-config`).
-//!
-//! Every decision is made by the core crate ([`tollgate::decide`] and
-//! [`tollgate::keyed::KeyedLimiter`]); this crate only reads inputs and reports.
+#![doc = include_str!("../README.md")]
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 

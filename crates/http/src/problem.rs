@@ -7,19 +7,27 @@ use serde_json::{json, Value};
 /// The media type of every problem document.
 pub const CONTENT_TYPE: &str = "application/problem+json";
 
-/// A problem document: `type` `https://tollgate.invalid/problems/<kind>`, `title` the kind,
-/// `status`, `detail`, and the members of `extra` (an object; anything else is ignored).
+/// The `type` of every problem document here: RFC 9457's `about:blank` (section 4.2.1: the
+/// problem has no semantics beyond its status code). tollgate has no public home to name its
+/// own problem types by URI, and a made-up URI would be a dead link; the kind is the `title`.
+/// (The 429 has a registered type: the core's `tollgate::headers::QUOTA_EXCEEDED`.)
+pub const TYPE: &str = "about:blank";
+
+/// A problem document: `type` [`TYPE`] (`about:blank`), `title` the kind, `status`, `detail`,
+/// and the members of `extra` (an object; anything else is ignored).
 ///
 /// ```
 /// use serde_json::json;
 /// let body = tollgate_http::problem::problem(400, "invalid-header", "bad", json!({"header": "x-api-key"}));
 /// let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+/// assert_eq!(v["type"], "about:blank");
+/// assert_eq!(v["title"], "invalid-header");
 /// assert_eq!(v["status"], 400);
 /// assert_eq!(v["header"], "x-api-key");
 /// ```
 pub fn problem(status: u16, kind: &str, detail: &str, extra: Value) -> String {
     let mut v = json!({
-        "type": format!("https://tollgate.invalid/problems/{kind}"),
+        "type": TYPE,
         "title": kind,
         "status": status,
         "detail": detail,

@@ -1,29 +1,4 @@
-//! # tollgate-redis-module
-//!
-//! tollgate's core inside Redis: every algorithm, stacks and fair share decided in one round
-//! trip, atomically, at the server's clock, on the same keys and bytes as the fleet store
-//! (`tollgate-redis`), so module clients and compare-and-set clients share one limit.
-//!
-//! ```text
-//! redis-server --loadmodule target/release/libtollgate_redis_module.so
-//! TOLLGATE.CHECK   <base> <policy> | STACK <n> <policy>... [COST n] [TENANT t <policy>] [MAXDELAY ms]
-//! TOLLGATE.PEEK    <base> <policy> | STACK <n> <policy>... [COST n] [TENANT t <policy>]
-//! TOLLGATE.RELEASE <base> <policy> | STACK <n> <policy>... [COST n]
-//! TOLLGATE.RESET   <base> [LIMITS n]
-//! ```
-//!
-//! `<base>` is the key's name without its slot, `<prefix>:{<namespace>:<key>}` (see
-//! `tollgate_redis::keys`); the command reads and writes `<base>:<i>` per limit and
-//! `<base>:t:<tenant>` for a fair share's tenant window, all in the base's hash slot.
-//!
-//! The reply of CHECK and PEEK is an array: `allowed` (1 or 0), `limit`, `remaining`,
-//! `reset-after` (ms), `retry-after` (ms), `delay` (ms), then an array with the same six
-//! fields for each limit. The writes are replicated (to replicas and the AOF) as the
-//! `SET ... PXAT` / `DEL` commands they are, never the command itself, so a replica stores
-//! the same bytes whatever its clock. Load arguments: `GRACE <ms>` (added to every TTL, default
-//! 1000), `LEASE <ms>` (a concurrency count's lifetime, default 60000), `TESTCLOCK` (accept
-//! `NOW <ms>` for tests; never in production).
-
+#![doc = include_str!("../README.md")]
 #![warn(missing_docs)]
 // The glue below runs only inside Redis (tested there, by tests/module.rs); the unit tests
 // build without it.

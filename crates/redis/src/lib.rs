@@ -1,43 +1,4 @@
-//! # tollgate-redis
-//!
-//! One exact limit for a fleet of processes: tollgate's core makes every decision in the
-//! client, and Redis holds each key's state as versioned bytes.
-//!
-//! * **The clock is Redis's.** A script reads the states and `TIME` on the node that holds
-//!   the keys; no client clock enters a decision.
-//! * **Compare-and-set, all or nothing.** An admission commits with one script over every
-//!   slot of the stack or fair share (one hash tag, so Redis Cluster works). A denial writes
-//!   nothing. When another client wrote first, the script answers with the current values
-//!   and time, so a retry costs one round trip; retries are bounded by time, with jitter.
-//! * **One round trip per key per process at a time.** Concurrent checks of one key inside
-//!   one process are merged into one read-decide-write (decided in arrival order, each all
-//!   or nothing).
-//! * **Denials are remembered** in the process until their retry time (more traffic can only
-//!   delay it), so a denied key costs no round trip.
-//! * **Idle keys expire**: each key's TTL is the time its state needs to be fresh again, plus
-//!   a grace, so an expired key is exactly a fresh one.
-//! * **Redis unreachable or slow** gets the behaviour you declared ([`Fallback`]), and every
-//!   [`Outcome`] says where it was decided ([`Source`]).
-//!
-//! Key layout: see [`keys`]. The protocol (the two scripts) is in `lua/` next to this crate
-//! and is shared with the npm entry `tollgate/redis`.
-//!
-//! ```no_run
-//! # async fn run() -> Result<(), tollgate_redis::Error> {
-//! use std::time::Duration;
-//! use tollgate::store::Limits;
-//! use tollgate_redis::{Fallback, Options, RedisLimiter};
-//!
-//! let client = redis::Client::open("redis://127.0.0.1:6379/").unwrap();
-//! let conn = client.get_connection_manager().await.unwrap();
-//! let limits = Limits::single("10/s burst 20".parse().unwrap());
-//! let options = Options::new("api", Fallback::Closed).timeout(Duration::from_millis(50));
-//! let limiter = RedisLimiter::new(conn, limits, options)?;
-//! let outcome = limiter.check("203.0.113.7", 1).await?;
-//! if !outcome.decision.allowed { /* 429, Retry-After: outcome.decision.retry_after */ }
-//! # Ok(()) }
-//! ```
-
+#![doc = include_str!("../README.md")]
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 

@@ -1,46 +1,4 @@
-//! # tollgate-tower
-//!
-//! tollgate as a [tower](https://docs.rs/tower) layer, for axum, hyper and tonic: per-route
-//! policies in tollgate's grammar (single policies, all-or-nothing stacks, fair share), on
-//! the in-memory store or the Redis fleet store, with the answers of tollgate's edge.
-//!
-//! * **Routes** by method and path, matched by the same code as the edge worker
-//!   ([`tollgate_http::route`]): per-route policy, cost, exemption, shadow mode.
-//! * **Keys**: the peer address (axum's `ConnectInfo<SocketAddr>`, or a `SocketAddr`
-//!   request extension); `X-Forwarded-For` / `Forwarded` only when the peer is a trusted
-//!   proxy, read from the right ([`tollgate_http::client::client_ip`]); IPv6 grouped by
-//!   prefix (default /64), IPv4-mapped as IPv4; an API key header hashed with SHA-256; a
-//!   tenant header for a fair share; or your own extractor. A request without a key gets
-//!   what you declared ([`MissingKey`]), never a 500.
-//! * **Answers**: draft-11 `RateLimit` and `RateLimit-Policy` on every limited response; a
-//!   429 with `Retry-After`, `Cache-Control: no-store` and the core's problem+json body; a
-//!   bad header or path is a 400 naming it; a store failure gets [`OnError`]. The decision
-//!   is in the request's extensions ([`RateLimitInfo`]). A gRPC call (`content-type:
-//!   application/grpc...`) is refused the way gRPC clients read: a Trailers-Only response
-//!   with `grpc-status` 8 (`RESOURCE_EXHAUSTED`) and `grpc-message`, with the same fields.
-//! * **Concurrency limits**: an admitted request holds its slots until its response body
-//!   has ended or was dropped ([`ResponseBody`]): a streaming response keeps them, and
-//!   every other ending (the client gone, an error, a cancelled future, a panic) gives
-//!   them back, once.
-//!
-//! ```no_run
-//! use std::net::SocketAddr;
-//! use std::num::NonZeroUsize;
-//! use axum::{routing::get, Router};
-//! use tollgate_tower::{Key, RateLimitLayer, Route};
-//!
-//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
-//! let limit = RateLimitLayer::memory(NonZeroUsize::new(100_000).unwrap())
-//!     .policy("per-ip", "10/s burst 20", Key::Ip)
-//!     .route(Route::new("/health").exempt())
-//!     .route(Route::new("/").policy("per-ip"))
-//!     .build()?;
-//! let app = Router::new().route("/", get(|| async { "hello" })).layer(limit);
-//! let listener = tokio::net::TcpListener::bind("127.0.0.1:3000").await?;
-//! axum::serve(listener, app.into_make_service_with_connect_info::<SocketAddr>()).await?;
-//! # Ok(()) }
-//! ```
-
+#![doc = include_str!("../README.md")]
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 

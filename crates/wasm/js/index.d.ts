@@ -216,8 +216,12 @@ export interface DetailedDecision extends Decision {
   each: Decision[];
 }
 
-/** Response headers for a decision. */
-export interface RateLimitHeaders {
+/**
+ * Response headers for a decision. A type alias, not an interface, so that it is assignable
+ * wherever headers are taken as a record: `new Response(body, { headers })` (`HeadersInit`),
+ * `new Headers(h)`, Node's `res.writeHead(429, h)` (`OutgoingHttpHeaders`), `res.set(h)`.
+ */
+export type RateLimitHeaders = {
   /**
    * `"<name>";q=<quota>;w=<seconds>` (draft-ietf-httpapi-ratelimit-headers-11): `q` is the
    * limit (a bucket's capacity), `w` the time the policy takes to grant `q`.
@@ -232,7 +236,7 @@ export interface RateLimitHeaders {
   "X-RateLimit-Limit"?: string;
   "X-RateLimit-Remaining"?: string;
   "X-RateLimit-Reset"?: string;
-}
+};
 
 /**
  * The headers for `decision` made under the policy named `policyName`. `options.policy` (the

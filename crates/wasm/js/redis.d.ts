@@ -29,10 +29,10 @@ export type LimiterSpec =
  * one call per request.
  */
 export type RedisClient =
-  | { callBuffer(command: string, args: (string | Uint8Array)[]): Promise<unknown> }
-  | { sendCommand(args: (string | Uint8Array)[], options?: object): Promise<unknown> }
+  | { callBuffer(command: string, args: ReadonlyArray<string | Uint8Array>): Promise<unknown> }
+  | { sendCommand(args: ReadonlyArray<string | Uint8Array>, options?: object): Promise<unknown> }
   | {
-      sendCommand(firstKey: string | Uint8Array | undefined, isReadonly: boolean | undefined, args: (string | Uint8Array)[], options?: object): Promise<unknown>;
+      sendCommand(firstKey: string | Uint8Array | undefined, isReadonly: boolean | undefined, args: ReadonlyArray<string | Uint8Array>, options?: object): Promise<unknown>;
       masters: unknown;
     };
 
@@ -127,11 +127,13 @@ export interface RedisLimiterStats {
 /**
  * Errors of the store: `code` `"corrupt-state"` (a stored value that is not a state; `key`
  * names it; nothing was charged), `"contended"` (other clients kept writing the key first
- * for longer than `retryFor`; nothing was charged) or `"redis"` (Redis answered an error
- * that is not about its availability).
+ * for longer than `retryFor`; nothing was charged), `"redis"` (Redis answered an error
+ * that is not about its availability) or `"not-connected"` (the client given is not open: a
+ * node-redis client before `await client.connect()`, or a client that was closed; tollgate
+ * never connects it, and never falls back for it).
  */
 export class RedisLimiterError extends Error {
-  code: "corrupt-state" | "contended" | "redis";
+  code: "corrupt-state" | "contended" | "redis" | "not-connected";
   key?: string;
 }
 

@@ -77,13 +77,13 @@ export class RedisLimiterError extends Error {
  */
 function adapter(client) {
   if (client !== null && typeof client === "object") {
-    if (typeof client.callBuffer === "function") return ioredis(client);
+    if (typeof client.callBuffer === "function") return connected(client, "ioredis", ioredis(client));
     if (typeof client.sendCommand === "function" && typeof client.withTypeMapping === "function" && "masters" in client) {
       // node-redis' cluster client routes by the command's first key, which it is told.
-      return (args) => client.sendCommand(firstKey(args), false, args, { typeMapping: NODE_REDIS_BUFFERS });
+      return connected(client, "node-redis", (args) => client.sendCommand(firstKey(args), false, args, { typeMapping: NODE_REDIS_BUFFERS }));
     }
     if (typeof client.sendCommand === "function" && typeof client.withTypeMapping === "function") {
-      return (args) => client.sendCommand(args, { typeMapping: NODE_REDIS_BUFFERS });
+      return connected(client, "node-redis", (args) => client.sendCommand(args, { typeMapping: NODE_REDIS_BUFFERS }));
     }
     if (typeof client.sendCommand === "function") {
       return (args) => client.sendCommand(args);
@@ -96,6 +96,26 @@ function adapter(client) {
     "not-a-client",
     "must be an ioredis client or cluster, a node-redis 5 or 6 client or cluster, or { sendCommand(args) => Promise }",
   );
+}
+
+/**
+ * `send`, refusing while `client` is not open: a node-redis client before `connect()` (or
+ * after `quit()`/`destroy()`: `isOpen` is false; it stays true while the client reconnects),
+ * an ioredis client after `quit()`/`disconnect()` or once its retry strategy gave up
+ * (`status` "end"; one made with `lazyConnect` connects on its first command). Such a client
+ * never sends anything, so every check would fall back, silently, forever: the check rejects
+ * with a `RedisLimiterError` of code `not-connected` instead. tollgate never connects a client
+ * it is given (the application owns its connection and its options).
+ */
+function connected(client, kind, send) {
+  const closed = kind === "ioredis" ? () => client.status === "end" : () => client.isOpen === false;
+  const fix = kind === "ioredis" ? "it was closed (quit/disconnect) or gave up reconnecting" : "call `await client.connect()` before the first check";
+  return (args) => {
+    if (closed()) {
+      throw new RedisLimiterError("not-connected", `redis: the ${kind} client is not connected: ${fix} (tollgate never connects a client it is given)`);
+    }
+    return send(args);
+  };
 }
 
 /**
@@ -736,6 +756,7 @@ export class RedisLimiter {
 
   /** Sorts a failed call: Redis unavailable (the fallback decides) or an error for the caller. */
   #classify(e) {
+    if (e instanceof RedisLimiterError) return e; // not-connected: the caller's to fix
     if (e instanceof Timeout) return new Unavailable("timeout");
     if (isReply(e)) return UNAVAILABLE.test(String(e.message)) ? new Unavailable("unreachable", e) : this.#fatal(e);
     return new Unavailable("unreachable", e);

@@ -17,8 +17,8 @@
 //! `TextEncoder`, and passes only their lengths ([`Core::check_buf`]), which saves the
 //! allocation, copy and free of wasm-bindgen's string passing on every call.
 //!
-//! [`decide_state`] is the stateless form: the caller keeps each key's state as the core's
-//! JSON and passes it back (the demo page uses it to draw the state).
+//! `decide_state` (the `state-json` feature) is the stateless form: the caller keeps each
+//! key's state as the core's JSON and passes it back (the demo page uses it to draw the state).
 //!
 //! ## Time
 //! JavaScript speaks milliseconds (`Date.now()`), the core nanoseconds. A whole number of

@@ -1,0 +1,226 @@
+// The npm tarball as a user gets it: scripts/test.d/70-package.sh packs it, installs it
+// offline into a fresh project (crates/wasm/test-pack/.fresh/, git-ignored) and runs this
+// file there, so "tollgate" resolves to the installed tarball, never to the repository's
+// sources. The tools (express, typescript, esbuild, playwright-core, node-redis) are the
+// repository's pinned ones, found in the parent directories' node_modules. Every example is
+// the README's own, extracted by scripts/readme-snippets.mjs (snippets/ts, snippets/js).
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { spawn, spawnSync } from "node:child_process";
+import { copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
+import { createServer } from "node:http";
+import { createRequire } from "node:module";
+import { dirname, extname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+
+const here = dirname(fileURLToPath(import.meta.url));
+const repo = process.env.TOLLGATE_REPO;
+const installed = join(here, "node_modules", "tollgate");
+const snippets = (kind) => JSON.parse(readFileSync(join(here, "snippets", kind, "index.json"), "utf8"));
+const snippet = (kind, file) => readFileSync(join(here, "snippets", kind, file), "utf8");
+const bin = (name) => join(repo, "node_modules", ".bin", name);
+
+function freePort() {
+  return new Promise((resolve) => {
+    const s = createServer().listen(0, "127.0.0.1", () => {
+      const { port } = s.address();
+      s.close(() => resolve(port));
+    });
+  });
+}
+
+test("the tarball holds the built package, its licenses and README, and nothing of the repository", () => {
+  const pkg = JSON.parse(readFileSync(join(installed, "package.json"), "utf8"));
+  for (const f of ["LICENSE-MIT", "LICENSE-APACHE", "README.md", "pkg/web/tollgate_wasm_bg.wasm", "pkg/redis.js"]) {
+    assert.ok(existsSync(join(installed, f)), `${f} is in the tarball`);
+  }
+  for (const f of ["js", "test", "bench", "src", "Cargo.toml", "build.sh", "DEVELOPING.md"]) {
+    assert.ok(!existsSync(join(installed, f)), `${f} is not in the tarball`);
+  }
+  assert.match(readFileSync(join(installed, "LICENSE-MIT"), "utf8"), /Copyright \(c\) The tollgate developers/);
+  assert.match(readFileSync(join(installed, "LICENSE-APACHE"), "utf8"), /Apache License\s+Version 2\.0/);
+  assert.equal(pkg.license, "MIT OR Apache-2.0");
+  // Every subpath has its types.
+  for (const [sub, target] of Object.entries(pkg.exports)) {
+    if (sub === "./package.json") continue;
+    assert.ok(typeof target.types === "string" && existsSync(join(installed, target.types)), `${sub} has types`);
+  }
+  // The npm page: no link out of the package (it would break there), no development section.
+  const readme = readFileSync(join(installed, "README.md"), "utf8");
+  const relative = [...readme.matchAll(/\]\(([^)]+)\)/g)].map((m) => m[1]).filter((u) => !/^(https?:|#)/.test(u));
+  assert.deepEqual(relative, [], "relative links in the npm README");
+  assert.doesNotMatch(readme, /^#+ Developing/m);
+});
+
+test("ESM: import from every entry point, and a decision", async () => {
+  const { Limiter } = await import("tollgate");
+  const limiter = new Limiter("2/s");
+  assert.deepEqual([1, 2, 3].map(() => limiter.check("k", { now: 0 }).allowed), [true, true, false]);
+  for (const sub of ["tollgate/web", "tollgate/express", "tollgate/hono", "tollgate/redis", "tollgate/bundler"]) {
+    if (sub === "tollgate/bundler") {
+      assert.ok(existsSync(fileURLToPath(import.meta.resolve(sub))), `${sub} resolves`);
+      continue;
+    }
+    const m = await import(sub);
+    assert.ok(Object.keys(m).length > 0, `${sub} exports something`);
+  }
+  const wasm = fileURLToPath(import.meta.resolve("tollgate/tollgate.wasm"));
+  assert.equal(extname(wasm), ".wasm");
+  assert.ok(WebAssembly.validate(readFileSync(wasm)), "tollgate/tollgate.wasm is the .wasm");
+});
+
+test("CommonJS: require() as the README declares (Node's require of ES modules)", () => {
+  writeFileSync(
+    join(here, "cjs.cjs"),
+    `const { Limiter } = require("tollgate");
+const { rateLimit } = require("tollgate/express");
+const { RedisLimiter } = require("tollgate/redis");
+const l = new Limiter("1/s");
+console.log(JSON.stringify([l.check("a", { now: 0 }).allowed, l.check("a", { now: 0 }).allowed, typeof rateLimit, typeof RedisLimiter]));
+`,
+  );
+  const r = spawnSync(process.execPath, ["cjs.cjs"], { cwd: here, encoding: "utf8" });
+  assert.equal(r.status, 0, r.stderr);
+  assert.equal(r.stdout.trim(), '[true,false,"function","function"]');
+  const engines = JSON.parse(readFileSync(join(installed, "package.json"), "utf8")).engines.node;
+  assert.equal(engines, "^20.19.0 || >=22.12.0", "engines admits only Nodes with require(esm) on by default");
+});
+
+test("tsc --strict over every TypeScript/JavaScript example of the READMEs, and the header types", () => {
+  const dir = join(here, "snippets", "ts");
+  // RateLimitHeaders where users put headers (the README examples do the first).
+  writeFileSync(
+    join(dir, "headers-assignable.ts"),
+    `import type { OutgoingHttpHeaders, ServerResponse } from "node:http";
+import { Limiter, type RateLimitHeaders } from "tollgate";
+const limiter = new Limiter("1/s");
+const h: RateLimitHeaders = limiter.headers(limiter.check("k"), "per-ip");
+export const init: HeadersInit = h;
+export const node: OutgoingHttpHeaders = h;
+export const headers = new Headers(h);
+export const response = new Response("slow down", { status: 429, headers: h });
+export function deny(res: ServerResponse): void {
+  res.writeHead(429, h);
+}
+`,
+  );
+  writeFileSync(
+    join(dir, "tsconfig.json"),
+    JSON.stringify({
+      compilerOptions: {
+        target: "ES2022",
+        module: "NodeNext",
+        moduleResolution: "NodeNext",
+        strict: true,
+        noEmit: true,
+        skipLibCheck: true,
+        lib: ["ES2022", "DOM"],
+        types: ["node"],
+      },
+      include: ["*.ts"],
+    }),
+  );
+  // A package.json with "type": "module" there, so that the snippets are ES modules.
+  writeFileSync(join(dir, "package.json"), '{ "type": "module" }\n');
+  const n = readdirSync(dir).filter((f) => f.endsWith(".ts")).length;
+  assert.ok(n >= 10, `the READMEs' snippets were extracted (${n} files)`);
+  const r = spawnSync(process.execPath, [join(repo, "crates/wasm/node_modules/typescript/bin/tsc"), "-p", dir], { encoding: "utf8" });
+  assert.equal(r.status, 0, r.stdout + r.stderr);
+});
+
+test("Express: the README's app answers 429 with the documented headers", async () => {
+  const file = snippets("js").find((s) => snippet("js", s.file).includes('from "tollgate/express"') && snippet("js", s.file).includes("app.listen"));
+  assert.ok(file, "the README has an Express app");
+  copyFileSync(join(here, "snippets", "js", file.file), join(here, "express-app.mjs"));
+  const port = await freePort();
+  const app = spawn(process.execPath, ["express-app.mjs"], { cwd: here, env: { ...process.env, PORT: String(port) }, stdio: "inherit" });
+  try {
+    const url = `http://127.0.0.1:${port}/`;
+    let r;
+    for (let i = 0; i < 100; i++) {
+      try {
+        r = await fetch(url);
+        break;
+      } catch {
+        await new Promise((ok) => setTimeout(ok, 50));
+      }
+    }
+    assert.ok(r, "the app listens");
+    assert.equal(r.status, 200);
+    assert.equal(r.headers.get("ratelimit-policy"), '"per-ip";q=20;w=2');
+    assert.match(r.headers.get("ratelimit"), /^"per-ip";r=19;t=\d+$/);
+    let denied;
+    for (let i = 0; i < 60 && !denied; i++) {
+      const x = await fetch(url);
+      if (x.status === 429) denied = x;
+    }
+    assert.ok(denied, "a 429 within 60 requests of a 20-burst");
+    assert.match(denied.headers.get("retry-after"), /^[1-9]\d*$/);
+    assert.equal(denied.headers.get("cache-control"), "no-store");
+    assert.match(denied.headers.get("content-type"), /^application\/problem\+json/);
+    assert.match(denied.headers.get("ratelimit"), /^"per-ip";r=0;t=\d+$/);
+    const body = await denied.json();
+    assert.equal(body.type, "https://iana.org/assignments/http-problem-types#quota-exceeded");
+    assert.deepEqual(body["violated-policies"], ["per-ip"]);
+    assert.equal((await fetch(`${url}health`)).headers.get("ratelimit"), null, "/health is exempt");
+  } finally {
+    app.kill();
+  }
+});
+
+test("tollgate/redis: an unconnected node-redis client is refused with the documented error", async () => {
+  const { createClient } = createRequire(join(repo, "crates/wasm/package.json"))("redis");
+  const { RedisLimiter, RedisLimiterError } = await import("tollgate/redis");
+  const client = createClient({ url: "redis://127.0.0.1:1/" }); // never connected
+  const limiter = new RedisLimiter(client, "10/s burst 20", { namespace: "api", fallback: "local" });
+  await assert.rejects(limiter.check("203.0.113.7"), (e) => {
+    assert.ok(e instanceof RedisLimiterError);
+    assert.equal(e.code, "not-connected");
+    assert.match(e.message, /not connected: call `await client\.connect\(\)`/);
+    return true;
+  });
+  assert.match(readFileSync(join(installed, "README.md"), "utf8"), /not-connected/, "the README documents it");
+});
+
+test("a browser bundle made by the README's esbuild recipe decides in Chromium", async () => {
+  const js = snippets("js");
+  const i = js.findIndex((s) => snippet("js", s.file).includes('"tollgate/tollgate.wasm"'));
+  assert.ok(i >= 0, "the README has a bundler recipe");
+  const command = js.slice(i + 1).find((s) => s.file.endsWith(".sh") && snippet("js", s.file).includes("esbuild"));
+  assert.ok(command, "the recipe's esbuild command");
+  const web = join(here, "web");
+  mkdirSync(web, { recursive: true });
+  copyFileSync(join(here, "snippets", "js", js[i].file), join(web, "app.js"));
+  const line = snippet("js", command.file).split("\n").find((l) => l.startsWith("npx esbuild "));
+  const args = line.slice("npx esbuild ".length).split(/\s+/).filter(Boolean);
+  const b = spawnSync(bin("esbuild"), args, { cwd: web, encoding: "utf8" });
+  assert.equal(b.status, 0, b.stderr);
+  const dist = join(web, "dist");
+  assert.ok(readdirSync(dist).some((f) => f.endsWith(".wasm")), "the .wasm was copied into dist/");
+  writeFileSync(join(dist, "index.html"), '<!doctype html><meta charset="utf-8"><title>t</title><link rel="icon" href="data:,"><body><script type="module" src="app.js"></script>');
+  const types = { ".html": "text/html", ".js": "text/javascript", ".wasm": "application/wasm" };
+  const server = createServer((req, res) => {
+    const file = join(dist, req.url === "/" ? "index.html" : decodeURIComponent(req.url.slice(1)));
+    if (!file.startsWith(dist) || !existsSync(file)) return res.writeHead(404).end();
+    res.writeHead(200, { "content-type": types[extname(file)] ?? "application/octet-stream" }).end(readFileSync(file));
+  });
+  await new Promise((ok) => server.listen(0, "127.0.0.1", ok));
+  const { chromium } = createRequire(join(repo, "package.json"))("playwright-core");
+  const browser = await chromium.launch({
+    executablePath: "/usr/bin/chromium",
+    args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"],
+  });
+  try {
+    const page = await browser.newPage();
+    const errors = [];
+    page.on("pageerror", (e) => errors.push(String(e)));
+    page.on("console", (m) => m.type() === "error" && errors.push(m.text()));
+    await page.goto(`http://127.0.0.1:${server.address().port}/`);
+    await page.waitForFunction(() => document.body.textContent !== "", null, { timeout: 15_000 });
+    assert.equal(await page.textContent("body"), "allowed");
+    assert.deepEqual(errors, []);
+  } finally {
+    await browser.close();
+    server.close();
+  }
+});
