@@ -1,23 +1,27 @@
 //! The limiter: merge a key's concurrent requests, read, decide with the core, commit.
 
 use std::collections::HashMap;
-use std::num::NonZeroUsize;
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use redis::aio::ConnectionLike;
-use redis::{ErrorKind, RedisError, Script, ServerErrorKind};
+use redis::{ErrorKind, RedisError, Script};
 use tokio::sync::oneshot;
-use tollgate::fair_share::FairShare;
 use tollgate::keyed::KeyedLimiter;
 use tollgate::stack::StackDecision;
-use tollgate::store::{Batch, Limits, Write};
-use tollgate::{ceil_millis, DecideError, Decision, Nanos, State, NANOS_PER_MS};
+use tollgate::store::fleet::{self, Call, CallError, Handling, KeyWrite, Ttl, ValueError};
+use tollgate::store::{Batch, DenyCache, Limits, Op};
+use tollgate::{DecideError, Nanos, State, NANOS_PER_MS};
 
 use crate::{
     Error, Fallback, KeyLayout, Options, Outcome, Source, Why, COMMIT_SCRIPT, READ_SCRIPT,
 };
+
+/// The clock of the deny cache: nanoseconds from `epoch` to `t`.
+fn since(epoch: Instant, t: Instant) -> Nanos {
+    u64::try_from(t.saturating_duration_since(epoch).as_nanos()).unwrap_or(u64::MAX)
+}
 
 /// A fleet-wide limiter on Redis. Cheap to clone (the state is shared behind an `Arc`).
 pub struct RedisLimiter<C> {
@@ -66,18 +70,6 @@ struct Group {
     tenant: Option<String>,
 }
 
-enum Op {
-    Check(u64),
-    /// A waiting caller's check: admitted requests are charged only when their queue delay
-    /// fits in what is left of the wait (see `tollgate::wait`).
-    Acquire {
-        cost: u64,
-        max_delay: Nanos,
-    },
-    Peek,
-    Release(u64),
-}
-
 struct Pending {
     op: Op,
     reply: oneshot::Sender<Result<Answer, Error>>,
@@ -86,15 +78,6 @@ struct Pending {
 enum Answer {
     Decided(Outcome),
     Released,
-}
-
-/// A remembered denial: until `until`, a request for the same slots costing at least
-/// `cost` is denied as well (traffic can only push the retry time later).
-struct Denial {
-    cost: u64,
-    until: Instant,
-    at: Instant,
-    decided: StackDecision,
 }
 
 /// What one read (or a conflicting commit) returned: the node's clock and each slot's value.
@@ -114,7 +97,8 @@ struct Inner<C> {
     epoch: Instant,
     groups: Mutex<HashMap<Group, Vec<Pending>>>,
     lines: Mutex<HashMap<Group, Arc<tokio::sync::Mutex<()>>>>,
-    denials: Mutex<HashMap<Group, Denial>>,
+    /// Denials remembered, on the clock of nanoseconds since `epoch`.
+    denials: Mutex<DenyCache<Group>>,
     down_until: Mutex<Option<Instant>>,
     /// Whether the server has the module: [`UNKNOWN`], [`WITH_MODULE`] or [`WITHOUT_MODULE`].
     module: AtomicU8,
@@ -149,7 +133,7 @@ where
             }
         }
         let local = match options.fallback {
-            Fallback::Local { max_keys } => Some(local_limiter(&limits, max_keys)?),
+            Fallback::Local { max_keys } => Some(limits.keyed(max_keys)),
             Fallback::Open | Fallback::Closed => None,
         };
         Ok(RedisLimiter {
@@ -164,7 +148,7 @@ where
                 epoch: Instant::now(),
                 groups: Mutex::new(HashMap::new()),
                 lines: Mutex::new(HashMap::new()),
-                denials: Mutex::new(HashMap::new()),
+                denials: Mutex::new(DenyCache::new(MAX_DENIALS)),
                 down_until: Mutex::new(None),
                 module: AtomicU8::new(UNKNOWN),
                 counters: Counters::default(),
@@ -306,7 +290,7 @@ where
     /// returns whether anything was stored.
     pub async fn reset(&self, key: &str) -> Result<bool, Error> {
         let inner = &self.inner;
-        inner.denials.lock().unwrap().retain(|g, _| g.key != key);
+        inner.denials.lock().unwrap().retain(|g| g.key != key);
         if let Some(local) = &inner.local {
             local.reset(key);
         }
@@ -387,16 +371,6 @@ where
     }
 }
 
-/// The in-memory limiter of [`Fallback::Local`], over the same limits.
-fn local_limiter(limits: &Limits, max_keys: NonZeroUsize) -> Result<KeyedLimiter, Error> {
-    Ok(match limits.tenant() {
-        Some(tenant) => {
-            KeyedLimiter::fair_share(FairShare::new(limits.layers()[0], *tenant)?, max_keys)
-        }
-        None => KeyedLimiter::stack(limits.layers(), max_keys)?,
-    })
-}
-
 /// How a Redis error is handled.
 enum Failure {
     /// Redis is unavailable: the fallback decides.
@@ -405,30 +379,28 @@ enum Failure {
     Fatal(RedisError),
 }
 
-fn classify(e: RedisError) -> Failure {
-    let unavailable = e.is_io_error()
+/// The fleet protocol's rule for a failed call ([`fleet::handle`]), for redis-rs' errors.
+fn handling(call: Call, e: &RedisError) -> Handling {
+    let error = if e.is_timeout() {
+        CallError::Timeout
+    } else if let Some(code) = e.code() {
+        CallError::Reply(code)
+    } else if e.is_io_error()
         || e.is_connection_refusal()
         || e.is_connection_dropped()
-        || e.is_timeout()
-        || matches!(
-            e.kind(),
-            ErrorKind::ClusterConnectionNotFound
-                | ErrorKind::Server(
-                    ServerErrorKind::BusyLoading
-                        | ServerErrorKind::TryAgain
-                        | ServerErrorKind::ClusterDown
-                        | ServerErrorKind::MasterDown
-                        | ServerErrorKind::ReadOnly
-                )
-        );
-    if unavailable {
-        Failure::Unavailable(if e.is_timeout() {
-            Why::Timeout
-        } else {
-            Why::Unreachable
-        })
+        || e.kind() == ErrorKind::ClusterConnectionNotFound
+    {
+        CallError::Connection
     } else {
-        Failure::Fatal(e)
+        return Handling::Fatal;
+    };
+    fleet::handle(call, error)
+}
+
+fn classify(call: Call, e: RedisError) -> Failure {
+    match handling(call, &e) {
+        Handling::FallBack(why) => Failure::Unavailable(why),
+        Handling::SendBody | Handling::Fatal => Failure::Fatal(e),
     }
 }
 
@@ -509,33 +481,18 @@ where
         if !self.options.deny_cache || self.test_clock() {
             return None;
         }
-        let mut denials = self.denials.lock().unwrap();
-        let d = denials.get(group)?;
-        let now = Instant::now();
-        if now >= d.until {
-            denials.remove(group);
-            return None;
-        }
-        if cost < d.cost {
-            return None;
-        }
-        let elapsed = (now - d.at).as_nanos() as u64;
-        let age = |d: &Decision| Decision {
-            reset_after: d.reset_after.saturating_sub(elapsed),
-            retry_after: d.retry_after.saturating_sub(elapsed),
-            ..*d
-        };
-        let outcome = Outcome {
-            decision: age(&d.decided.decision),
-            each: d.decided.each.iter().map(age).collect(),
-            source: Source::DenyCache,
-        };
+        let now = since(self.epoch, Instant::now());
+        let d = self.denials.lock().unwrap().get(group, cost, now)?;
         self.counters.deny_cache.fetch_add(1, Relaxed);
-        Some(outcome)
+        Some(Outcome {
+            decision: d.decision,
+            each: d.each,
+            source: Source::DenyCache,
+        })
     }
 
-    /// `retry` is the denial's retry time, or a lower bound of it (the module reports
-    /// whole milliseconds, rounded up).
+    /// Remembers a denial decided on a read sent at `sent` (so the memory never outlasts
+    /// the true retry time); `retry` is its retry time, or a lower bound of it.
     fn remember(
         &self,
         group: &Group,
@@ -544,31 +501,12 @@ where
         decided: &StackDecision,
         retry: Nanos,
     ) {
-        // Only a denial with a retry time (a concurrency limit frees on release, which no
-        // clock predicts) measured from when the read was sent, so the memory never
-        // outlasts the true retry time.
-        if !self.options.deny_cache || self.test_clock() || decided.decision.allowed || retry == 0 {
+        if !self.options.deny_cache || self.test_clock() {
             return;
         }
+        let at = since(self.epoch, sent);
         let mut denials = self.denials.lock().unwrap();
-        if denials.len() >= MAX_DENIALS {
-            denials.clear();
-        }
-        let until = sent + Duration::from_nanos(retry);
-        let keep = denials
-            .get(group)
-            .is_none_or(|d| d.until < until || d.cost > cost);
-        if keep {
-            denials.insert(
-                group.clone(),
-                Denial {
-                    cost,
-                    until,
-                    at: sent,
-                    decided: decided.clone(),
-                },
-            );
-        }
+        denials.remember(group.clone(), cost, at, decided, retry);
     }
 
     fn is_down(&self) -> bool {
@@ -638,35 +576,10 @@ where
             };
             let now = self.clock(view.now);
             let mut batch = Batch::new(&self.limits, &slots, states, now);
-            let mut answers: Vec<Result<Option<StackDecision>, Error>> = Vec::new();
-            for p in &round {
-                answers.push(match p.op {
-                    Op::Check(cost) => batch.decide(cost).map(Some).map_err(Error::from),
-                    Op::Acquire { cost, max_delay } => {
-                        // Decided on a copy, kept unless admitted with a queue delay that
-                        // the waiter cannot afford (then it gives up, uncharged).
-                        let mut trial = batch.clone();
-                        let d = trial.decide(cost).map_err(Error::from);
-                        if let Ok(d) = &d {
-                            if !d.decision.allowed || d.decision.delay <= max_delay {
-                                batch = trial;
-                            }
-                        }
-                        d.map(Some)
-                    }
-                    // A peek reports without charging: decided on a copy.
-                    Op::Peek => batch.clone().decide(0).map(Some).map_err(Error::from),
-                    Op::Release(cost) => {
-                        if batch.release(cost) {
-                            Ok(None)
-                        } else {
-                            Err(Error::Decide(DecideError::NotConcurrency {
-                                policy: self.limits.layers()[0].algorithm(),
-                            }))
-                        }
-                    }
-                });
-            }
+            let answers: Vec<Result<Option<StackDecision>, Error>> = round
+                .iter()
+                .map(|p| batch.apply(p.op).map_err(Error::from))
+                .collect();
             if batch.changed() {
                 match self.write(&keys, &versions, &batch).await {
                     Ok(Committed::Written) => {}
@@ -790,7 +703,7 @@ where
         let replies: Vec<redis::RedisResult<redis::Value>> =
             match tokio::time::timeout(self.options.timeout, pipe.query_async(&mut conn)).await {
                 Ok(Ok(r)) => r,
-                Ok(Err(e)) => match classify(e) {
+                Ok(Err(e)) => match classify(Call::Write, e) {
                     Failure::Unavailable(_) => {
                         // The commands may have run: never sent again.
                         self.counters.indeterminate.fetch_add(1, Relaxed);
@@ -807,14 +720,23 @@ where
             };
         for (p, reply) in round.into_iter().zip(replies) {
             let answer = match (reply, &p.op) {
-                (Err(e), _) => Err(Error::Redis(e)),
+                (Err(e), _) => match classify(Call::Write, e) {
+                    // Refused by a server that cannot serve now: the fallback decides it.
+                    Failure::Unavailable(why) => {
+                        self.counters.indeterminate.fetch_add(1, Relaxed);
+                        self.mark_down();
+                        self.fall_back(group, vec![p], why);
+                        continue;
+                    }
+                    Failure::Fatal(e) => Err(Error::Redis(e)),
+                },
                 (Ok(_), Op::Release(_)) => Ok(Answer::Released),
                 (Ok(v), op) => match module_decision(&v) {
                     Some(d) => {
                         if let Op::Check(cost) | Op::Acquire { cost, .. } = op {
                             self.counters.redis.fetch_add(1, Relaxed);
                             // Whole ms rounded up: remember the lower bound.
-                            let floor = d.decision.retry_after.saturating_sub(NANOS_PER_MS - 1);
+                            let floor = fleet::lower_bound(d.decision.retry_after);
                             self.remember(group, *cost, sent, &d, floor);
                         }
                         Ok(Answer::Decided(Outcome {
@@ -850,7 +772,7 @@ where
             .arg(keys)
             .arg(args);
         match by_hash.query_async(&mut conn).await {
-            Err(e) if e.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
+            Err(e) if handling(Call::Read, &e) == Handling::SendBody => {
                 self.counters.round_trips.fetch_add(1, Relaxed);
                 let mut by_body = redis::cmd("EVAL");
                 by_body.arg(source).arg(keys.len()).arg(keys).arg(args);
@@ -864,7 +786,7 @@ where
         let call = self.eval(&self.read, READ_SCRIPT, keys, &[]);
         let reply = match tokio::time::timeout(self.options.timeout, call).await {
             Ok(Ok(r)) => r,
-            Ok(Err(e)) => return Err(classify(e)),
+            Ok(Err(e)) => return Err(classify(Call::Read, e)),
             Err(_) => return Err(Failure::Unavailable(Why::Timeout)),
         };
         view(&reply, 0, keys.len()).ok_or_else(|| Failure::Fatal(unexpected_reply()))
@@ -885,32 +807,24 @@ where
         #[cfg(not(feature = "testing"))]
         let mode = "cas";
         let mut args: Vec<Vec<u8>> = vec![mode.into()];
-        let mut writes: Vec<Option<Write>> = vec![None; keys.len()];
-        for (i, w) in batch.writes() {
+        let mut writes: Vec<Option<KeyWrite>> = vec![None; keys.len()];
+        for (i, w) in fleet::key_writes(batch, self.ttl(), || fastrand::u64(..)) {
             writes[i] = Some(w);
         }
         for (version, write) in versions.iter().zip(writes) {
             args.push(version.clone());
             let (action, value, ttl) = match write {
                 None => ("k", Vec::new(), String::new()),
-                Some(Write::Delete) => ("d", Vec::new(), String::new()),
-                Some(Write::Put { state, fresh_after }) => {
-                    let mut value = fastrand::u64(..).to_le_bytes().to_vec();
-                    value.extend_from_slice(&state.to_bytes());
-                    ("p", value, self.ttl_ms(fresh_after).to_string())
-                }
+                Some(KeyWrite::Delete) => ("d", Vec::new(), String::new()),
+                Some(KeyWrite::Put { value, ttl_ms }) => ("p", value, ttl_ms.to_string()),
             };
             args.extend([action.into(), value, ttl.into_bytes()]);
         }
         let call = self.eval(&self.commit, COMMIT_SCRIPT, keys, &args);
         let reply = match tokio::time::timeout(self.options.timeout, call).await {
             Ok(Ok(r)) => r,
-            // Refused: the commit was never sent, so it is not indeterminate.
-            Ok(Err(e)) if e.is_connection_refusal() => {
-                return Err(Failure::Unavailable(Why::Unreachable))
-            }
-            Ok(Err(e)) => return Err(classify(e)),
-            Err(_) => return Err(Failure::Unavailable(Why::Timeout)),
+            Ok(Err(e)) => return Err(classify(Call::Write, e)),
+            Err(_) => return Err(Failure::Unavailable(Why::Indeterminate)),
         };
         match reply.first().map(Vec::as_slice) {
             Some(b"ok") => Ok(Committed::Written),
@@ -921,17 +835,14 @@ where
         }
     }
 
-    /// A key's time to live: until its state is fresh, plus the grace; a concurrency
-    /// count lives for the lease. Under a test clock, a day (its time is not Redis's).
-    fn ttl_ms(&self, fresh_after: Option<Nanos>) -> u64 {
-        if self.test_clock() {
-            return 86_400_000;
-        }
-        let grace = self.options.grace.as_millis() as u64;
-        match fresh_after {
-            Some(ns) => ceil_millis(ns).saturating_add(grace).max(1),
-            None => (self.options.lease.as_millis() as u64).max(1),
-        }
+    /// The keys' times to live (the core's rule, [`Ttl`]); `None` under a test clock,
+    /// whose time is not Redis's.
+    fn ttl(&self) -> Option<Ttl> {
+        let ms = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+        (!self.test_clock()).then(|| Ttl {
+            grace_ms: ms(self.options.grace),
+            lease_ms: ms(self.options.lease),
+        })
     }
 
     /// Decides a round with the declared fallback.
@@ -969,7 +880,6 @@ where
     }
 
     fn fallback_decide(&self, group: &Group, cost: u64) -> Result<StackDecision, Error> {
-        let policies = self.limits.policies();
         match (&self.options.fallback, &self.local) {
             (Fallback::Local { .. }, Some(local)) => {
                 let now = self.epoch.elapsed().as_nanos() as u64;
@@ -977,38 +887,9 @@ where
             }
             (Fallback::Closed, _) => {
                 let retry = self.options.probe_every.as_nanos() as u64;
-                let each: Vec<Decision> = policies
-                    .iter()
-                    .map(|p| Decision {
-                        allowed: false,
-                        limit: p.limit(),
-                        remaining: 0,
-                        reset_after: retry,
-                        retry_after: retry,
-                        delay: 0,
-                    })
-                    .collect();
-                Ok(StackDecision {
-                    decision: each[0],
-                    each,
-                })
+                Ok(fleet::fail_closed(&self.limits, retry))
             }
-            _ => {
-                let each: Vec<Decision> = policies
-                    .iter()
-                    .map(|p| Decision {
-                        allowed: true,
-                        limit: p.limit(),
-                        remaining: p.limit(),
-                        ..Decision::default()
-                    })
-                    .collect();
-                let binding = *each.iter().min_by_key(|d| d.limit).expect("a policy");
-                Ok(StackDecision {
-                    decision: binding,
-                    each,
-                })
-            }
+            _ => Ok(fleet::fail_open(&self.limits)),
         }
     }
 }
@@ -1023,29 +904,27 @@ fn answer_all(round: Vec<Pending>, result: Result<Answer, Error>) {
     }
 }
 
-/// A module reply: six integers (durations in ms), then each limit's six.
+/// A module reply: the combined decision's fields ([`fleet::decision_fields`]), then an
+/// array of each limit's.
 fn module_decision(v: &redis::Value) -> Option<StackDecision> {
-    fn decision(v: &redis::Value) -> Option<Decision> {
+    fn fields(v: &redis::Value) -> Option<[u64; fleet::DECISION_FIELDS]> {
         let redis::Value::Array(f) = v else {
             return None;
         };
-        let n = |i: usize| match f.get(i) {
-            Some(redis::Value::Int(x)) => u64::try_from(*x).ok(),
-            _ => None,
-        };
-        Some(Decision {
-            allowed: n(0)? == 1,
-            limit: n(1)?,
-            remaining: n(2)?,
-            reset_after: n(3)?.saturating_mul(NANOS_PER_MS),
-            retry_after: n(4)?.saturating_mul(NANOS_PER_MS),
-            delay: n(5)?.saturating_mul(NANOS_PER_MS),
-        })
+        let mut out = [0; fleet::DECISION_FIELDS];
+        for (i, x) in out.iter_mut().enumerate() {
+            let redis::Value::Int(n) = f.get(i)? else {
+                return None;
+            };
+            *x = u64::try_from(*n).ok()?;
+        }
+        Some(out)
     }
+    let decision = |v: &redis::Value| fleet::decision_from_fields(fields(v)?);
     let redis::Value::Array(f) = v else {
         return None;
     };
-    let redis::Value::Array(each) = f.get(6)? else {
+    let redis::Value::Array(each) = f.get(fleet::DECISION_FIELDS)? else {
         return None;
     };
     Some(StackDecision {
@@ -1082,21 +961,23 @@ fn decode(keys: &[String], values: &[Vec<u8>]) -> Result<Decoded, Error> {
     let mut versions = Vec::with_capacity(values.len());
     let mut states = Vec::with_capacity(values.len());
     for (key, v) in keys.iter().zip(values) {
-        if v.is_empty() {
-            versions.push(Vec::new());
-            states.push(None);
-            continue;
-        }
-        if v.len() < 8 {
-            return Err(Error::CorruptVersion { key: key.clone() });
-        }
-        let (version, bytes) = v.split_at(8);
-        let state = State::from_bytes(bytes).map_err(|reason| Error::Corrupt {
-            key: key.clone(),
-            reason,
+        let stored = fleet::decode_value(v).map_err(|e| match e {
+            ValueError::Short(_) => Error::CorruptVersion { key: key.clone() },
+            ValueError::State(reason) => Error::Corrupt {
+                key: key.clone(),
+                reason,
+            },
         })?;
-        versions.push(version.to_vec());
-        states.push(Some(state));
+        match stored {
+            Some(s) => {
+                versions.push(s.version.to_vec());
+                states.push(Some(s.state));
+            }
+            None => {
+                versions.push(Vec::new());
+                states.push(None);
+            }
+        }
     }
     Ok((versions, states))
 }
