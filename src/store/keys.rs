@@ -72,8 +72,10 @@ impl LayoutError {
         if self.empty {
             "must not be empty".into()
         } else {
+            // Quoted as it is, not with `{:?}`: its escaping tables would add kilobytes to
+            // the npm package's wasm.
             alloc::format!(
-                "{:?} contains a brace, which would move the hash tag",
+                "\"{}\" contains a brace, which would move the hash tag",
                 self.value
             )
         }

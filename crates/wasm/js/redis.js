@@ -1,11 +1,12 @@
 // tollgate/redis: one exact limit for a fleet of Node (and Rust) processes sharing one Redis.
-// The core (wasm, FleetLimits) makes every decision; this file runs the protocol of the Rust
-// crate tollgate-redis, byte for byte: the same key layout, the same values (an 8-byte write
-// id as version, then the core's state bytes) and the same two Lua scripts (read, then a
-// compare-and-set commit), so Node and Rust processes can share one limit. See index.d.ts
-// (redis.d.ts) and crates/redis/src/lib.rs for the design.
+// The core (wasm, FleetLimits) makes every decision and holds the fleet protocol's rules
+// (tollgate::store::fleet: the key layout, the stored values, their times to live, which
+// failures fall back and the fallback's decisions); this file moves the bytes, as the Rust
+// crate tollgate-redis does: the same keys, the same values and the same two Lua scripts
+// (read, then a compare-and-set commit), so Node and Rust processes can share one limit.
+// See index.d.ts (redis.d.ts) and crates/redis/src/lib.rs for the design.
 
-import { createHash, randomFillSync } from "node:crypto";
+import { createHash } from "node:crypto";
 import glue from "./redis/tollgate_wasm.cjs";
 import { READ_SCRIPT, COMMIT_SCRIPT } from "./redis/scripts.js";
 import { WaitTimeoutError, checkMs, sleep as pause, leave, turn, throttled, MAX_TIMER } from "./web/api.js";
@@ -22,6 +23,12 @@ const OP_CHECK = 0;
 const OP_PEEK = 1;
 const OP_RELEASE = 2;
 const OP_ACQUIRE = 3;
+/** FleetLimits.handle's answers for a failed call (the core's `fleet::handle`). */
+const FATAL = 0;
+const SEND_BODY = 1;
+const FALLBACK_WHY = [undefined, undefined, "unreachable", "timeout", "indeterminate"];
+/** How many bytes of a stored value are its version (the core's `fleet::VERSION_BYTES`). */
+const VERSION_BYTES = FleetLimits.versionBytes();
 /** FleetLimits.waitStep's statuses: go (1, as ALLOWED), wait (0, as DENIED), give up. */
 const GO = 1;
 const GIVE_UP = 3;
@@ -35,8 +42,6 @@ const MERGE_AT_MOST = 16;
 
 /** The most denials remembered; past it the memory is cleared (it is only a shortcut). */
 const MAX_DENIALS = 100_000;
-/** A key's time to live under a test clock (its time is not Redis's): a day. */
-const TEST_TTL_MS = 86_400_000;
 
 /**
  * Test-only options (the Rust crate's `testing` feature): `options[TESTING] = { clock, blindCommit }`.
@@ -169,9 +174,6 @@ function isReply(e) {
   return e?.reply === true || REPLY_ERRORS.includes(e?.name) || REPLY_ERRORS.includes(e?.constructor?.name);
 }
 
-/** Reply errors that say the server cannot serve now: the fallback decides. */
-const UNAVAILABLE = /^(LOADING|TRYAGAIN|CLUSTERDOWN|MASTERDOWN|READONLY|BUSY)\b/;
-
 class Timeout extends Error {}
 
 /**
@@ -262,11 +264,7 @@ function positive(options, field, fallback) {
 
 function layoutPart(field, value) {
   if (typeof value !== "string") throw optionError(TypeError, field, value, "not-a-string", "must be a string");
-  if (value === "") throw optionError(RangeError, field, value, "empty", "must not be empty");
-  if (/[{}]/.test(value)) {
-    throw optionError(TypeError, field, value, "brace", `${JSON.stringify(value)} contains a brace, which would move the hash tag`);
-  }
-  return value;
+  return value; // the brace rule is the core's (FleetLimits.keyHead)
 }
 
 /** FleetLimits from a limiter spec: a policy, an array (a stack), `{ policy }`, `{ stack }` or `{ fairShare: { shared, tenant } }`. */
@@ -298,19 +296,6 @@ function views() {
     memory.f64 = new Float64Array(buffer);
   }
   return memory;
-}
-
-/** Random 8-byte write ids, drawn from a pool (one `randomFillSync` per 1024 writes). */
-let pool = Buffer.alloc(0);
-let poolAt = 0;
-/** Writes a fresh write id into the first 8 bytes of `value`. */
-function writeId(value) {
-  if (poolAt >= pool.length) {
-    pool = randomFillSync(Buffer.allocUnsafe(8 * 1024));
-    poolAt = 0;
-  }
-  pool.copy(value, 0, poolAt, poolAt + 8);
-  poolAt += 8;
 }
 
 const toBuffer = (v) => (Buffer.isBuffer(v) ? v : v == null ? Buffer.alloc(0) : Buffer.from(String(v)));
@@ -470,11 +455,11 @@ class Merged {
   }
 }
 
-/** Whether a stored value (Buffer or "") carries `version` (8 bytes, or "" for an absent key). */
+/** Whether a stored value (Buffer or "") carries `version` (its first bytes, or "" for an absent key). */
 function sameVersion(value, version) {
   const v = toBuffer(value);
   if (version === "") return v.length === 0;
-  return v.length >= 8 && v.compare(version, 0, 8, 0, 8) === 0;
+  return v.length >= VERSION_BYTES && v.compare(version, 0, VERSION_BYTES, 0, VERSION_BYTES) === 0;
 }
 
 /** The requests for one key (and tenant) and the Redis keys of their slots. */
@@ -493,9 +478,9 @@ class Group {
     this.#suffixes = suffixes;
   }
 
-  /** Each slot's Redis key, `<base>:<suffix>` (made when first asked: the module needs only the base). */
+  /** Each slot's Redis key, the base and the slot's suffix (made when first asked: the module needs only the base). */
   get keys() {
-    return (this.#keys ??= this.#suffixes.map((s) => `${this.base}:${s}`));
+    return (this.#keys ??= this.#suffixes.map((s) => this.base + s));
   }
 }
 
@@ -511,8 +496,8 @@ export class RedisLimiter {
   #capacity;
   #base;
   #fair;
-  #prefix;
-  #namespace;
+  /** What every key's base starts with, `<prefix>:{<namespace>:` (FleetLimits.keyHead). */
+  #head;
   #fallback;
   #timeout;
   #deadlines;
@@ -545,8 +530,8 @@ export class RedisLimiter {
       const call = (args) => this.#call(args);
       this.#merged = { [READ_SHA]: new Merged(call, READ_SHA, false), [COMMIT_SHA]: new Merged(call, COMMIT_SHA, true) };
     }
-    this.#namespace = layoutPart("namespace", options.namespace);
-    this.#prefix = layoutPart("prefix", options.prefix ?? "tollgate");
+    const namespace = layoutPart("namespace", options.namespace);
+    this.#head = FleetLimits.keyHead(layoutPart("prefix", options.prefix ?? "tollgate"), namespace);
     const fallback = options.fallback;
     if (fallback !== "local" && fallback !== "open" && fallback !== "closed") {
       throw optionError(
@@ -582,6 +567,7 @@ export class RedisLimiter {
       throw optionError(TypeError, "maxKeys", options.maxKeys, "not-a-number", "must be a whole number");
     }
     this.#limits = fleetLimits(spec, fallback === "local" ? options.maxKeys ?? 100_000 : undefined);
+    this.#limits.timesToLive(this.#grace, this.#lease, this.#clock !== undefined);
     this.#base = this.#limits.slots(undefined);
     this.#capacity = this.#limits.capacity();
     const policies = this.#limits.policies();
@@ -595,13 +581,13 @@ export class RedisLimiter {
   }
 
   /**
-   * A key's name without its slot, `<prefix>:{<namespace>:<key>}` (crates/redis/src/keys.rs;
-   * the module's `<base>`), the key with `%` and `}` percent-encoded by the core (`keyPart`;
-   * keys without them are used as they are).
+   * A key's name without its slot, `<prefix>:{<namespace>:<key>}` (the core's KeyLayout::base;
+   * the module's `<base>`): the head, the key with `%` and `}` percent-encoded by the core
+   * (`keyPart`; keys without them are used as they are, without a call), and the tag's end.
    */
   #baseKey(key) {
     const part = key.includes("}") || key.includes("%") ? FleetLimits.keyPart(key) : key;
-    return `${this.#prefix}:{${this.#namespace}:${part}}`;
+    return `${this.#head}${part}}`;
   }
 
   /** The requests for one key (and tenant, for a fair share's tenant window) share their slots. */
@@ -742,7 +728,7 @@ export class RedisLimiter {
       if (merged !== undefined) return await merged.send(keys, args);
       return await this.#call(["EVALSHA", sha, String(keys.length), ...keys, ...args]);
     } catch (e) {
-      if (!(isReply(e) && String(e.message).startsWith("NOSCRIPT"))) throw e;
+      if (!(isReply(e) && FleetLimits.handle(false, false, String(e.message)) === SEND_BODY)) throw e;
     }
     // NOSCRIPT: the script did not run, so sending it again charges nothing twice.
     this.#stats.roundTrips++;
@@ -753,11 +739,16 @@ export class RedisLimiter {
     return new RedisLimiterError("redis", `redis: ${e?.message ?? e}`, { cause: e });
   }
 
-  /** Sorts a failed call: Redis unavailable (the fallback decides) or an error for the caller. */
-  #classify(e) {
-    if (e instanceof Timeout) return new Unavailable("timeout");
-    if (isReply(e)) return UNAVAILABLE.test(String(e.message)) ? new Unavailable("unreachable", e) : this.#fatal(e);
-    return new Unavailable("unreachable", e);
+  /**
+   * Sorts a failed call by the core's rule (FleetLimits.handle: the one table of Redis error
+   * replies): Redis unavailable (the fallback decides, and says why) or an error for the
+   * caller. `write`: the call may have written (a commit, a module command).
+   */
+  #classify(e, write) {
+    const timeout = e instanceof Timeout;
+    const handling = FleetLimits.handle(write, timeout, !timeout && isReply(e) ? String(e.message) : undefined);
+    if (handling === FATAL || handling === SEND_BODY) return this.#fatal(e);
+    return new Unavailable(FALLBACK_WHY[handling], e);
   }
 
   /** A denial remembered for `group` that still holds for `cost`. */
@@ -842,7 +833,7 @@ export class RedisLimiter {
     try {
       reply = await this.#script(READ_SHA, READ_SCRIPT, group.keys, []);
     } catch (e) {
-      const c = this.#classify(e);
+      const c = this.#classify(e, false);
       if (!(c instanceof Unavailable)) throw c;
       this.#downUntil = performance.now() + this.#probeEvery;
       return this.#fallBack(group, round, c.why);
@@ -872,12 +863,12 @@ export class RedisLimiter {
         try {
           answer = await this.#script(COMMIT_SHA, COMMIT_SCRIPT, group.keys, args);
         } catch (e) {
-          const c = this.#classify(e);
+          const c = this.#classify(e, true);
           if (!(c instanceof Unavailable)) throw c;
           // The commit may have been applied: never sent again; the fallback decides.
           this.#stats.indeterminate++;
           this.#downUntil = performance.now() + this.#probeEvery;
-          return this.#fallBack(group, round, "indeterminate");
+          return this.#fallBack(group, round, c.why);
         }
         const status = Array.isArray(answer) ? text(answer[0]) : undefined;
         if (status === "conflict") {
@@ -949,9 +940,9 @@ export class RedisLimiter {
 
   /**
    * The commit script's arguments for the last decision's writes (at `w` in `out`, with the
-   * states' bytes at `bytesPtr`), or undefined when nothing changed: `cas` (or `blind`), then
-   * per slot its version read, the action, the new value (a fresh 8-byte write id and the
-   * state) and its time to live.
+   * values at `bytesPtr`), or undefined when nothing changed: `cas` (or `blind`), then per
+   * slot its version read, the action, the new value (a fresh write id and the state, made
+   * by the core) and its time to live (the core's rule).
    */
   #commitArgs(versions, out, w) {
     const n = versions.length;
@@ -968,11 +959,10 @@ export class RedisLimiter {
       else if (action === 1) args.push("d", "", "");
       else {
         const len = out[w + 3 * i + 2];
-        const value = Buffer.allocUnsafe(8 + len);
-        writeId(value);
-        value.set(bytes.subarray(at, at + len), 8);
+        const value = Buffer.allocUnsafe(len);
+        value.set(bytes.subarray(at, at + len));
         at += len;
-        args.push("p", value, String(this.#ttl(out[w + 3 * i + 1])));
+        args.push("p", value, String(out[w + 3 * i + 1]));
       }
     }
     return args;
@@ -1022,11 +1012,12 @@ export class RedisLimiter {
     try {
       value = await this.#call(args);
     } catch (error) {
-      if (this.#classify(error) instanceof Unavailable) {
+      const c = this.#classify(error, true);
+      if (c instanceof Unavailable) {
         // The command may have run: never sent again; the fallback decides it.
         this.#stats.indeterminate++;
         this.#downUntil = performance.now() + this.#probeEvery;
-        return this.#fallBack(group, [p], "indeterminate");
+        return this.#fallBack(group, [p], c.why);
       }
       const message = String(error.message);
       // The server lost the module (restarted without it): ask again next round.
@@ -1052,16 +1043,11 @@ export class RedisLimiter {
     return out[0] === FAILED ? this.#limits.error(0) : this.#fatal(new Error("the module refused a release the core allows"));
   }
 
-  /** A key's time to live: until its state is fresh, plus the grace; a concurrency count lives for the lease. */
-  #ttl(freshMs) {
-    if (this.#clock !== undefined) return TEST_TTL_MS;
-    return freshMs < 0 ? Math.max(1, Math.ceil(this.#lease)) : Math.max(1, freshMs + Math.ceil(this.#grace));
-  }
-
   /**
    * Parses a read's answer (`{ seconds, microseconds, value of each slot }`, starting at `at`)
    * for FleetLimits.decide: the clock (the test clock's, if any), each value's version (its
-   * first 8 bytes; "" when absent) and the state bytes after them, one after the other.
+   * first bytes, for the commit to compare; "" when absent) and the values, one after the
+   * other (the core decodes them).
    */
   #read(group, reply, at) {
     const n = group.keys.length;
@@ -1085,14 +1071,10 @@ export class RedisLimiter {
         versions[i] = "";
         continue;
       }
-      if (v.length < 8) {
-        const key = group.keys[i];
-        throw new RedisLimiterError("corrupt-state", `key ${key}: corrupt value, shorter than its 8-byte version`, { key });
-      }
-      versions[i] = v.subarray(0, 8);
-      parts.push(v.subarray(8));
-      lens[i] = v.length - 8;
-      size += v.length - 8;
+      versions[i] = v.subarray(0, VERSION_BYTES);
+      parts.push(v);
+      lens[i] = v.length;
+      size += v.length;
     }
     return { secs, micros, versions, lens, parts, size };
   }
@@ -1121,18 +1103,7 @@ export class RedisLimiter {
       if (out[0] === FAILED) throw this.#limits.error(0);
       return decisionAt(out, 0, (out.length - 7) / 6, "fallback", why);
     }
-    const limits = Array.from(this.#limits.limits());
-    const retry = Math.ceil(this.#probeEvery);
-    const closed = this.#fallback === "closed";
-    const each = limits.map((limit) => ({
-      allowed: !closed,
-      limit,
-      remaining: closed ? 0 : limit,
-      resetAfter: closed ? retry : 0,
-      retryAfter: closed ? retry : 0,
-      delay: 0,
-    }));
-    const binding = closed ? each[0] : each.reduce((a, b) => (b.limit < a.limit ? b : a));
-    return { ...binding, each, source: "fallback", why };
+    const out = this.#fallback === "closed" ? this.#limits.failClosed(Math.ceil(this.#probeEvery)) : this.#limits.failOpen();
+    return decisionAt(out, 0, (out.length - 7) / 6, "fallback", why);
   }
 }

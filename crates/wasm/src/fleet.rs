@@ -1,12 +1,15 @@
 //! The wasm half of the npm entry `tollgate/redis` (the `store` feature, built only into
 //! `pkg/redis/`, so the main package's `.wasm` does not carry it).
 //!
-//! JavaScript runs the Redis protocol (the scripts in `crates/redis/lua/`, shared with the
-//! Rust crate `tollgate-redis`); every decision is made here, by the core's store contract
-//! ([`tollgate::store`]): [`FleetLimits::decide`] takes the states read from Redis (the
-//! bytes after each value's 8-byte version), Redis's clock and a round of queued requests,
-//! decides them in order with one [`Batch`], and returns each request's decision and the
-//! writes to commit, all or nothing.
+//! JavaScript moves the bytes of the Redis protocol (the scripts in `crates/redis/lua/`,
+//! shared with the Rust crate `tollgate-redis`); the protocol's rules are the core's
+//! ([`tollgate::store`] and [`tollgate::store::fleet`]), applied here: [`FleetLimits::decide`]
+//! takes the values read from Redis, Redis's clock and a round of queued requests, decodes
+//! the values, decides the requests in order with one [`Batch`], and returns each request's
+//! decision and the values to commit (a fresh write id and the state) with their times to
+//! live, all or nothing. The key names ([`FleetLimits::key_head`], [`FleetLimits::slots`]),
+//! the fallback's decisions and the handling of failed calls ([`FleetLimits::handle`]) are
+//! the core's too.
 //!
 //! Nothing is allocated per round at the boundary: the states read, the numbers in (each
 //! slot's state length, then the requests) and out (decisions and writes) and the states to
@@ -16,13 +19,14 @@
 //! passing them as arrays (wasm-bindgen copies each into a fresh allocation and the output
 //! back out of one) was a sixth of the npm client's own work per check.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 
 use tollgate::fair_share::FairShare;
 use tollgate::keyed::KeyedLimiter;
 use tollgate::stack::StackDecision;
-use tollgate::store::{Batch, Limits, Write};
-use tollgate::{DecideError, Decision, Policy, State, NANOS_PER_SEC};
+use tollgate::store::fleet::{self, Call, CallError, Handling, KeyWrite, Ttl, Why};
+use tollgate::store::{Batch, KeyLayout, Limits, Op};
+use tollgate::{DecideError, Decision, Policy, NANOS_PER_SEC};
 use wasm_bindgen::prelude::*;
 
 use tollgate::wait::Step;
@@ -55,18 +59,22 @@ pub struct FleetLimits {
     errors: RefCell<Vec<Option<DecideError>>>,
     /// The buffers shared with JavaScript.
     io: RefCell<Io>,
+    /// The keys' times to live ([`FleetLimits::times_to_live`]); `None` under a test clock.
+    ttl: Cell<Option<Ttl>>,
+    /// Where write ids come from: seeded once from the platform's randomness.
+    ids: RefCell<fastrand::Rng>,
 }
 
 /// [`FleetLimits::decide`]'s input and output, reused from call to call.
 #[derive(Default)]
 struct Io {
-    /// In: each slot's state bytes (after the value's version), one after the other.
+    /// In: each slot's value as read (version and state), one after the other.
     states: Vec<u8>,
     /// In: each slot's state length, then the requests' (kind, cost, maxDelay) triples.
     numbers: Vec<f64>,
     /// Out: the decisions and the writes.
     out: Vec<f64>,
-    /// Out: the states to write, one after the other.
+    /// Out: the values to write (write id and state), one after the other.
     bytes: Vec<u8>,
 }
 
@@ -98,15 +106,33 @@ fn local_limiter(
     max: Option<f64>,
 ) -> Result<Option<KeyedLimiter<String>>, JsValue> {
     let Some(max) = max else { return Ok(None) };
-    let max = max_keys(max)?;
-    Ok(Some(match limits.tenant() {
-        Some(tenant) => KeyedLimiter::fair_share(
-            FairShare::new(limits.layers()[0], *tenant).map_err(|e| errors::policy_error(&e))?,
-            max,
-        ),
-        None => KeyedLimiter::stack(limits.layers(), max).map_err(|e| errors::policy_error(&e))?,
-    }))
+    Ok(Some(limits.keyed(max_keys(max)?)))
 }
+
+/// A request kind of [`FleetLimits::decide`]'s input as the core's [`Op`].
+fn op(kind: u32, cost: u64, max_delay_ms: f64) -> Option<Op> {
+    Some(match kind {
+        OP_CHECK => Op::Check(cost),
+        OP_ACQUIRE => Op::Acquire {
+            cost,
+            max_delay: now_ns(max_delay_ms),
+        },
+        OP_PEEK => Op::Peek,
+        OP_RELEASE => Op::Release(cost),
+        _ => return None,
+    })
+}
+
+/// [`FleetLimits::handle`]'s answers: the caller gets the error.
+pub const FATAL: u32 = 0;
+/// [`FleetLimits::handle`]: send the script's body (NOSCRIPT).
+pub const SEND_BODY: u32 = 1;
+/// [`FleetLimits::handle`]: the fallback decides, Redis unreachable.
+pub const UNREACHABLE: u32 = 2;
+/// [`FleetLimits::handle`]: the fallback decides, a read timed out.
+pub const TIMEOUT: u32 = 3;
+/// [`FleetLimits::handle`]: the fallback decides, a write's answer was lost.
+pub const INDETERMINATE: u32 = 4;
 
 #[wasm_bindgen]
 impl FleetLimits {
@@ -116,6 +142,11 @@ impl FleetLimits {
             limits,
             errors: RefCell::new(Vec::new()),
             io: RefCell::new(Io::default()),
+            ttl: Cell::new(Some(Ttl {
+                grace_ms: 1_000,
+                lease_ms: 60_000,
+            })),
+            ids: RefCell::new(fastrand::Rng::with_seed(getrandom::u64().unwrap_or(0))),
         })
     }
 
@@ -157,15 +188,91 @@ impl FleetLimits {
         tollgate::store::key_part(key).into_owned()
     }
 
-    /// The key suffixes of a request's slots, in decision order (`tollgate-redis`'s layout:
-    /// `"<i>"` for the stack's limit i, `"t:<tenant>"` for a fair share's tenant window,
-    /// which requests without a tenant, or with `""` or `"default"`, skip).
+    /// What every key's base starts with, `<prefix>:{<namespace>:` (the core's
+    /// [`KeyLayout`]: a base is this, the key through `keyPart`, and `}`). Throws the
+    /// brace rule's error (`field` the option, `rule` `empty` (a `RangeError`) or `brace`).
+    #[wasm_bindgen(js_name = keyHead)]
+    pub fn key_head(prefix: &str, namespace: &str) -> Result<String, JsValue> {
+        match KeyLayout::new(prefix, namespace) {
+            Ok(layout) => Ok(layout.head().to_string()),
+            Err(e) => Err(errors::option_error(
+                e.field,
+                &JsValue::from_str(&e.value),
+                e.rule(),
+                &e.reason(),
+                e.empty,
+            )),
+        }
+    }
+
+    /// How many bytes of a stored value are its version (the commit script compares them).
+    #[wasm_bindgen(js_name = versionBytes)]
+    pub fn version_bytes() -> usize {
+        fleet::VERSION_BYTES
+    }
+
+    /// The key suffixes of a request's slots, in decision order (the core's layout:
+    /// `":<i>"` for the stack's limit i, `":t:<tenant>"` for a fair share's tenant window,
+    /// which requests without a tenant, or with `""` or `"default"`, skip), each appended to
+    /// the key's base.
     pub fn slots(&self, tenant: Option<String>) -> Vec<String> {
         self.limits
             .slots(tenant.as_deref())
             .into_iter()
-            .map(|s| s.suffix(tenant.as_deref()))
+            .map(|s| s.key_suffix(tenant.as_deref()))
             .collect()
+    }
+
+    /// The keys' times to live (the core's rule, [`Ttl`]): `grace` ms added to the time a
+    /// state needs to be fresh, `lease` ms for a concurrency count (each rounded up); under
+    /// a `testClock` (whose time is not Redis's), a day.
+    #[wasm_bindgen(js_name = timesToLive)]
+    pub fn times_to_live(&self, grace: f64, lease: f64, test_clock: bool) {
+        self.ttl.set((!test_clock).then(|| Ttl {
+            grace_ms: grace.ceil() as u64,
+            lease_ms: lease.ceil() as u64,
+        }));
+    }
+
+    /// What to do about a failed call (the core's rule, [`fleet::handle`]): `write` whether
+    /// the call may have written (a commit, a module command); `timeout` whether it had no
+    /// answer in time, else `reply` the error reply's message (`undefined`: the connection
+    /// failed). Returns [`FATAL`], [`SEND_BODY`], [`UNREACHABLE`], [`TIMEOUT`] or
+    /// [`INDETERMINATE`].
+    pub fn handle(write: bool, timeout: bool, reply: Option<String>) -> u32 {
+        let call = if write { Call::Write } else { Call::Read };
+        let error = match (timeout, reply.as_deref()) {
+            (true, _) => CallError::Timeout,
+            (false, Some(message)) => CallError::Reply(message),
+            (false, None) => CallError::Connection,
+        };
+        match fleet::handle(call, error) {
+            Handling::Fatal => FATAL,
+            Handling::SendBody => SEND_BODY,
+            Handling::FallBack(Why::Unreachable) => UNREACHABLE,
+            Handling::FallBack(Why::Timeout) => TIMEOUT,
+            Handling::FallBack(Why::Indeterminate) => INDETERMINATE,
+        }
+    }
+
+    /// The fallback `open`: the output of one request of [`FleetLimits::decide`] admitting
+    /// it in every limit (the core's [`fleet::fail_open`]).
+    #[wasm_bindgen(js_name = failOpen)]
+    pub fn fail_open(&self) -> Vec<f64> {
+        let mut out = Vec::new();
+        answer(&mut out, &fleet::fail_open(&self.limits));
+        out
+    }
+
+    /// The fallback `closed`: every limit denies, retry after `retry_ms` (the next probe).
+    #[wasm_bindgen(js_name = failClosed)]
+    pub fn fail_closed(&self, retry_ms: f64) -> Vec<f64> {
+        let mut out = Vec::new();
+        answer(
+            &mut out,
+            &fleet::fail_closed(&self.limits, now_ns(retry_ms)),
+        );
+        out
     }
 
     /// The largest cost a request can have (the smallest capacity).
@@ -252,8 +359,8 @@ impl FleetLimits {
     /// it wrote at [`FleetLimits::out_ptr`].
     ///
     /// * `tenant`: the requests' tenant (they share their slots: [`FleetLimits::slots`]).
-    /// * the input numbers ([`FleetLimits::prepare`]): first each slot's state length in the
-    ///   input state bytes, one after the other (0: an absent key); then a triple (kind,
+    /// * the input numbers ([`FleetLimits::prepare`]): first each slot's value length in the
+    ///   input bytes, the values as read, one after the other (0: an absent key); then a triple (kind,
     ///   cost, maxDelay) per request: [`OP_CHECK`], [`OP_PEEK`], [`OP_RELEASE`],
     ///   [`OP_ACQUIRE`] (whose `maxDelay`, in ms, is the most queue delay it may keep;
     ///   ignored by the other kinds).
@@ -263,11 +370,11 @@ impl FleetLimits {
     /// [`DENIED`], [`RELEASED`], or [`FAILED`]: [`FleetLimits::error`] gives the exception),
     /// then the combined decision and each slot's (six numbers each: allowed, limit,
     /// remaining, resetAfter, retryAfter, delay; zeros when not decided). Then, for each
-    /// slot, the write: action (0 keep, 1 delete, 2 put), time to live in ms (the state's
-    /// `fresh_after` rounded up; -1 for a concurrency count, which no clock frees) and the
-    /// length of its state bytes at [`FleetLimits::bytes_ptr`]. Throws a `TypeError`
-    /// (`field: "state"`, `rule: "corrupt-state"`, `value`: the slot's index) for bytes that
-    /// are not a state; nothing is decided then.
+    /// slot, the write: action (0 keep, 1 delete, 2 put), time to live in ms (the core's
+    /// [`Ttl`]) and the length of its value (a fresh write id and the state) at
+    /// [`FleetLimits::bytes_ptr`]. Throws a `TypeError` (`field: "state"`,
+    /// `rule: "corrupt-state"`, `value`: the slot's index) for a value that is not a
+    /// state's; nothing is decided then.
     pub fn decide(&self, tenant: Option<String>, secs: f64, micros: f64) -> Result<usize, JsValue> {
         let slots = self.limits.slots(tenant.as_deref());
         let io = &mut *self.io.borrow_mut();
@@ -279,19 +386,11 @@ impl FleetLimits {
             let len = *len as usize;
             let bytes = io.states.get(at..at + len).unwrap_or_default();
             at += len;
-            loaded.push(if bytes.is_empty() {
-                None
-            } else {
-                Some(State::from_bytes(bytes).map_err(|e| {
-                    errors::option_error(
-                        "state",
-                        &JsValue::from_f64(i as f64),
-                        "corrupt-state",
-                        &e.to_string(),
-                        false,
-                    )
-                })?)
-            });
+            let stored = fleet::decode_value(bytes).map_err(|e| {
+                let index = JsValue::from_f64(i as f64);
+                errors::option_error("state", &index, "corrupt-state", &e.to_string(), false)
+            })?;
+            loaded.push(stored.map(|s| s.state));
         }
         loaded.resize(slots.len(), None);
         let now = (secs as u64)
@@ -303,26 +402,11 @@ impl FleetLimits {
         out.clear();
         let mut errors = self.errors.borrow_mut();
         errors.clear();
-        for op in ops.chunks_exact(3) {
-            let (kind, cost) = (op[0] as u32, cost_units(op[1]));
+        for request in ops.chunks_exact(3) {
             let start = out.len();
-            let result = match kind {
-                OP_CHECK => batch.decide(cost).map(Some),
-                OP_ACQUIRE => {
-                    // Decided on a copy, kept unless admitted with a queue delay that the
-                    // waiter cannot afford (then it gives up, uncharged).
-                    let mut trial = batch.clone();
-                    let d = trial.decide(cost);
-                    if let Ok(d) = &d {
-                        if !d.decision.allowed || d.decision.delay <= now_ns(op[2]) {
-                            batch = trial;
-                        }
-                    }
-                    d.map(Some)
-                }
-                OP_PEEK => batch.clone().decide(0).map(Some),
-                OP_RELEASE if batch.release(cost) => Ok(None),
-                _ => Err(DecideError::NotConcurrency {
+            let result = match op(request[0] as u32, cost_units(request[1]), request[2]) {
+                Some(op) => batch.apply(op),
+                None => Err(DecideError::NotConcurrency {
                     policy: self.limits.layers()[0].algorithm(),
                 }),
             };
@@ -337,20 +421,19 @@ impl FleetLimits {
             }
             out.resize(start + stride, 0.0);
         }
-        let mut writes: Vec<Option<Write>> = vec![None; slots.len()];
-        for (i, w) in batch.writes() {
+        let mut writes: Vec<Option<KeyWrite>> = vec![None; slots.len()];
+        let ids = &mut *self.ids.borrow_mut();
+        for (i, w) in fleet::key_writes(&batch, self.ttl.get(), || ids.u64(..)) {
             writes[i] = Some(w);
         }
         io.bytes.clear();
         for w in writes {
             match w {
                 None => out.extend([0.0, 0.0, 0.0]),
-                Some(Write::Delete) => out.extend([1.0, 0.0, 0.0]),
-                Some(Write::Put { state, fresh_after }) => {
-                    let s = state.to_bytes();
-                    io.bytes.extend_from_slice(&s);
-                    let ttl = fresh_after.map_or(-1.0, ms);
-                    out.extend([2.0, ttl, s.len() as f64]);
+                Some(KeyWrite::Delete) => out.extend([1.0, 0.0, 0.0]),
+                Some(KeyWrite::Put { value, ttl_ms }) => {
+                    io.bytes.extend_from_slice(&value);
+                    out.extend([2.0, ttl_ms as f64, value.len() as f64]);
                 }
             }
         }
