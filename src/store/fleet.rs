@@ -380,8 +380,8 @@ pub fn handle(call: Call, error: CallError<'_>) -> Handling {
 mod tests {
     use super::*;
     use crate::store::Slot;
-    use alloc::string::ToString;
     use crate::{Policy, NANOS_PER_SEC};
+    use alloc::string::ToString;
 
     fn limits() -> Limits {
         Limits::stack(&[
