@@ -415,7 +415,7 @@ fn the_leaky_queue_delay_counts_against_the_deadline_and_is_not_charged_when_it_
 }
 
 #[test]
-fn jitter_lengthens_each_sleep_but_never_past_the_deadline() {
+fn jitter_lengthens_each_sleep_but_spends_at_most_half_the_slack() {
     let l = limiter("gcra 10/s burst 1");
     l.check("k", 0, 1).unwrap();
     let clock = Clock::default();
@@ -428,13 +428,40 @@ fn jitter_lengthens_each_sleep_but_never_past_the_deadline() {
     assert_eq!(out.borrow()[0].unwrap(), Ok(ms(107)));
     let out = Outcomes::default();
     // The next token at 207 ms (100 ms from now), the deadline 120 ms from now, 50 ms of
-    // jitter drawn: it sleeps 120 ms, not 150, and is admitted at its deadline.
+    // jitter drawn: it sleeps 110 ms (half the 20 ms of slack is jitter, half left for a
+    // late timer), not 150, nor 120 onto the deadline.
     run(
         &clock,
         waiters(&l, &clock, 1, Wait::new(1, ms(120)).jitter(ms(50)), &out),
         &[],
     );
-    assert_eq!(out.borrow()[0].unwrap(), Ok(ms(227)));
+    assert_eq!(out.borrow()[0].unwrap(), Ok(ms(217)));
+}
+
+/// The repro on the keyed limiter: a retry time of 2 s fits a 2.5 s deadline, the
+/// caller draws 60 s of jitter, and every timer fires 45 ms late. The jittered sleep was
+/// clamped onto the deadline, so the late wake missed it and the wait gave up.
+#[test]
+fn a_wait_that_fits_with_heavy_jitter_and_late_timers_is_admitted() {
+    let l = limiter("gcra 1/2s burst 1");
+    l.check("k", 0, 1).unwrap();
+    let clock = Clock::default();
+    let late = ms(45);
+    let result = Rc::new(Cell::new(None));
+    let wait = Wait::new(1, ms(2_500)).jitter(ms(60_000));
+    let task = {
+        let (l, clock, result) = (&l, &clock, result.clone());
+        Box::pin(async move {
+            let r = l
+                .acquire_with("k", wait, || clock.now(), |d| clock.sleep(d + late))
+                .await;
+            result.set(Some(r.map(|_| clock.now())));
+        }) as Task<'_>
+    };
+    run(&clock, vec![task], &[]);
+    // Slept 2,000 + 250 (half the slack), woke 45 ms late: 2,295 ms, admitted.
+    assert_eq!(result.get(), Some(Ok(ms(2_295))));
+    assert_eq!(l.check("k", ms(2_295), 0).unwrap().remaining, 0);
 }
 
 #[test]

@@ -54,6 +54,8 @@ done
 # One copy of the JS API (web/ stays self-contained: www/build.sh copies it whole); each
 # build binds it to its own wasm-bindgen output.
 cp "$here/js/api.js" "$pkg/web/api.js"
+# The wait of `acquire` (lines of waiters, timers), shared by api.js and redis.js.
+cp "$here/js/waiting.js" "$pkg/web/waiting.js"
 api=$(node --input-type=module -e '
   const { pathToFileURL } = await import("node:url");
   const { bind } = await import(pathToFileURL(process.argv[1]));

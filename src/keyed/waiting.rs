@@ -12,14 +12,9 @@ use core::borrow::Borrow;
 use core::hash::Hash;
 #[cfg(feature = "acquire")]
 use {
+    crate::wait::{wait_in_line, Ask, Lines, Turn},
     alloc::boxed::Box,
-    core::future::{poll_fn, Future},
-    core::pin::pin,
-    core::sync::atomic::{AtomicU64, Ordering},
-    core::task::{Poll, Waker},
-    hashbrown::HashMap,
-    std::collections::VecDeque,
-    std::sync::{Mutex, MutexGuard},
+    core::future::{ready, Future},
 };
 
 use super::KeyedLimiter;
@@ -37,8 +32,9 @@ pub struct Wait<'a> {
     /// The tenant, for a fair-share limiter (ignored by others). Waiters of different
     /// tenants are in different lines.
     pub tenant: Option<&'a str>,
-    /// Added to every sleep, never past the deadline (see [`crate::wait`]): a random value
-    /// the caller draws, to spread waiters of different processes. 0 for none.
+    /// Added to every sleep, at most half the slack before the deadline (see
+    /// [`crate::wait`]): a random value the caller draws, to spread waiters of different
+    /// processes. 0 for none.
     pub jitter: Nanos,
 }
 
@@ -126,104 +122,9 @@ impl core::error::Error for AcquireError {
 type Line<K> = (K, Option<Box<str>>);
 
 #[cfg(feature = "acquire")]
-/// A waiter in a line: its number, and how to wake it when it becomes the head.
-struct Entry {
-    id: u64,
-    waker: Option<Waker>,
-}
-
-#[cfg(feature = "acquire")]
-/// The lines of waiters of one limiter, per key and tenant: only lines with waiters are kept.
-pub(crate) struct Waiters<K> {
-    lines: Mutex<HashMap<Line<K>, VecDeque<Entry>>>,
-    next: AtomicU64,
-}
-
-#[cfg(feature = "acquire")]
-impl<K> Default for Waiters<K> {
-    fn default() -> Self {
-        Waiters {
-            lines: Mutex::new(HashMap::new()),
-            next: AtomicU64::new(0),
-        }
-    }
-}
-
-#[cfg(feature = "acquire")]
-impl<K: Hash + Eq> Waiters<K> {
-    /// The lines, locked. No code panics while holding the lock; should one, the lines are
-    /// still consistent (each change is one push or remove), so a poisoned lock is used.
-    fn lock(&self) -> MutexGuard<'_, HashMap<Line<K>, VecDeque<Entry>>> {
-        self.lines.lock().unwrap_or_else(|e| e.into_inner())
-    }
-}
-
-#[cfg(feature = "acquire")]
-/// A place in a line; leaving it (dropping the ticket) wakes the next waiter if this one
-/// was the head.
-struct Ticket<'a, K: Hash + Eq> {
-    waiters: &'a Waiters<K>,
-    line: Line<K>,
-    id: u64,
-}
-
-#[cfg(feature = "acquire")]
-impl<'a, K: Hash + Eq + Clone> Ticket<'a, K> {
-    /// Joins the back of `line`.
-    fn join(waiters: &'a Waiters<K>, line: Line<K>) -> Self {
-        let id = waiters.next.fetch_add(1, Ordering::Relaxed);
-        waiters
-            .lock()
-            .entry(line.clone())
-            .or_default()
-            .push_back(Entry { id, waker: None });
-        Ticket { waiters, line, id }
-    }
-
-    /// Whether this waiter is the head of its line (registering to be woken when it
-    /// becomes it).
-    fn poll_head(&self, waker: Option<&Waker>) -> bool {
-        let mut lines = self.waiters.lock();
-        let Some(line) = lines.get_mut(&self.line) else {
-            return false; // cannot happen: the line holds this ticket until it is dropped
-        };
-        if line.front().map(|e| e.id) == Some(self.id) {
-            return true;
-        }
-        if let (Some(waker), Some(entry)) = (waker, line.iter_mut().find(|e| e.id == self.id)) {
-            entry.waker = Some(waker.clone());
-        }
-        false
-    }
-}
-
-#[cfg(feature = "acquire")]
-impl<K: Hash + Eq> Drop for Ticket<'_, K> {
-    fn drop(&mut self) {
-        let next = {
-            let mut lines = self.waiters.lock();
-            let Some(line) = lines.get_mut(&self.line) else {
-                return;
-            };
-            let at = line.iter().position(|e| e.id == self.id);
-            if let Some(at) = at {
-                line.remove(at);
-            }
-            if line.is_empty() {
-                lines.remove(&self.line);
-                None
-            } else if at == Some(0) {
-                line.front_mut().and_then(|e| e.waker.take())
-            } else {
-                None
-            }
-        };
-        // Woken outside the lock: the next head takes it at once.
-        if let Some(waker) = next {
-            waker.wake();
-        }
-    }
-}
+/// The lines of waiters of one limiter, per key and tenant (the core's line,
+/// [`crate::wait::Lines`]).
+pub(crate) type Waiters<K> = Lines<Line<K>>;
 
 impl<K: Hash + Eq + Clone> KeyedLimiter<K> {
     /// One step of waiting, without sleeping: decides the request at `now`, having waited
@@ -264,6 +165,25 @@ impl<K: Hash + Eq + Clone> KeyedLimiter<K> {
             })?
             .decision;
         Ok((decision, rule(&decision)))
+    }
+
+    /// [`Self::check_detailed`] keeping the charge of an admitted request only if `keep`
+    /// accepts the combined decision; otherwise every key is left as it was. For a store that
+    /// decides for waiters (the Redis limiter's local fallback): `keep` is the waiting rule's
+    /// [`crate::wait::keeps`] with the waiter's time left.
+    pub fn check_if<Q>(
+        &self,
+        key: &Q,
+        tenant: Option<&str>,
+        now: Nanos,
+        cost: u64,
+        keep: impl Fn(&Decision) -> bool,
+    ) -> Result<crate::stack::StackDecision, DecideError>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + alloc::borrow::ToOwned<Owned = K> + ?Sized,
+    {
+        self.decide_if(key, tenant, now, cost, &keep)
     }
 
     /// [`Self::try_acquire`] without the charge: what the waiting rule would answer now,
@@ -360,82 +280,33 @@ impl<K: Hash + Eq + Clone> KeyedLimiter<K> {
         S: FnMut(Nanos) -> F,
         F: Future<Output = ()>,
     {
-        let start = clock();
-        let ticket = Ticket::join(&self.waiters, (key.to_owned(), wait.tenant.map(Box::from)));
-        if !ticket.poll_head(None) {
-            // Behind others. If the key alone already makes this request miss its deadline,
-            // the line ahead can only make it later: give up now (nothing charged).
-            let now = clock();
-            let waited = now.saturating_sub(start);
-            if let (_, Step::GiveUp { retry_after }) =
-                self.would_acquire(key, &Wait { jitter: 0, ..wait }, now, waited)?
-            {
-                return Err(AcquireError::Timeout {
-                    waited,
-                    retry_after,
-                });
-            }
-            // Sleep until this waiter is the head, or its deadline.
-            let left = wait.max_wait.saturating_sub(waited);
-            let mut deadline = pin!(async {
-                if left < Nanos::MAX {
-                    sleep(left).await
-                } else {
-                    core::future::pending().await
-                }
-            });
-            let head = poll_fn(|cx| {
-                if ticket.poll_head(Some(cx.waker())) {
-                    Poll::Ready(true)
-                } else if deadline.as_mut().poll(cx).is_ready() {
-                    Poll::Ready(false)
-                } else {
-                    Poll::Pending
-                }
-            })
-            .await;
-            if !head {
-                let now = clock();
-                let waited = now.saturating_sub(start);
-                // The key's own retry time for this request (a passed deadline always gives
-                // up, and reports it).
-                let late = Wait {
-                    max_wait: 0,
-                    ..wait
-                };
-                let retry_after = match self.would_acquire(key, &late, now, Nanos::MAX)?.1 {
-                    Step::GiveUp { retry_after } => retry_after,
-                    _ => 0,
-                };
-                return Err(AcquireError::Timeout {
-                    waited,
-                    retry_after,
-                });
-            }
-        }
-        // The head: decide, sleep to the retry time, decide again, ...
-        loop {
-            let now = clock();
-            let waited = now.saturating_sub(start);
-            let (decision, next) = self.try_acquire(key, &wait, now, waited)?;
-            match next {
-                Step::Go { delay } => {
-                    // Admitted and charged: the next waiter may decide now (a leaky queue
-                    // places it behind this request).
-                    drop(ticket);
-                    if delay > 0 {
-                        sleep(delay).await;
-                    }
-                    return Ok(decision);
-                }
-                Step::Wait(d) => sleep(d).await,
-                Step::GiveUp { retry_after } => {
-                    return Err(AcquireError::Timeout {
-                        waited,
-                        retry_after,
-                    })
-                }
-            }
+        let decide = |ask: Ask| {
+            let decided = self
+                .decide_if(key, wait.tenant, clock(), wait.cost, &|d| ask.keeps(d))
+                .map(|d| (d.decision, d.decision));
+            ready(decided)
+        };
+        let line = (key.to_owned(), wait.tenant.map(Box::from));
+        let jitter = || wait.jitter;
+        match wait_in_line(
+            &self.waiters,
+            line,
+            wait.max_wait,
+            &clock,
+            &mut sleep,
+            jitter,
+            decide,
+        )
+        .await?
+        {
+            Turn::Admitted(decision) => Ok(decision),
+            Turn::TimedOut {
+                waited,
+                retry_after,
+            } => Err(AcquireError::Timeout {
+                waited,
+                retry_after,
+            }),
         }
     }
 

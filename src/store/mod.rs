@@ -233,17 +233,19 @@ impl Limits {
 pub enum Op {
     /// Decide a request of `cost`, and charge it when admitted.
     Check(u64),
-    /// A waiting caller's check: decided like [`Op::Check`], but an admission whose queue
-    /// delay (a leaky queue's `delay`) is above `max_delay`, what is left of the caller's
-    /// wait, is not kept: the caller gives up, uncharged ([`crate::wait`]).
+    /// A waiting caller's request: decided like [`Op::Check`], its charge kept only as the
+    /// core's waiting rule says ([`crate::wait::keeps`]: an admission whose queue delay fits
+    /// in `left`, the time the caller had before its deadline when it asked; `None`, a
+    /// passed deadline or a look, keeps nothing).
     Acquire {
         /// The request's cost.
         cost: u64,
-        /// The most queue delay the caller can still afford.
-        max_delay: Nanos,
+        /// The time left before the caller's deadline, if any is.
+        left: Option<Nanos>,
     },
-    /// Report the standing for a cost of 0, charging nothing.
-    Peek,
+    /// Report what a request of this cost would get (0: the key's standing), charging
+    /// nothing.
+    Peek(u64),
     /// Give back `cost` slots of every concurrency limit.
     Release(u64),
 }
@@ -330,26 +332,26 @@ impl<'a> Batch<'a> {
     /// let mut batch = Batch::new(&limits, &slots, vec![None], 0);
     /// assert!(batch.apply(Op::Check(1)).unwrap().unwrap().decision.allowed);
     /// // Admitted after a queue delay of seconds, which this waiter cannot afford: not kept.
-    /// let d = batch.apply(Op::Acquire { cost: 1, max_delay: 10 }).unwrap().unwrap();
+    /// let d = batch.apply(Op::Acquire { cost: 1, left: Some(10) }).unwrap().unwrap();
     /// assert!(d.decision.allowed && d.decision.delay > 10);
     /// // The queue still holds the first request only.
-    /// assert_eq!(batch.apply(Op::Peek).unwrap().unwrap().decision.remaining, 2);
+    /// assert_eq!(batch.apply(Op::Peek(0)).unwrap().unwrap().decision.remaining, 2);
     /// assert!(batch.apply(Op::Release(1)).is_err()); // not a concurrency limit
     /// ```
     pub fn apply(&mut self, op: Op) -> Result<Option<StackDecision>, DecideError> {
         match op {
             Op::Check(cost) => self.decide(cost).map(Some),
-            Op::Acquire { cost, max_delay } => {
-                // Decided on a copy, kept unless admitted with a delay the waiter cannot afford.
+            Op::Acquire { cost, left } => {
+                // Decided on a copy, kept only as the waiting rule says.
                 let mut trial = self.clone();
                 let d = trial.decide(cost)?;
-                if !d.decision.allowed || d.decision.delay <= max_delay {
+                if crate::wait::keeps(&d.decision, left) {
                     *self = trial;
                 }
                 Ok(Some(d))
             }
             // A peek reports without charging: decided on a copy.
-            Op::Peek => self.clone().decide(0).map(Some),
+            Op::Peek(cost) => self.clone().decide(cost).map(Some),
             Op::Release(cost) => match self.release(cost) {
                 true => Ok(None),
                 false => Err(DecideError::NotConcurrency {

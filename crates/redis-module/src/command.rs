@@ -18,6 +18,8 @@ pub struct Request {
     pub limits: Limits,
     /// Cost units (1 unless `COST`).
     pub cost: u64,
+    /// Whether `COST` was given (a `PEEK` decides a cost of 0 without it).
+    pub cost_given: bool,
     /// The tenant (`TENANT t <policy>`), for a fair share.
     pub tenant: Option<String>,
     /// `NOW <ms>`: the test clock (only when the module was loaded with `TESTCLOCK`).
@@ -103,6 +105,7 @@ pub fn parse(args: &[&[u8]], test_clock: bool) -> Result<Request, ArgError> {
     let mut req = Request {
         limits: Limits::stack(&layers).map_err(|e| format!("ERR {e}"))?,
         cost: 1,
+        cost_given: false,
         tenant: None,
         now_ms: None,
         max_delay_ms: None,
@@ -114,6 +117,7 @@ pub fn parse(args: &[&[u8]], test_clock: bool) -> Result<Request, ArgError> {
         match upper.as_slice() {
             b"COST" => {
                 req.cost = number(rest.first().copied(), "COST", MAX_COUNT)?;
+                req.cost_given = true;
                 rest = &rest[1..];
             }
             b"NOW" if test_clock => {
@@ -204,14 +208,17 @@ pub fn run(
 ) -> Result<Outcome, ArgError> {
     let mut batch = Batch::new(&req.limits, slots, loaded, now);
     let op = match op {
+        // A waiter's remaining time (`MAXDELAY`): kept only as the core's waiting rule says.
         Op::Check => match req.max_delay_ms {
             Some(ms) => BatchOp::Acquire {
                 cost: req.cost,
-                max_delay: millis(ms),
+                left: Some(millis(ms)),
             },
             None => BatchOp::Check(req.cost),
         },
-        Op::Peek => BatchOp::Peek,
+        // With COST: what a request of that cost would get (a waiter's look), nothing
+        // written.
+        Op::Peek => BatchOp::Peek(if req.cost_given { req.cost } else { 0 }),
         Op::Release => BatchOp::Release(req.cost),
     };
     let decided = batch
@@ -219,7 +226,7 @@ pub fn run(
         .map_err(decide_error)?
         .map(|d| (d.decision, d.each));
     let writes = match op {
-        BatchOp::Peek => Vec::new(),
+        BatchOp::Peek(_) => Vec::new(),
         _ => fleet::key_writes(&batch, ttl, || fastrand::u64(..)),
     };
     Ok(Outcome { decided, writes })

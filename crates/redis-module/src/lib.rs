@@ -7,7 +7,7 @@
 //! ```text
 //! redis-server --loadmodule target/release/libtollgate_redis_module.so
 //! TOLLGATE.CHECK   <base> <policy> | STACK <n> <policy>... [COST n] [TENANT t <policy>] [MAXDELAY ms]
-//! TOLLGATE.PEEK    <base> <policy> | STACK <n> <policy>... [TENANT t <policy>]
+//! TOLLGATE.PEEK    <base> <policy> | STACK <n> <policy>... [COST n] [TENANT t <policy>]
 //! TOLLGATE.RELEASE <base> <policy> | STACK <n> <policy>... [COST n]
 //! TOLLGATE.RESET   <base> [LIMITS n]
 //! ```
@@ -225,9 +225,6 @@ fn decide(ctx: &Context, args: Vec<RedisString>, op: Op) -> RedisResult {
     let rest: Vec<&[u8]> = args[2..].iter().map(|a| a.as_slice()).collect();
     let test_clock = TEST_CLOCK.load(Relaxed);
     let req = parse(&rest, test_clock).map_err(err)?;
-    if op == Op::Peek && req.cost != 1 {
-        return Err(RedisError::Str("ERR PEEK takes no COST"));
-    }
     let slots = req.limits.slots(req.tenant.as_deref());
     let keys: Vec<StateKey> = slots
         .iter()

@@ -93,6 +93,8 @@ pub struct Options {
     #[cfg(feature = "testing")]
     pub(crate) test_clock: Option<std::sync::Arc<std::sync::atomic::AtomicU64>>,
     #[cfg(feature = "testing")]
+    pub(crate) test_late: u64,
+    #[cfg(feature = "testing")]
     pub(crate) blind_commit: bool,
 }
 
@@ -116,6 +118,8 @@ impl Options {
             use_module: true,
             #[cfg(feature = "testing")]
             test_clock: None,
+            #[cfg(feature = "testing")]
+            test_late: 0,
             #[cfg(feature = "testing")]
             blind_commit: false,
         }
@@ -171,7 +175,8 @@ impl Options {
 
     /// The most random time [`RedisLimiter::acquire`] adds to each wait (default none), so
     /// that waiters of different processes denied together do not come back together. It
-    /// never pushes a wait past its deadline.
+    /// spends at most half the slack before the deadline (`tollgate::wait::step`), so a
+    /// timer that fires late still fits.
     pub fn jitter(mut self, jitter: Duration) -> Options {
         self.jitter = jitter;
         self
@@ -190,6 +195,15 @@ impl Options {
     #[cfg(feature = "testing")]
     pub fn test_clock(mut self, clock: std::sync::Arc<std::sync::atomic::AtomicU64>) -> Options {
         self.test_clock = Some(clock);
+        self
+    }
+
+    /// Tests only, with [`Options::test_clock`]: `acquire`'s sleeps move the test clock
+    /// instead of sleeping, each `late` longer than asked (a timer that fires late), and its
+    /// jitter is always the whole of [`Options::jitter`], so a test replays a wait exactly.
+    #[cfg(feature = "testing")]
+    pub fn test_timers(mut self, late: Duration) -> Options {
+        self.test_late = u64::try_from(late.as_nanos()).unwrap_or(u64::MAX);
         self
     }
 

@@ -11,8 +11,9 @@ use tokio::sync::oneshot;
 use tollgate::keyed::KeyedLimiter;
 use tollgate::stack::StackDecision;
 use tollgate::store::fleet::{self, Call, CallError, Handling, KeyWrite, Ttl, ValueError};
-use tollgate::store::{Batch, DenyCache, Limits, Op};
-use tollgate::{DecideError, Nanos, State, NANOS_PER_MS};
+use tollgate::store::{Batch, DenyCache, Limits};
+use tollgate::wait::{wait_in_line, Ask, Lines, Turn};
+use tollgate::{DecideError, Decision, Nanos, State, NANOS_PER_MS};
 
 use crate::{
     Error, Fallback, KeyLayout, Options, Outcome, Source, Why, COMMIT_SCRIPT, READ_SCRIPT,
@@ -70,6 +71,38 @@ struct Group {
     tenant: Option<String>,
 }
 
+enum Op {
+    Check(u64),
+    /// A waiting caller's check: kept only as the core's waiting rule says
+    /// (`tollgate::wait::Ask::keeps`: an admission whose queue delay fits in what is left of
+    /// the wait; nothing for a look).
+    Acquire {
+        cost: u64,
+        ask: Ask,
+    },
+    Peek,
+    Release(u64),
+}
+
+impl Op {
+    /// The request as the core's store protocol runs it over a round ([`Batch::apply`]).
+    fn in_batch(&self) -> tollgate::store::Op {
+        use tollgate::store::Op as Batched;
+        match *self {
+            Op::Check(cost) => Batched::Check(cost),
+            Op::Acquire { cost, ask } => Batched::Acquire {
+                cost,
+                left: match ask {
+                    Ask::Charge { left } => Some(left),
+                    Ask::Look => None,
+                },
+            },
+            Op::Peek => Batched::Peek(0),
+            Op::Release(cost) => Batched::Release(cost),
+        }
+    }
+}
+
 struct Pending {
     op: Op,
     reply: oneshot::Sender<Result<Answer, Error>>,
@@ -96,7 +129,8 @@ struct Inner<C> {
     local: Option<KeyedLimiter>,
     epoch: Instant,
     groups: Mutex<HashMap<Group, Vec<Pending>>>,
-    lines: Mutex<HashMap<Group, Arc<tokio::sync::Mutex<()>>>>,
+    /// The lines of `acquire`'s waiters, per group (the core's).
+    lines: Lines<Group>,
     /// Denials remembered, on the clock of nanoseconds since `epoch`.
     denials: Mutex<DenyCache<Group>>,
     down_until: Mutex<Option<Instant>>,
@@ -147,7 +181,7 @@ where
                 local,
                 epoch: Instant::now(),
                 groups: Mutex::new(HashMap::new()),
-                lines: Mutex::new(HashMap::new()),
+                lines: Lines::default(),
                 denials: Mutex::new(DenyCache::new(MAX_DENIALS)),
                 down_until: Mutex::new(None),
                 module: AtomicU8::new(UNKNOWN),
@@ -192,15 +226,17 @@ where
 
     /// Waits for a turn: decides, and while denied with a retry time that fits before
     /// `max_wait` is up, sleeps until then (plus the jitter of [`Options::jitter`]) and
-    /// decides again, following the core's waiting rule (`tollgate::wait::step`). Gives up
+    /// decides again, waiting through the core (`tollgate::wait::wait_in_line`). Gives up
     /// at once with [`Error::Timeout`] when the retry time is beyond the deadline, or
-    /// unknown (a full concurrency limit). A leaky-bucket queue's admission resolves after
-    /// its `delay` (the delay counts against the deadline; one that does not fit is not
-    /// charged).
+    /// unknown (a full concurrency limit). Each decision is sent with the time left and kept
+    /// only if it admits within it: a leaky-bucket queue's admission resolves after its
+    /// `delay` (which counts against the deadline; one that does not fit is not charged), a
+    /// wake after the deadline charges nothing, and a charged decision never times out.
     ///
     /// Waiters for one key in this process are served in arrival order, one decision at a
     /// time: only the first waits for the key's retry time, the others wait for it (so none
-    /// wakes to a denial it could have known about). Dropping the future charges nothing
+    /// wakes to a denial it could have known about); one whose deadline the key's retry
+    /// time is already beyond gives up at once, with that retry time. Dropping the future charges nothing
     /// unless its last decision was already sent.
     pub async fn acquire(
         &self,
@@ -211,63 +247,50 @@ where
     ) -> Result<Outcome, Error> {
         let group = self.group(key, tenant);
         self.inner.check_cost(&group, cost)?;
-        let started = Instant::now();
         let max = u64::try_from(max_wait.as_nanos()).unwrap_or(u64::MAX);
-        let line = self.inner.line(&group);
-        let turn = tokio::time::timeout(max_wait, Arc::clone(&line).lock_owned()).await;
-        let result = match turn {
-            Err(_) => Err(Error::Timeout {
-                waited: started.elapsed(),
-                retry_after: Duration::ZERO,
+        let jitter = u64::try_from(self.inner.options.jitter.as_nanos()).unwrap_or(u64::MAX);
+        let decide = |ask| self.decide_waiting(&group, cost, ask);
+        let turn = wait_in_line(
+            &self.inner.lines,
+            group.clone(),
+            max,
+            || self.inner.wait_clock(),
+            |d| self.inner.wait_sleep(d),
+            || self.inner.draw_jitter(jitter),
+            decide,
+        )
+        .await?;
+        match turn {
+            Turn::Admitted(outcome) => Ok(outcome),
+            Turn::TimedOut {
+                waited,
+                retry_after,
+            } => Err(Error::Timeout {
+                waited: Duration::from_nanos(waited),
+                retry_after: Duration::from_nanos(retry_after),
             }),
-            Ok(_turn) => self.wait_for_turn(&group, cost, started, max).await,
-        };
-        self.inner.leave_line(&group, line);
-        result
+        }
     }
 
-    async fn wait_for_turn(
+    /// One decision for a waiter (`tollgate::wait::wait_in_line`'s `decide`): a remembered
+    /// denial, or a round that keeps the charge only as `ask` says.
+    async fn decide_waiting(
         &self,
         group: &Group,
         cost: u64,
-        started: Instant,
-        max: Nanos,
-    ) -> Result<Outcome, Error> {
-        loop {
-            let waited = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
-            let outcome = match self.inner.remembered(group, cost) {
-                Some(o) => o,
-                None => {
-                    let op = Op::Acquire {
-                        cost,
-                        max_delay: max.saturating_sub(waited),
-                    };
-                    match self.submit(group.clone(), op).await? {
-                        Answer::Decided(o) => o,
-                        Answer::Released => unreachable!("an acquire is answered with a decision"),
-                    }
-                }
-            };
-            let jitter = match self.inner.options.jitter.as_nanos() as u64 {
-                0 => 0,
-                j => fastrand::u64(0..=j),
-            };
-            match tollgate::wait::step(&outcome.decision, waited, max, jitter) {
-                tollgate::wait::Step::Go { delay } => {
-                    tokio::time::sleep(Duration::from_nanos(delay)).await;
-                    return Ok(outcome);
-                }
-                tollgate::wait::Step::Wait(pause) => {
-                    tokio::time::sleep(Duration::from_nanos(pause)).await
-                }
-                tollgate::wait::Step::GiveUp { retry_after } => {
-                    return Err(Error::Timeout {
-                        waited: started.elapsed(),
-                        retry_after: Duration::from_nanos(retry_after),
-                    })
-                }
-            }
-        }
+        ask: Ask,
+    ) -> Result<(Decision, Outcome), Error> {
+        let outcome = match self.inner.remembered(group, cost) {
+            Some(o) => o,
+            None => match self
+                .submit(group.clone(), Op::Acquire { cost, ask })
+                .await?
+            {
+                Answer::Decided(o) => o,
+                Answer::Released => unreachable!("an acquire is answered with a decision"),
+            },
+        };
+        Ok((outcome.decision, outcome))
     }
 
     /// Reports the key's standing without charging it (a decision for a cost of 0).
@@ -461,21 +484,6 @@ where
         Ok(())
     }
 
-    /// The line of waiters of `group` (a fair lock: first come, first served).
-    fn line(&self, group: &Group) -> Arc<tokio::sync::Mutex<()>> {
-        let mut lines = self.lines.lock().unwrap();
-        Arc::clone(lines.entry(group.clone()).or_default())
-    }
-
-    /// Leaves the line; the last one out removes it.
-    fn leave_line(&self, group: &Group, line: Arc<tokio::sync::Mutex<()>>) {
-        let mut lines = self.lines.lock().unwrap();
-        // Ours and the map's: nobody else is waiting.
-        if Arc::strong_count(&line) == 2 {
-            lines.remove(group);
-        }
-    }
-
     /// A denial remembered for `group` that still holds for `cost`.
     fn remembered(&self, group: &Group, cost: u64) -> Option<Outcome> {
         if !self.options.deny_cache || self.test_clock() {
@@ -524,6 +532,37 @@ where
 
     fn mark_down(&self) {
         *self.down_until.lock().unwrap() = Some(Instant::now() + self.options.probe_every);
+    }
+
+    /// The clock of a waiter's wait (`acquire`): the time since the limiter was built, or a
+    /// test's clock (the one its decisions use).
+    fn wait_clock(&self) -> Nanos {
+        #[cfg(feature = "testing")]
+        if let Some(c) = &self.options.test_clock {
+            return c.load(Relaxed);
+        }
+        u64::try_from(self.epoch.elapsed().as_nanos()).unwrap_or(u64::MAX)
+    }
+
+    /// The jitter a waiter adds to a sleep: drawn from `0..=jitter` (the whole of it under
+    /// a test clock, to replay a wait exactly).
+    fn draw_jitter(&self, jitter: Nanos) -> Nanos {
+        if jitter == 0 || self.test_clock() {
+            return jitter;
+        }
+        fastrand::u64(0..=jitter)
+    }
+
+    /// A waiter's sleep of `d` nanoseconds: tokio's timer, or under a test clock, a move of
+    /// that clock by `d` (plus the test's timer lateness), so a test replays a wait without
+    /// sleeping.
+    async fn wait_sleep(&self, d: Nanos) {
+        #[cfg(feature = "testing")]
+        if let Some(c) = &self.options.test_clock {
+            c.fetch_add(d.saturating_add(self.options.test_late), Relaxed);
+            return tokio::task::yield_now().await;
+        }
+        tokio::time::sleep(Duration::from_nanos(d)).await
     }
 
     /// The clock a decision uses: Redis's, or a test's.
@@ -578,7 +617,7 @@ where
             let mut batch = Batch::new(&self.limits, &slots, states, now);
             let answers: Vec<Result<Option<StackDecision>, Error>> = round
                 .iter()
-                .map(|p| batch.apply(p.op).map_err(Error::from))
+                .map(|p| batch.apply(p.op.in_batch()).map_err(Error::from))
                 .collect();
             if batch.changed() {
                 match self.write(&keys, &versions, &batch).await {
@@ -685,7 +724,16 @@ where
         pipe.ignore_errors();
         for p in &round {
             let (name, cost) = match p.op {
-                Op::Check(c) | Op::Acquire { cost: c, .. } => ("TOLLGATE.CHECK", Some(c)),
+                Op::Check(c)
+                | Op::Acquire {
+                    cost: c,
+                    ask: Ask::Charge { .. },
+                } => ("TOLLGATE.CHECK", Some(c)),
+                // A look: the decision a request of `c` would get, nothing kept.
+                Op::Acquire {
+                    cost: c,
+                    ask: Ask::Look,
+                } => ("TOLLGATE.PEEK", Some(c)),
                 Op::Peek => ("TOLLGATE.PEEK", None),
                 Op::Release(c) => ("TOLLGATE.RELEASE", Some(c)),
             };
@@ -693,8 +741,14 @@ where
             if let Some(c) = cost {
                 cmd.arg("COST").arg(c);
             }
-            if let Op::Acquire { max_delay, .. } = p.op {
-                cmd.arg("MAXDELAY").arg(max_delay / NANOS_PER_MS);
+            if let Op::Acquire {
+                ask: Ask::Charge { left },
+                ..
+            } = p.op
+            {
+                // Whole ms, rounded down: the module keeps a delay up to it, and the rule on
+                // the reply's delay (rounded up) then agrees that it fits.
+                cmd.arg("MAXDELAY").arg(left / NANOS_PER_MS);
             }
         }
         let sent = Instant::now();
@@ -850,7 +904,17 @@ where
         let source = Source::Fallback(why);
         for p in round {
             let reply = match p.op {
-                Op::Check(cost) | Op::Acquire { cost, .. } => {
+                Op::Acquire { cost, ask } => {
+                    self.counters.fallback.fetch_add(1, Relaxed);
+                    self.fallback_waiting(group, cost, ask).map(|d| {
+                        Answer::Decided(Outcome {
+                            decision: d.decision,
+                            each: d.each,
+                            source,
+                        })
+                    })
+                }
+                Op::Check(cost) => {
                     self.counters.fallback.fetch_add(1, Relaxed);
                     self.fallback_decide(group, cost).map(|d| {
                         Answer::Decided(Outcome {
@@ -876,6 +940,19 @@ where
                 },
             };
             let _ = p.reply.send(reply);
+        }
+    }
+
+    /// The fallback's decision for a waiter: the local limiter keeps the charge only as
+    /// `ask` says (the others charge nothing anyway).
+    fn fallback_waiting(&self, group: &Group, cost: u64, ask: Ask) -> Result<StackDecision, Error> {
+        match (&self.options.fallback, &self.local) {
+            (Fallback::Local { .. }, Some(local)) => {
+                let now = self.epoch.elapsed().as_nanos() as u64;
+                let tenant = group.tenant.as_deref();
+                Ok(local.check_if(group.key.as_str(), tenant, now, cost, |d| ask.keeps(d))?)
+            }
+            _ => self.fallback_decide(group, cost),
         }
     }
 

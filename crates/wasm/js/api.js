@@ -3,12 +3,12 @@
 // Every algorithm decision, policy check and header value comes from the Rust core; this
 // file only adapts arguments and builds the result objects.
 
+import { WaitTimeoutError, MAX_TIMER, sleep, leave, turn } from "./waiting.js";
+
 const ALLOWED = 1;
 const FAILED = 2;
 /** `acquireStep`'s status: the deadline cannot be met (the core's `GIVE_UP`). */
 const GIVE_UP = 3;
-/** The longest delay setTimeout takes (a longer one fires at once); longer waits re-decide. */
-const MAX_TIMER = 2 ** 31 - 1;
 const DEFAULT_MAX_KEYS = 100_000;
 
 /** Numbers per decision in `checkDetailed`'s answer (the core's DECISION_LEN). */
@@ -88,87 +88,6 @@ function checkMs(field, value, infinite) {
 }
 
 /**
- * The rejection of `acquire` (and `throttle`'s wrapper) when the request cannot proceed by
- * its `maxWait`: at once when the retry time is already beyond it. Nothing was charged.
- */
-export class WaitTimeoutError extends Error {
-  /**
-   * @param {number} waited ms waited before giving up
-   * @param {number} retryAfter ms from now until the key itself would admit the request (0
-   *   when no clock can say: a full concurrency limit), not counting the waiters ahead
-   */
-  constructor(waited, retryAfter) {
-    super(`rate limit wait timed out after ${waited} ms (retry after ${retryAfter} ms)`);
-    this.name = "WaitTimeoutError";
-    this.waited = waited;
-    this.retryAfter = retryAfter;
-  }
-}
-
-function sleep(ms, signal) {
-  return new Promise((resolve, reject) => {
-    if (signal?.aborted) return reject(signal.reason);
-    const timer = setTimeout(() => {
-      signal?.removeEventListener("abort", onAbort);
-      resolve();
-    }, ms);
-    function onAbort() {
-      clearTimeout(timer);
-      reject(signal.reason);
-    }
-    signal?.addEventListener("abort", onAbort, { once: true });
-  });
-}
-
-/**
- * Leaves a line of waiters (once; later calls do nothing): the next waiter, if this one was
- * the first, becomes the first and is woken.
- */
-function leave(lines, id, me) {
-  const line = lines.get(id);
-  const at = line === undefined ? -1 : line.indexOf(me);
-  if (at < 0) return;
-  line.splice(at, 1);
-  if (line.length === 0) lines.delete(id);
-  else if (at === 0) line[0].wake?.();
-}
-
-/**
- * Waits until `me` is woken as the first of its line (true), or `ms` pass (false: its
- * deadline); rejects with the signal's reason on abort.
- */
-function turn(me, ms, signal) {
-  return new Promise((resolve, reject) => {
-    let timer;
-    const done = () => {
-      clearTimeout(timer);
-      me.wake = null;
-      signal?.removeEventListener("abort", onAbort);
-    };
-    function onAbort() {
-      done();
-      reject(signal.reason);
-    }
-    me.wake = () => {
-      done();
-      resolve(true);
-    };
-    if (ms < Infinity) {
-      // A deadline beyond setTimeout's reach is checked again when the timer fires.
-      const arm = (left) => {
-        timer = setTimeout(() => {
-          if (left > MAX_TIMER) return arm(left - MAX_TIMER);
-          done();
-          resolve(false);
-        }, Math.min(Math.max(left, 0), MAX_TIMER));
-      };
-      arm(ms);
-    }
-    signal?.addEventListener("abort", onAbort, { once: true });
-  });
-}
-
-/**
  * `limiter.throttle(fn, options)` for any limiter with an `acquire(key, options)`: each call
  * of the returned function waits for a turn, then calls `fn` with the same `this` and
  * arguments. `options.key` is a string or a function of the call's arguments (default
@@ -190,7 +109,7 @@ function throttled(limiter, fn, options) {
 }
 
 // Shared with tollgate/redis (redis.js), whose `acquire` waits the same way.
-export { checkMs, sleep, leave, turn, throttled, MAX_TIMER };
+export { checkMs, sleep, leave, turn, throttled, MAX_TIMER, WaitTimeoutError };
 
 /**
  * The API over one wasm-bindgen output (`glue`: its exports, `Core`, `Backoff`,

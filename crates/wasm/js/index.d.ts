@@ -86,7 +86,8 @@ export interface AcquireOptions {
   /** The tenant, for a {@link Limiter.fairShare} limiter; each tenant waits in its own line. */
   tenant?: string;
   /**
-   * Milliseconds added to each sleep (never past the deadline): a random value you draw,
+   * Milliseconds added to each sleep (at most half the slack before the deadline, so a late
+   * timer still fits): a random value you draw,
    * e.g. `Math.random() * 20`, to spread waiters of several processes. Default 0.
    */
   jitter?: number;

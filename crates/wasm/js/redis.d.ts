@@ -103,7 +103,7 @@ export interface RedisAcquireOptions {
   signal?: AbortSignal;
   /** The tenant, for a fair share. */
   tenant?: string;
-  /** Up to this much random extra sleep after a denial (never past `maxWait`; default 0). */
+  /** Up to this much random extra sleep after a denial (at most half the slack before `maxWait`; default 0). */
   jitter?: number;
 }
 

@@ -9,7 +9,8 @@
 import { createHash } from "node:crypto";
 import glue from "./redis/tollgate_wasm.cjs";
 import { READ_SCRIPT, COMMIT_SCRIPT } from "./redis/scripts.js";
-import { WaitTimeoutError, checkMs, sleep as pause, leave, turn, throttled, MAX_TIMER } from "./web/api.js";
+import { WaitTimeoutError, checkMs, throttled } from "./web/api.js";
+import { waitInLine, LOOK } from "./web/waiting.js";
 
 export { WaitTimeoutError };
 
@@ -29,9 +30,6 @@ const SEND_BODY = 1;
 const FALLBACK_WHY = [undefined, undefined, "unreachable", "timeout", "indeterminate"];
 /** How many bytes of a stored value are its version (the core's `fleet::VERSION_BYTES`). */
 const VERSION_BYTES = FleetLimits.versionBytes();
-/** FleetLimits.waitStep's statuses: go (1, as ALLOWED), wait (0, as DENIED), give up. */
-const GO = 1;
-const GIVE_UP = 3;
 /** The module's command for each request kind. */
 const MODULE_COMMAND = ["TOLLGATE.CHECK", "TOLLGATE.PEEK", "TOLLGATE.RELEASE", "TOLLGATE.CHECK"];
 
@@ -643,37 +641,17 @@ export class RedisLimiter {
     const maxWait = options?.maxWait === undefined ? Infinity : checkMs("maxWait", options.maxWait, true);
     const jitter = options?.jitter === undefined ? 0 : checkMs("jitter", options.jitter, false);
     this.#limits.checkCost(cost, group.tenant);
-    const signal = options?.signal;
-    signal?.throwIfAborted();
-    const start = performance.now();
-    const elapsed = () => Math.round(performance.now() - start);
-    let line = this.#lines.get(group.id);
-    if (line === undefined) this.#lines.set(group.id, (line = []));
-    const me = { wake: null };
-    line.push(me);
-    try {
-      if (line[0] !== me && !(await turn(me, maxWait, signal))) {
-        throw new WaitTimeoutError(elapsed(), 0);
-      }
-      for (;;) {
-        const waited = performance.now() - start;
-        // Whole ms: the core keeps a queue delay up to it, and the rule (on the decision's
-        // delay rounded up) then agrees that it fits.
-        const maxDelay = Math.max(0, Math.floor(maxWait - waited));
-        const d = this.#remembered(group, cost) ?? (await this.#submit(group, OP_ACQUIRE, cost, maxDelay));
-        const drawn = jitter === 0 ? 0 : Math.random() * jitter;
-        const [status, ms] = FleetLimits.waitStep(d.allowed, d.retryAfter, d.delay, waited, maxWait, drawn);
-        if (status === GO) {
-          leave(this.#lines, group.id, me); // admitted and charged: the next may decide now
-          if (ms > 0) await pause(ms, signal);
-          return d;
-        }
-        if (status === GIVE_UP) throw new WaitTimeoutError(elapsed(), ms);
-        await pause(Math.min(ms, MAX_TIMER), signal);
-      }
-    } finally {
-      leave(this.#lines, group.id, me);
-    }
+    const step = (d, waited, max, drawn) => FleetLimits.waitStep(d.allowed, d.retryAfter, d.delay, waited, max, drawn);
+    return waitInLine(this.#lines, group.id, {
+      maxWait,
+      signal: options?.signal,
+      clock: () => performance.now(),
+      // `left` ms before the deadline (LOOK: keep nothing), sent with the request: the round
+      // (or the module's MAXDELAY) keeps the charge only as the core's rule says.
+      decide: (left) => this.#remembered(group, cost) ?? this.#submit(group, OP_ACQUIRE, cost, left),
+      step,
+      jitter: () => (jitter === 0 ? 0 : Math.random() * jitter),
+    });
   }
 
   /**
@@ -1006,7 +984,11 @@ export class RedisLimiter {
   async #moduleCommand(group, p, limits, now, sent) {
     const args = [MODULE_COMMAND[p.kind], group.base, ...limits];
     if (p.kind !== OP_PEEK && p.cost !== 1) args.push("COST", String(p.cost));
-    if (p.kind === OP_ACQUIRE && p.maxDelay !== Infinity) args.push("MAXDELAY", String(p.maxDelay));
+    if (p.kind === OP_ACQUIRE && p.maxDelay === LOOK) {
+      // A waiter's look: what the request would get, nothing kept (PEEK with its COST).
+      args[0] = "TOLLGATE.PEEK";
+      if (p.cost === 1) args.push("COST", "1");
+    } else if (p.kind === OP_ACQUIRE && p.maxDelay !== Infinity) args.push("MAXDELAY", String(p.maxDelay));
     if (now !== undefined) args.push("NOW", String(now)); // a server loaded with TESTCLOCK
     let value;
     try {
@@ -1090,16 +1072,18 @@ export class RedisLimiter {
           continue;
         }
         if (p.kind === OP_CHECK || p.kind === OP_ACQUIRE) this.#stats.fallback++;
-        p.resolve(this.#fallbackDecide(group, p.cost, why));
+        p.resolve(this.#fallbackDecide(group, p.cost, why, p.maxDelay));
       } catch (e) {
         p.reject(e);
       }
     }
   }
 
-  #fallbackDecide(group, cost, why) {
+  /** `maxDelay`: an acquire's (the charge is kept only as the core's waiting rule says). */
+  #fallbackDecide(group, cost, why, maxDelay = Infinity) {
     if (this.#fallback === "local") {
-      const out = this.#limits.localCheck(group.key, group.tenant, performance.now() - this.#epoch, cost);
+      const now = performance.now() - this.#epoch;
+      const out = this.#limits.localCheck(group.key, group.tenant, now, cost, maxDelay);
       if (out[0] === FAILED) throw this.#limits.error(0);
       return decisionAt(out, 0, (out.length - 7) / 6, "fallback", why);
     }

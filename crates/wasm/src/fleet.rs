@@ -43,10 +43,17 @@ pub const OP_PEEK: u32 = 1;
 /// A request kind: a release of `cost` concurrency slots.
 pub const OP_RELEASE: u32 = 2;
 /// A request kind: a check of `cost` by a waiting caller (`acquire`), decided on a copy of
-/// the batch and kept unless it is admitted with a leaky-queue delay above the request's
-/// `maxDelay` (the caller's remaining wait: it gives up, uncharged, as the waiting rule
-/// [`tollgate::wait::step`] says).
+/// the batch and kept only as the waiting rule says ([`tollgate::wait::keeps`] with the
+/// request's `maxDelay`, the caller's remaining wait: not an admission whose leaky-queue
+/// delay is above it). A negative `maxDelay` is a look: nothing is kept (a waiter behind
+/// others, or woken after its deadline, asking the key's retry time).
 pub const OP_ACQUIRE: u32 = 3;
+
+/// Whether a waiter's decision with `max_delay` ms left (negative: a look) may be kept: the
+/// core's waiting rule, [`tollgate::wait::keeps`].
+fn keeps_within(decision: &Decision, max_delay: f64) -> bool {
+    max_delay >= 0.0 && tollgate::wait::keeps(decision, Some(now_ns(max_delay)))
+}
 
 /// The limits of one `RedisLimiter` (a policy, a stack or a fair share), the decisions on
 /// states read from Redis, and the in-memory limiter of the `local` fallback.
@@ -113,11 +120,12 @@ fn local_limiter(
 fn op(kind: u32, cost: u64, max_delay_ms: f64) -> Option<Op> {
     Some(match kind {
         OP_CHECK => Op::Check(cost),
+        // A negative maxDelay: a look, which keeps nothing.
         OP_ACQUIRE => Op::Acquire {
             cost,
-            max_delay: now_ns(max_delay_ms),
+            left: (max_delay_ms >= 0.0).then(|| now_ns(max_delay_ms)),
         },
-        OP_PEEK => Op::Peek,
+        OP_PEEK => Op::Peek(0),
         OP_RELEASE => Op::Release(cost),
         _ => return None,
     })
@@ -362,8 +370,8 @@ impl FleetLimits {
     /// * the input numbers ([`FleetLimits::prepare`]): first each slot's value length in the
     ///   input bytes, the values as read, one after the other (0: an absent key); then a triple (kind,
     ///   cost, maxDelay) per request: [`OP_CHECK`], [`OP_PEEK`], [`OP_RELEASE`],
-    ///   [`OP_ACQUIRE`] (whose `maxDelay`, in ms, is the most queue delay it may keep;
-    ///   ignored by the other kinds).
+    ///   [`OP_ACQUIRE`] (whose `maxDelay`, in ms, is the most queue delay it may keep,
+    ///   negative for a look that keeps nothing; ignored by the other kinds).
     /// * `secs`, `micros`: the clock, as Redis `TIME` answers it.
     ///
     /// Output, for each request, `1 + 6 * (1 + slots)` numbers: its status ([`ALLOWED`],
@@ -477,16 +485,26 @@ impl FleetLimits {
 
     /// The `local` fallback: decides a request of `cost` (0: a peek) for `key` (and
     /// `tenant`) in this process's memory at `now` (ms). The output of one request of
-    /// [`FleetLimits::decide`], with as many limits as the request had.
+    /// [`FleetLimits::decide`], with as many limits as the request had. `max_delay` is an
+    /// [`OP_ACQUIRE`]'s (Infinity for a check): the charge is kept only as the waiting rule
+    /// says.
     #[wasm_bindgen(js_name = localCheck)]
-    pub fn local_check(&self, key: &str, tenant: Option<String>, now: f64, cost: f64) -> Vec<f64> {
+    pub fn local_check(
+        &self,
+        key: &str,
+        tenant: Option<String>,
+        now: f64,
+        cost: f64,
+        max_delay: f64,
+    ) -> Vec<f64> {
         let mut out = Vec::new();
         let errors = &mut *self.errors.borrow_mut();
         errors.clear();
         let Some(local) = &self.local else {
             return out;
         };
-        match local.check_detailed(key, tenant.as_deref(), now_ns(now), cost_units(cost)) {
+        let keep = |d: &Decision| keeps_within(d, max_delay);
+        match local.check_if(key, tenant.as_deref(), now_ns(now), cost_units(cost), keep) {
             Ok(d) => answer(&mut out, &d),
             Err(e) => {
                 out.push(FAILED as f64);
