@@ -216,7 +216,7 @@ export class RedisLimiter {
   /** A denial remembered for `group` that still holds for `cost` (not under a test clock). */
   #remembered(group, cost) {
     if (!this.#o.denyCache || this.#o.clock !== undefined) return undefined;
-    const d = this.#denials.get(group, cost, performance.now());
+    const d = this.#denials.get(group, cost);
     if (d !== undefined) this.#stats.denyCache++;
     return d;
   }

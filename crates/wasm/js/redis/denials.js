@@ -11,10 +11,11 @@ export class Denials {
   /** group id -> `{ key, cost, until, at, decision }` (ms of `performance.now()`). */
   #denials = new Map();
 
-  /** The remembered denial of `group` that still holds at `now` for `cost`, its waits counted down; else undefined. */
-  get(group, cost, now) {
+  /** The remembered denial of `group` that still holds now for `cost`, its waits counted down; else undefined. */
+  get(group, cost) {
     const d = this.#denials.get(group.id);
-    if (d === undefined) return undefined;
+    if (d === undefined) return undefined; // the common case: no clock read
+    const now = performance.now();
     if (now >= d.until) {
       this.#denials.delete(group.id);
       return undefined;
