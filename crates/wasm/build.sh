@@ -164,6 +164,8 @@ export const COMMIT_SCRIPT = ${JSON.stringify(commit)};
 `);
   ' "$root/crates/redis/lua" "$pkg/redis/scripts.js"
   cp "$here/js/redis.js" "$here/js/redis.d.ts" "$pkg/"
+  # redis.js' parts (clients, deadlines, merged calls, the core's side, ...), next to the glue.
+  cp "$here/js/redis/"*.js "$pkg/redis/"
   echo "built pkg/redis/: wasm $(wc -c < "$pkg/redis/tollgate_wasm_bg.wasm") bytes raw, $(gzip -9 -c "$pkg/redis/tollgate_wasm_bg.wasm" | wc -c) gzipped"
 fi
 

@@ -6,5 +6,5 @@ set -euo pipefail
 source scripts/tools.sh
 apt_packages redis-server faketime
 cargo fmt -p tollgate-redis --check
-cargo clippy -p tollgate-redis --all-targets --features testing --locked -- -D warnings
-cargo test -p tollgate-redis --features testing --locked
+cargo clippy -p tollgate-redis --all-targets --locked -- -D warnings
+cargo test -p tollgate-redis --locked

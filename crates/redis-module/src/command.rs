@@ -5,8 +5,11 @@ use std::collections::HashMap;
 use std::sync::{LazyLock, Mutex};
 
 use tollgate::fair_share::FairShare;
-use tollgate::store::{Batch, Limits, Slot, Write};
-use tollgate::{ceil_millis, millis, Decision, Nanos, Policy, State, MAX_COUNT};
+use tollgate::store::fleet;
+use tollgate::store::{Batch, Limits, Op as BatchOp, Slot};
+use tollgate::{millis, Decision, Nanos, Policy, State, MAX_COUNT};
+
+pub use tollgate::store::fleet::{KeyWrite, Ttl};
 
 /// Arguments after the key, parsed.
 #[derive(Debug, PartialEq, Eq)]
@@ -153,35 +156,9 @@ pub fn parse(args: &[&[u8]], test_clock: bool) -> Result<Request, ArgError> {
 }
 
 /// The Redis key of `slot` under `base` (`<prefix>:{<namespace>:<key>}`, the key already
-/// encoded by the client), as the fleet store names it.
+/// encoded by the client), as the fleet store names it (the core's key layout).
 pub fn slot_key(base: &[u8], tenant: Option<&str>, slot: Slot) -> Vec<u8> {
-    let mut k = base.to_vec();
-    k.push(b':');
-    k.extend_from_slice(slot.suffix(tenant).as_bytes());
-    k
-}
-
-/// What to do with one slot's key.
-#[derive(Debug, PartialEq, Eq)]
-pub enum KeyWrite {
-    /// `SET key value PX ttl_ms`.
-    Put {
-        /// The 8-byte version and the state's bytes.
-        value: Vec<u8>,
-        /// Time to live.
-        ttl_ms: u64,
-    },
-    /// `DEL key`.
-    Delete,
-}
-
-/// Times to live (ms).
-#[derive(Clone, Copy, Debug)]
-pub struct Ttl {
-    /// Added to the time a state needs to be fresh.
-    pub grace_ms: u64,
-    /// A concurrency count's lifetime after its last change.
-    pub lease_ms: u64,
+    tollgate::store::slot_name(base, tenant, slot)
 }
 
 /// The operation of a command.
@@ -203,19 +180,15 @@ pub struct Outcome {
     pub writes: Vec<(usize, KeyWrite)>,
 }
 
-/// Decodes a stored value (8-byte version, then state bytes); `key` names it in errors.
+/// Decodes a stored value (the fleet's codec: [`fleet::decode_value`]); `key` names it in
+/// errors. An absent key, or an empty value (what the read script answers for one), is no
+/// state.
 pub fn decode(key: &[u8], value: Option<&[u8]>) -> Result<Option<State>, ArgError> {
     let Some(v) = value else { return Ok(None) };
-    let name = || String::from_utf8_lossy(key);
-    if v.len() < 8 {
-        return Err(format!(
-            "ERR key {}: corrupt value, shorter than its 8-byte version",
-            name()
-        ));
+    match fleet::decode_value(v) {
+        Ok(stored) => Ok(stored.map(|s| s.state)),
+        Err(e) => Err(format!("ERR key {}: {e}", String::from_utf8_lossy(key))),
     }
-    State::from_bytes(&v[8..])
-        .map(Some)
-        .map_err(|e| format!("ERR key {}: {e}", name()))
 }
 
 /// A decision error's reply: its stable code, then the sentence.
@@ -234,61 +207,27 @@ pub fn run(
     ttl: Option<Ttl>,
 ) -> Result<Outcome, ArgError> {
     let mut batch = Batch::new(&req.limits, slots, loaded, now);
-    let decided = match op {
-        Op::Check => {
-            let mut trial = batch.clone();
-            let d = trial.decide(req.cost).map_err(decide_error)?;
-            // A waiter's remaining time: kept only as the core's waiting rule says.
-            let keep = req
-                .max_delay_ms
-                .is_none_or(|max| tollgate::wait::keeps(&d.decision, Some(millis(max))));
-            if keep {
-                batch = trial;
-            }
-            Some((d.decision, d.each))
-        }
-        Op::Peek => {
-            // With COST: what a request of that cost would get (a waiter's look), nothing
-            // written.
-            let cost = if req.cost_given { req.cost } else { 0 };
-            let d = batch.clone().decide(cost).map_err(decide_error)?;
-            Some((d.decision, d.each))
-        }
-        Op::Release => {
-            if !batch.release(req.cost) {
-                return Err(decide_error(tollgate::DecideError::NotConcurrency {
-                    policy: req.limits.layers()[0].algorithm(),
-                }));
-            }
-            None
-        }
+    let op = match op {
+        // A waiter's remaining time (`MAXDELAY`): kept only as the core's waiting rule says.
+        Op::Check => match req.max_delay_ms {
+            Some(ms) => BatchOp::Acquire {
+                cost: req.cost,
+                left: Some(millis(ms)),
+            },
+            None => BatchOp::Check(req.cost),
+        },
+        // With COST: what a request of that cost would get (a waiter's look), nothing
+        // written.
+        Op::Peek => BatchOp::Peek(if req.cost_given { req.cost } else { 0 }),
+        Op::Release => BatchOp::Release(req.cost),
     };
-    let writes = if op == Op::Peek {
-        Vec::new()
-    } else {
-        batch
-            .writes()
-            .map(|(i, w)| {
-                let write = match w {
-                    Write::Delete => KeyWrite::Delete,
-                    Write::Put { state, fresh_after } => {
-                        let mut value = fastrand::u64(..).to_le_bytes().to_vec();
-                        value.extend_from_slice(&state.to_bytes());
-                        let ttl_ms = match (ttl, fresh_after) {
-                            // Under a test clock, a day: its time is not the server's.
-                            (None, _) => 86_400_000,
-                            (Some(t), Some(ns)) => ceil_millis(ns).saturating_add(t.grace_ms),
-                            (Some(t), None) => t.lease_ms,
-                        };
-                        KeyWrite::Put {
-                            value,
-                            ttl_ms: ttl_ms.max(1),
-                        }
-                    }
-                };
-                (i, write)
-            })
-            .collect()
+    let decided = batch
+        .apply(op)
+        .map_err(decide_error)?
+        .map(|d| (d.decision, d.each));
+    let writes = match op {
+        BatchOp::Peek(_) => Vec::new(),
+        _ => fleet::key_writes(&batch, ttl, || fastrand::u64(..)),
     };
     Ok(Outcome { decided, writes })
 }

@@ -12,6 +12,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use redis_module::{
     raw, Context, NotifyEvent, RedisError, RedisResult, RedisString, RedisValue, Status,
 };
+use tollgate::store::fleet;
 use tollgate::{millis, Decision, NANOS_PER_MS};
 
 use command::{decode, parse, run, slot_key, KeyWrite, Op, Ttl};
@@ -182,16 +183,10 @@ impl Drop for StateKey {
     }
 }
 
+/// A decision's fields in a reply: the fleet protocol's ([`fleet::decision_fields`]).
 fn decision_reply(d: &Decision) -> Vec<RedisValue> {
     let int = |v: u64| RedisValue::Integer(i64::try_from(v).unwrap_or(i64::MAX));
-    vec![
-        RedisValue::Integer(d.allowed as i64),
-        int(d.limit),
-        int(d.remaining),
-        int(d.reset_after_ms()),
-        int(d.retry_after_ms()),
-        int(d.delay_ms()),
-    ]
+    fleet::decision_fields(d).into_iter().map(int).collect()
 }
 
 fn decide(ctx: &Context, args: Vec<RedisString>, op: Op) -> RedisResult {

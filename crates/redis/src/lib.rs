@@ -177,18 +177,9 @@ impl Options {
     }
 }
 
-/// Why a decision was made by the fallback.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Why {
-    /// Redis refused the connection or failed recently (the fallback decides until the
-    /// next probe).
-    Unreachable,
-    /// A read did not answer within the timeout.
-    Timeout,
-    /// A commit was sent and its answer lost (timeout or broken connection): it may or may
-    /// not have been applied. It is never sent again; the fallback decides instead.
-    Indeterminate,
-}
+/// Why a decision was made by the fallback (the core's fleet protocol:
+/// [`tollgate::store::fleet::handle`]).
+pub use tollgate::store::fleet::Why;
 
 /// Where a decision was made.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -18,6 +18,7 @@
 
 use std::collections::BTreeMap;
 
+use tollgate::store::KeyLayout;
 use tollgate::Policy;
 
 use crate::Error;
@@ -37,10 +38,9 @@ pub fn parse_overrides(json: &str) -> Result<BTreeMap<String, Policy>, Error> {
                 field: "overrides",
                 reason: format!("entry {name:?}: {reason}"),
             };
-            if name.is_empty() || name.contains(['{', '}']) {
-                return Err(problem(
-                    "a name must be non-empty and without braces".into(),
-                ));
+            // The name becomes part of a Redis key's hash tag: the core's brace rule.
+            if let Err(e) = KeyLayout::check_part("overrides", &name) {
+                return Err(problem(e.reason()));
             }
             serde_json::from_value::<Policy>(value)
                 .map(|policy| (name.clone(), policy))

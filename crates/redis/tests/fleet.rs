@@ -675,3 +675,45 @@ async fn a_client_clock_skewed_by_10_minutes_changes_no_decision() {
     );
     assert!(!limiter.check("k", 1).await.unwrap().decision.allowed);
 }
+
+/// A script running past Redis's busy threshold makes the server answer every other command
+/// with `BUSY`: it cannot serve now (and ran nothing), so the declared fallback decides, as
+/// for `LOADING`, instead of the caller getting an error for as long as the script runs.
+/// (Before the core's one table of error replies, only the npm client treated `BUSY` so.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_busy_server_gets_the_declared_fallback() {
+    let server = Server::with_args(&["--save", "", "--appendonly", "no", "--lua-time-limit", "20"]);
+    let options = Options::new("busy", Fallback::Open).use_module(false);
+    let limits = Limits::single(policy("10/s"));
+    let limiter = RedisLimiter::new(connect(&server).await, limits, options).unwrap();
+    assert_eq!(limiter.check("k", 1).await.unwrap().source, Source::Redis);
+
+    let url = server.url();
+    let script = tokio::spawn(async move {
+        let mut conn = redis::Client::open(url)
+            .unwrap()
+            .get_multiplexed_async_connection()
+            .await
+            .unwrap();
+        redis::cmd("EVAL")
+            .arg("while true do end")
+            .arg(0)
+            .query_async::<redis::Value>(&mut conn)
+            .await
+    });
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !server.cli(&["PING"]).starts_with("BUSY") {
+        assert!(
+            Instant::now() < deadline,
+            "the script never made Redis busy"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let o = limiter.check("k", 1).await.unwrap();
+    assert_eq!(o.source, Source::Fallback(Why::Unreachable), "{o:?}");
+    assert!(o.decision.allowed);
+    assert_eq!(limiter.stats().fallback, 1);
+    server.cli(&["SCRIPT", "KILL"]);
+    assert!(script.await.unwrap().is_err(), "the script was killed");
+    assert_eq!(server.cli(&["PING"]), "PONG");
+}

@@ -13,7 +13,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
-use tollgate::fair_share::FairShare;
 use tollgate::keyed::KeyedLimiter;
 use tollgate::store::Limits;
 use tollgate::{DecideError, Decision, Nanos, PolicyError};
@@ -159,13 +158,7 @@ impl<C: Clock> Memory<C> {
         max_keys: NonZeroUsize,
         clock: C,
     ) -> Result<Self, PolicyError> {
-        let limiter = match (limits.layers(), limits.tenant()) {
-            ([one], None) => KeyedLimiter::new(*one, max_keys),
-            (layers, None) => KeyedLimiter::stack(layers, max_keys)?,
-            (layers, Some(tenant)) => {
-                KeyedLimiter::fair_share(FairShare::new(layers[0], *tenant)?, max_keys)
-            }
-        };
+        let limiter = limits.keyed(max_keys);
         Ok(Memory {
             limits,
             limiter,

@@ -1,12 +1,15 @@
 //! The wasm half of the npm entry `tollgate/redis` (the `store` feature, built only into
 //! `pkg/redis/`, so the main package's `.wasm` does not carry it).
 //!
-//! JavaScript runs the Redis protocol (the scripts in `crates/redis/lua/`, shared with the
-//! Rust crate `tollgate-redis`); every decision is made here, by the core's store contract
-//! ([`tollgate::store`]): [`FleetLimits::decide`] takes the states read from Redis (the
-//! bytes after each value's 8-byte version), Redis's clock and a round of queued requests,
-//! decides them in order with one [`Batch`], and returns each request's decision and the
-//! writes to commit, all or nothing.
+//! JavaScript moves the bytes of the Redis protocol (the scripts in `crates/redis/lua/`,
+//! shared with the Rust crate `tollgate-redis`); the protocol's rules are the core's
+//! ([`tollgate::store`] and [`tollgate::store::fleet`]), applied here: [`FleetLimits::decide`]
+//! takes the values read from Redis, Redis's clock and a round of queued requests, decodes
+//! the values, decides the requests in order with one [`Batch`], and returns each request's
+//! decision and the values to commit (a fresh write id and the state) with their times to
+//! live, all or nothing. The key names ([`FleetLimits::key_head`], [`FleetLimits::slots`]),
+//! the fallback's decisions and the handling of failed calls ([`FleetLimits::handle`]) are
+//! the core's too.
 //!
 //! Nothing is allocated per round at the boundary: the states read, the numbers in (each
 //! slot's state length, then the requests) and out (decisions and writes) and the states to
@@ -16,18 +19,21 @@
 //! passing them as arrays (wasm-bindgen copies each into a fresh allocation and the output
 //! back out of one) was a sixth of the npm client's own work per check.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 
 use tollgate::fair_share::FairShare;
 use tollgate::keyed::KeyedLimiter;
 use tollgate::stack::StackDecision;
-use tollgate::store::{Batch, Limits, Write};
-use tollgate::{DecideError, Decision, Policy, State, NANOS_PER_SEC};
+use tollgate::store::fleet::{self, KeyWrite, Ttl};
+use tollgate::store::{Batch, Limits, Op};
+use tollgate::{DecideError, Decision, Policy, NANOS_PER_SEC};
 use wasm_bindgen::prelude::*;
 
 use crate::{
     cost_units, errors, keeps_within, max_keys, ms, now_ns, spec, ALLOWED, DENIED, FAILED,
 };
+
+mod protocol;
 
 /// Status of a request in [`FleetLimits::decide`]'s output: a release was applied.
 pub const RELEASED: u32 = 3;
@@ -56,18 +62,22 @@ pub struct FleetLimits {
     errors: RefCell<Vec<Option<DecideError>>>,
     /// The buffers shared with JavaScript.
     io: RefCell<Io>,
+    /// The keys' times to live ([`FleetLimits::times_to_live`]); `None` under a test clock.
+    ttl: Cell<Option<Ttl>>,
+    /// Where write ids come from: seeded once from the platform's randomness.
+    ids: RefCell<fastrand::Rng>,
 }
 
 /// [`FleetLimits::decide`]'s input and output, reused from call to call.
 #[derive(Default)]
 struct Io {
-    /// In: each slot's state bytes (after the value's version), one after the other.
+    /// In: each slot's value as read (version and state), one after the other.
     states: Vec<u8>,
     /// In: each slot's state length, then the requests' (kind, cost, maxDelay) triples.
     numbers: Vec<f64>,
     /// Out: the decisions and the writes.
     out: Vec<f64>,
-    /// Out: the states to write, one after the other.
+    /// Out: the values to write (write id and state), one after the other.
     bytes: Vec<u8>,
 }
 
@@ -99,14 +109,22 @@ fn local_limiter(
     max: Option<f64>,
 ) -> Result<Option<KeyedLimiter<String>>, JsValue> {
     let Some(max) = max else { return Ok(None) };
-    let max = max_keys(max)?;
-    Ok(Some(match limits.tenant() {
-        Some(tenant) => KeyedLimiter::fair_share(
-            FairShare::new(limits.layers()[0], *tenant).map_err(|e| errors::policy_error(&e))?,
-            max,
-        ),
-        None => KeyedLimiter::stack(limits.layers(), max).map_err(|e| errors::policy_error(&e))?,
-    }))
+    Ok(Some(limits.keyed(max_keys(max)?)))
+}
+
+/// A request kind of [`FleetLimits::decide`]'s input as the core's [`Op`].
+fn op(kind: u32, cost: u64, max_delay_ms: f64) -> Option<Op> {
+    Some(match kind {
+        OP_CHECK => Op::Check(cost),
+        // A negative maxDelay: a look, which keeps nothing.
+        OP_ACQUIRE => Op::Acquire {
+            cost,
+            left: (max_delay_ms >= 0.0).then(|| now_ns(max_delay_ms)),
+        },
+        OP_PEEK => Op::Peek(0),
+        OP_RELEASE => Op::Release(cost),
+        _ => return None,
+    })
 }
 
 #[wasm_bindgen]
@@ -117,6 +135,11 @@ impl FleetLimits {
             limits,
             errors: RefCell::new(Vec::new()),
             io: RefCell::new(Io::default()),
+            ttl: Cell::new(Some(Ttl {
+                grace_ms: 1_000,
+                lease_ms: 60_000,
+            })),
+            ids: RefCell::new(fastrand::Rng::with_seed(getrandom::u64().unwrap_or(0))),
         })
     }
 
@@ -149,24 +172,6 @@ impl FleetLimits {
         let fair = FairShare::new(spec::policy(shared)?, spec::policy(tenant)?)
             .map_err(|e| errors::policy_error(&e))?;
         FleetLimits::with(Limits::fair_share(fair), local_max_keys)
-    }
-
-    /// A key as it appears in key names (`%` and `}` percent-encoded: the core's
-    /// `store::key_part`).
-    #[wasm_bindgen(js_name = keyPart)]
-    pub fn key_part(key: &str) -> String {
-        tollgate::store::key_part(key).into_owned()
-    }
-
-    /// The key suffixes of a request's slots, in decision order (`tollgate-redis`'s layout:
-    /// `"<i>"` for the stack's limit i, `"t:<tenant>"` for a fair share's tenant window,
-    /// which requests without a tenant, or with `""` or `"default"`, skip).
-    pub fn slots(&self, tenant: Option<String>) -> Vec<String> {
-        self.limits
-            .slots(tenant.as_deref())
-            .into_iter()
-            .map(|s| s.suffix(tenant.as_deref()))
-            .collect()
     }
 
     /// The largest cost a request can have (the smallest capacity).
@@ -253,8 +258,8 @@ impl FleetLimits {
     /// it wrote at [`FleetLimits::out_ptr`].
     ///
     /// * `tenant`: the requests' tenant (they share their slots: [`FleetLimits::slots`]).
-    /// * the input numbers ([`FleetLimits::prepare`]): first each slot's state length in the
-    ///   input state bytes, one after the other (0: an absent key); then a triple (kind,
+    /// * the input numbers ([`FleetLimits::prepare`]): first each slot's value length in the
+    ///   input bytes, the values as read, one after the other (0: an absent key); then a triple (kind,
     ///   cost, maxDelay) per request: [`OP_CHECK`], [`OP_PEEK`], [`OP_RELEASE`],
     ///   [`OP_ACQUIRE`] (whose `maxDelay`, in ms, is the most queue delay it may keep,
     ///   negative for a look that keeps nothing; ignored by the other kinds).
@@ -264,11 +269,11 @@ impl FleetLimits {
     /// [`DENIED`], [`RELEASED`], or [`FAILED`]: [`FleetLimits::error`] gives the exception),
     /// then the combined decision and each slot's (six numbers each: allowed, limit,
     /// remaining, resetAfter, retryAfter, delay; zeros when not decided). Then, for each
-    /// slot, the write: action (0 keep, 1 delete, 2 put), time to live in ms (the state's
-    /// `fresh_after` rounded up; -1 for a concurrency count, which no clock frees) and the
-    /// length of its state bytes at [`FleetLimits::bytes_ptr`]. Throws a `TypeError`
-    /// (`field: "state"`, `rule: "corrupt-state"`, `value`: the slot's index) for bytes that
-    /// are not a state; nothing is decided then.
+    /// slot, the write: action (0 keep, 1 delete, 2 put), time to live in ms (the core's
+    /// [`Ttl`]) and the length of its value (a fresh write id and the state) at
+    /// [`FleetLimits::bytes_ptr`]. Throws a `TypeError` (`field: "state"`,
+    /// `rule: "corrupt-state"`, `value`: the slot's index) for a value that is not a
+    /// state's; nothing is decided then.
     pub fn decide(&self, tenant: Option<String>, secs: f64, micros: f64) -> Result<usize, JsValue> {
         let slots = self.limits.slots(tenant.as_deref());
         let io = &mut *self.io.borrow_mut();
@@ -280,19 +285,11 @@ impl FleetLimits {
             let len = *len as usize;
             let bytes = io.states.get(at..at + len).unwrap_or_default();
             at += len;
-            loaded.push(if bytes.is_empty() {
-                None
-            } else {
-                Some(State::from_bytes(bytes).map_err(|e| {
-                    errors::option_error(
-                        "state",
-                        &JsValue::from_f64(i as f64),
-                        "corrupt-state",
-                        &e.to_string(),
-                        false,
-                    )
-                })?)
-            });
+            let stored = fleet::decode_value(bytes).map_err(|e| {
+                let index = JsValue::from_f64(i as f64);
+                errors::option_error("state", &index, "corrupt-state", &e.to_string(), false)
+            })?;
+            loaded.push(stored.map(|s| s.state));
         }
         loaded.resize(slots.len(), None);
         let now = (secs as u64)
@@ -304,26 +301,11 @@ impl FleetLimits {
         out.clear();
         let mut errors = self.errors.borrow_mut();
         errors.clear();
-        for op in ops.chunks_exact(3) {
-            let (kind, cost) = (op[0] as u32, cost_units(op[1]));
+        for request in ops.chunks_exact(3) {
             let start = out.len();
-            let result = match kind {
-                OP_CHECK => batch.decide(cost).map(Some),
-                OP_ACQUIRE => {
-                    // Decided on a copy, kept only as the waiting rule says (a waiter that
-                    // gives up is never charged).
-                    let mut trial = batch.clone();
-                    let d = trial.decide(cost);
-                    if let Ok(d) = &d {
-                        if keeps_within(&d.decision, op[2]) {
-                            batch = trial;
-                        }
-                    }
-                    d.map(Some)
-                }
-                OP_PEEK => batch.clone().decide(0).map(Some),
-                OP_RELEASE if batch.release(cost) => Ok(None),
-                _ => Err(DecideError::NotConcurrency {
+            let result = match op(request[0] as u32, cost_units(request[1]), request[2]) {
+                Some(op) => batch.apply(op),
+                None => Err(DecideError::NotConcurrency {
                     policy: self.limits.layers()[0].algorithm(),
                 }),
             };
@@ -338,20 +320,19 @@ impl FleetLimits {
             }
             out.resize(start + stride, 0.0);
         }
-        let mut writes: Vec<Option<Write>> = vec![None; slots.len()];
-        for (i, w) in batch.writes() {
+        let mut writes: Vec<Option<KeyWrite>> = vec![None; slots.len()];
+        let ids = &mut *self.ids.borrow_mut();
+        for (i, w) in fleet::key_writes(&batch, self.ttl.get(), || ids.u64(..)) {
             writes[i] = Some(w);
         }
         io.bytes.clear();
         for w in writes {
             match w {
                 None => out.extend([0.0, 0.0, 0.0]),
-                Some(Write::Delete) => out.extend([1.0, 0.0, 0.0]),
-                Some(Write::Put { state, fresh_after }) => {
-                    let s = state.to_bytes();
-                    io.bytes.extend_from_slice(&s);
-                    let ttl = fresh_after.map_or(-1.0, ms);
-                    out.extend([2.0, ttl, s.len() as f64]);
+                Some(KeyWrite::Delete) => out.extend([1.0, 0.0, 0.0]),
+                Some(KeyWrite::Put { value, ttl_ms }) => {
+                    io.bytes.extend_from_slice(&value);
+                    out.extend([2.0, ttl_ms as f64, value.len() as f64]);
                 }
             }
         }

@@ -32,6 +32,8 @@ test("npm pack -> npm install -> import works; the tarball holds every build and
       "pkg/redis.js",
       "pkg/redis.d.ts",
       "pkg/redis/scripts.js",
+      "pkg/redis/fleet.js",
+      "pkg/redis/merged.js",
       "pkg/redis/tollgate_wasm.cjs",
     ]) {
       assert.ok(files.includes(f), `${f} missing from the tarball`);

@@ -1,8 +1,6 @@
 //! Answers: the rate-limit fields on every limited response, the 429 problem document,
 //! the problem documents of the limiter's own errors, and the isolate's deny cache.
 
-use std::collections::HashMap;
-
 use tollgate::headers::{self, response_headers, Named};
 use tollgate::Decision;
 
@@ -57,88 +55,58 @@ pub fn quota_exceeded(names: &[LimitName], each: &[Decision]) -> Option<String> 
 /// the one every front end writes ([`tollgate_http::problem::problem`]).
 pub use tollgate_http::problem::problem;
 
-/// One cached denial: the decisions as the coordinator made them, at `at_ms`, denied until
-/// `until_ms`.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Denial {
-    /// The coordinator's clock when it denied.
-    pub at_ms: u64,
-    /// When the same request would be admitted.
-    pub until_ms: u64,
-    /// The combined decision (the core's, over the stack).
-    pub decision: Decision,
-    /// Each limit's decision.
-    pub each: Vec<Decision>,
-}
-
 /// The per-isolate deny cache: keys known to be denied until T are rejected locally until
-/// T, without a coordinator round trip. Bounded; entries past T are dropped on sight.
-#[derive(Default)]
+/// T, without a coordinator round trip. The core's ([`tollgate::store::DenyCache`], the
+/// Redis stores' too) on the isolate's clock in ms; its keys hold the request's cost, so
+/// every entry is for one cost. Bounded.
 pub struct DenyCache {
-    map: HashMap<String, Denial>,
+    cache: tollgate::store::DenyCache<String>,
 }
 
-/// Entries kept before the oldest half is dropped.
+impl Default for DenyCache {
+    fn default() -> Self {
+        DenyCache {
+            cache: tollgate::store::DenyCache::new(DENY_CACHE_MAX),
+        }
+    }
+}
+
+/// Entries kept before the half that ends soonest is dropped.
 pub const DENY_CACHE_MAX: usize = 50_000;
 
 impl DenyCache {
     /// The cached denial of `key` at `now_ms` (the combined decision and each limit's),
     /// with its durations brought forward to now.
     pub fn get(&mut self, key: &str, now_ms: u64) -> Option<(Decision, Vec<Decision>)> {
-        let d = self.map.get(key)?;
-        if now_ms >= d.until_ms {
-            self.map.remove(key);
-            return None;
-        }
-        let elapsed = tollgate::millis(now_ms.saturating_sub(d.at_ms));
-        let forward = |x: &Decision| Decision {
-            reset_after: x.reset_after.saturating_sub(elapsed),
-            retry_after: if x.allowed {
-                0
-            } else {
-                x.retry_after.saturating_sub(elapsed).max(1)
-            },
-            ..*x
-        };
-        Some((forward(&d.decision), d.each.iter().map(forward).collect()))
+        let d = self.cache.get(key, 0, tollgate::millis(now_ms))?;
+        Some((d.decision, d.each))
     }
 
-    /// Remembers a denial (only when it has a wait: a concurrency denial has none).
+    /// Remembers a denial the coordinator made at `at_ms` (only when it has a wait: a
+    /// concurrency denial has none).
     pub fn put(&mut self, key: String, at_ms: u64, decision: &Decision, each: Vec<Decision>) {
-        if decision.allowed || decision.retry_after == 0 {
-            return;
-        }
-        if self.map.len() >= DENY_CACHE_MAX {
-            let mut until: Vec<u64> = self.map.values().map(|d| d.until_ms).collect();
-            until.sort_unstable();
-            let cut = until[until.len() / 2];
-            self.map.retain(|_, d| d.until_ms > cut);
-        }
-        let until_ms = at_ms.saturating_add(decision.retry_after_ms());
-        self.map.insert(
-            key,
-            Denial {
-                at_ms,
-                until_ms,
-                decision: *decision,
-                each,
-            },
-        );
+        let decided = tollgate::stack::StackDecision {
+            decision: *decision,
+            each,
+        };
+        let at = tollgate::millis(at_ms);
+        self.cache
+            .remember(key, 0, at, &decided, decision.retry_after);
     }
 
     /// Drops every entry whose key contains `part` (an admin reset).
     pub fn forget(&mut self, part: &str) {
-        self.map.retain(|k, _| !k.contains(part));
+        self.cache.retain(|k| !k.contains(part));
     }
 
     /// Entries held.
     pub fn len(&self) -> usize {
-        self.map.len()
+        self.cache.len()
     }
 
     /// Whether no entry is held.
     pub fn is_empty(&self) -> bool {
-        self.map.is_empty()
+        self.cache.is_empty()
     }
 }
 

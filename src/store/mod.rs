@@ -55,24 +55,21 @@
 //! assert_eq!(*fresh_after, Some(20 * NANOS_PER_SEC)); // 1000 s is 40 s into its minute
 //! ```
 
-use alloc::borrow::Cow;
 use alloc::string::String;
 use alloc::vec::Vec;
-use core::fmt;
 
-use crate::algorithms::{
-    concurrency::ConcurrencyState,
-    fixed_window::FixedWindowState,
-    gcra::GcraState,
-    leaky_bucket::LeakyBucketState,
-    leaky_queue::LeakyQueueState,
-    sliding_log::{Entry, SlidingLogState},
-    sliding_window::SlidingWindowState,
-    token_bucket::TokenBucketState,
-};
 use crate::fair_share::{skips_tenant_window, FairShare};
 use crate::stack::{decide_all, StackDecision};
 use crate::{Algorithm, DecideError, Field, Nanos, Policy, PolicyError, Rule, State};
+
+mod bytes;
+mod deny;
+pub mod fleet;
+mod keys;
+
+pub use bytes::{StateBytesError, STATE_BYTES_VERSION};
+pub use deny::DenyCache;
+pub use keys::{key_part, slot_name, KeyLayout, LayoutError};
 
 /// What a limiter decides over: a single policy, an all-or-nothing stack, or a fair share
 /// (a shared policy and a per-tenant policy on top).
@@ -110,6 +107,11 @@ impl Slot {
         }
     }
 
+    /// The slot's suffix in a key name: `:` and [`Slot::suffix`] (see [`KeyLayout`]).
+    pub fn key_suffix(&self, tenant: Option<&str>) -> String {
+        alloc::format!(":{}", self.suffix(tenant))
+    }
+
     /// The smallest capacity among `slots`: the largest cost a request over them can have.
     pub fn capacity(limits: &Limits, slots: &[Slot]) -> u64 {
         slots
@@ -118,32 +120,6 @@ impl Slot {
             .min()
             .unwrap_or(0)
     }
-}
-
-/// A key or tenant as it appears in a store's key names: `%` and `}` percent-encoded
-/// (`%25`, `%7D`), everything else as it is. A `}` would end a Redis hash tag early, and
-/// could make one key's slot name equal to another's (key `a}:t:b` with tenant `c`, and
-/// key `a` with tenant `b}:t:c`); encoded, every (key, tenant, slot) has its own name.
-///
-/// ```
-/// use tollgate::store::key_part;
-/// assert_eq!(key_part("203.0.113.7"), "203.0.113.7");
-/// assert_eq!(key_part("a}:t:b"), "a%7D:t:b");
-/// assert_eq!(key_part("100%"), "100%25");
-/// ```
-pub fn key_part(text: &str) -> Cow<'_, str> {
-    if !text.contains(['%', '}']) {
-        return Cow::Borrowed(text);
-    }
-    let mut out = String::with_capacity(text.len() + 4);
-    for c in text.chars() {
-        match c {
-            '%' => out.push_str("%25"),
-            '}' => out.push_str("%7D"),
-            c => out.push(c),
-        }
-    }
-    Cow::Owned(out)
 }
 
 impl Limits {
@@ -215,6 +191,30 @@ impl Limits {
         slots
     }
 
+    /// The in-memory keyed limiter over these limits (a store's local fallback, the tower
+    /// layer's memory store), keeping at most `max_keys` limited keys per limit.
+    #[cfg(feature = "std")]
+    pub fn keyed<K: core::hash::Hash + Eq + Clone>(
+        &self,
+        max_keys: core::num::NonZeroUsize,
+    ) -> crate::keyed::KeyedLimiter<K> {
+        use crate::keyed::KeyedLimiter;
+        match (self.layers.as_slice(), self.tenant) {
+            ([one], None) => KeyedLimiter::new(*one, max_keys),
+            (shared, Some(tenant)) => {
+                // The pair was a fair share when these limits were made ([`Limits::fair_share`]).
+                match FairShare::new(shared[0], tenant) {
+                    Ok(fair) => KeyedLimiter::fair_share(fair, max_keys),
+                    Err(_) => unreachable!("a fair share's limits hold a valid pair"),
+                }
+            }
+            (layers, None) => match KeyedLimiter::stack(layers, max_keys) {
+                Ok(limiter) => limiter,
+                Err(_) => unreachable!("a stack's limits hold at least one policy"),
+            },
+        }
+    }
+
     /// The policy that decides `slot`.
     ///
     /// # Panics
@@ -225,6 +225,29 @@ impl Limits {
             Slot::Tenant => self.tenant.as_ref().expect("a tenant slot of a fair share"),
         }
     }
+}
+
+/// One request of a round, as every store that merges requests runs it over a [`Batch`]
+/// ([`Batch::apply`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Op {
+    /// Decide a request of `cost`, and charge it when admitted.
+    Check(u64),
+    /// A waiting caller's request: decided like [`Op::Check`], its charge kept only as the
+    /// core's waiting rule says ([`crate::wait::keeps`]: an admission whose queue delay fits
+    /// in `left`, the time the caller had before its deadline when it asked; `None`, a
+    /// passed deadline or a look, keeps nothing).
+    Acquire {
+        /// The request's cost.
+        cost: u64,
+        /// The time left before the caller's deadline, if any is.
+        left: Option<Nanos>,
+    },
+    /// Report what a request of this cost would get (0: the key's standing), charging
+    /// nothing.
+    Peek(u64),
+    /// Give back `cost` slots of every concurrency limit.
+    Release(u64),
 }
 
 /// What a store writes for one slot after a [`Batch`].
@@ -313,6 +336,46 @@ impl<'a> Batch<'a> {
         crate::stack::decide_all_weighted(&mut limits, self.now, costs)
     }
 
+    /// Runs one request of a round: its decision (`None` for a release), charged to the
+    /// batch when it says so (see [`Op`]). An error charges nothing: a cost above a
+    /// capacity, or a release without a concurrency limit.
+    ///
+    /// ```
+    /// use tollgate::store::{Batch, Limits, Op};
+    /// let limits = Limits::single("leaky-queue 1/s burst 3".parse().unwrap());
+    /// let slots = limits.slots(None);
+    /// let mut batch = Batch::new(&limits, &slots, vec![None], 0);
+    /// assert!(batch.apply(Op::Check(1)).unwrap().unwrap().decision.allowed);
+    /// // Admitted after a queue delay of seconds, which this waiter cannot afford: not kept.
+    /// let d = batch.apply(Op::Acquire { cost: 1, left: Some(10) }).unwrap().unwrap();
+    /// assert!(d.decision.allowed && d.decision.delay > 10);
+    /// // The queue still holds the first request only.
+    /// assert_eq!(batch.apply(Op::Peek(0)).unwrap().unwrap().decision.remaining, 2);
+    /// assert!(batch.apply(Op::Release(1)).is_err()); // not a concurrency limit
+    /// ```
+    pub fn apply(&mut self, op: Op) -> Result<Option<StackDecision>, DecideError> {
+        match op {
+            Op::Check(cost) => self.decide(cost).map(Some),
+            Op::Acquire { cost, left } => {
+                // Decided on a copy, kept only as the waiting rule says.
+                let mut trial = self.clone();
+                let d = trial.decide(cost)?;
+                if crate::wait::keeps(&d.decision, left) {
+                    *self = trial;
+                }
+                Ok(Some(d))
+            }
+            // A peek reports without charging: decided on a copy.
+            Op::Peek(cost) => self.clone().decide(cost).map(Some),
+            Op::Release(cost) => match self.release(cost) {
+                true => Ok(None),
+                false => Err(DecideError::NotConcurrency {
+                    policy: self.policies[0].algorithm(),
+                }),
+            },
+        }
+    }
+
     /// Releases `cost` slots of every concurrency limit among the slots (a request that
     /// acquired them finished). Returns whether there was one.
     pub fn release(&mut self, cost: u64) -> bool {
@@ -371,200 +434,4 @@ pub fn fresh_after(policy: &Policy, state: &State, now: Nanos) -> Option<Nanos> 
     crate::decide(policy, Some(state.clone()), now, 0)
         .ok()
         .map(|(d, _)| d.reset_after)
-}
-
-/// The version of the byte layout written by [`State::to_bytes`].
-pub const STATE_BYTES_VERSION: u8 = 1;
-
-/// Why stored bytes are not a state.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum StateBytesError {
-    /// Fewer or more bytes than the layout of the state's algorithm.
-    Length {
-        /// The algorithm the bytes say.
-        algorithm: Algorithm,
-        /// How many bytes there were.
-        len: usize,
-    },
-    /// Too short to hold the header (version and algorithm).
-    Truncated,
-    /// A layout version this build does not know.
-    Version(u8),
-    /// An algorithm code this build does not know.
-    Algorithm(u8),
-    /// A sliding log's entries out of time order, or one of cost zero.
-    LogOrder,
-}
-
-impl fmt::Display for StateBytesError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            StateBytesError::Length { algorithm, len } => {
-                write!(f, "corrupt {algorithm} state: {len} bytes")
-            }
-            StateBytesError::Truncated => f.write_str("corrupt state: shorter than its header"),
-            StateBytesError::Version(v) => write!(f, "state bytes of unknown version {v}"),
-            StateBytesError::Algorithm(a) => write!(f, "state bytes of unknown algorithm {a}"),
-            StateBytesError::LogOrder => {
-                f.write_str("corrupt sliding-log state: entries out of order or of cost zero")
-            }
-        }
-    }
-}
-
-#[cfg(feature = "std")]
-impl std::error::Error for StateBytesError {}
-
-/// The one-byte code of each algorithm in the state layout (stable: stored bytes depend on it).
-const fn code(a: Algorithm) -> u8 {
-    match a {
-        Algorithm::TokenBucket => 1,
-        Algorithm::Gcra => 2,
-        Algorithm::SlidingWindow => 3,
-        Algorithm::FixedWindow => 4,
-        Algorithm::SlidingLog => 5,
-        Algorithm::LeakyBucket => 6,
-        Algorithm::LeakyQueue => 7,
-        Algorithm::Concurrency => 8,
-    }
-}
-
-/// Reads fixed-width little-endian integers from a byte slice of a checked length.
-struct Reader<'a>(&'a [u8]);
-
-impl Reader<'_> {
-    fn u64(&mut self) -> u64 {
-        let (head, rest) = self.0.split_at(8);
-        self.0 = rest;
-        u64::from_le_bytes(head.try_into().unwrap_or([0; 8]))
-    }
-    fn u128(&mut self) -> u128 {
-        let (head, rest) = self.0.split_at(16);
-        self.0 = rest;
-        u128::from_le_bytes(head.try_into().unwrap_or([0; 16]))
-    }
-}
-
-impl State {
-    /// The state as bytes, for a store that keeps bytes (Redis, a file): one byte of layout
-    /// version ([`STATE_BYTES_VERSION`]), one byte naming the algorithm, then the state's
-    /// fields as little-endian integers in declaration order (a sliding log: each entry's
-    /// `at` and `cost`). The same bytes in every runtime.
-    ///
-    /// ```
-    /// use tollgate::algorithms::gcra::GcraState;
-    /// use tollgate::State;
-    /// let s = State::Gcra(GcraState { tat: 5 });
-    /// let bytes = s.to_bytes();
-    /// assert_eq!(bytes, [1, 2, 5, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
-    /// assert_eq!(State::from_bytes(&bytes), Ok(s));
-    /// ```
-    pub fn to_bytes(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(34);
-        out.push(STATE_BYTES_VERSION);
-        out.push(code(self.algorithm()));
-        match self {
-            State::TokenBucket(s) => {
-                out.extend_from_slice(&s.credit.to_le_bytes());
-                out.extend_from_slice(&s.last.to_le_bytes());
-            }
-            State::Gcra(s) => out.extend_from_slice(&s.tat.to_le_bytes()),
-            State::SlidingWindow(s) => {
-                out.extend_from_slice(&s.window.to_le_bytes());
-                out.extend_from_slice(&s.prev.to_le_bytes());
-                out.extend_from_slice(&s.cur.to_le_bytes());
-            }
-            State::FixedWindow(s) => {
-                out.extend_from_slice(&s.window.to_le_bytes());
-                out.extend_from_slice(&s.count.to_le_bytes());
-            }
-            State::SlidingLog(s) => {
-                for e in &s.entries {
-                    out.extend_from_slice(&e.at.to_le_bytes());
-                    out.extend_from_slice(&e.cost.to_le_bytes());
-                }
-            }
-            State::LeakyBucket(s) => {
-                out.extend_from_slice(&s.level.to_le_bytes());
-                out.extend_from_slice(&s.last.to_le_bytes());
-            }
-            State::LeakyQueue(s) => out.extend_from_slice(&s.last_departure.to_le_bytes()),
-            State::Concurrency(s) => out.extend_from_slice(&s.in_flight.to_le_bytes()),
-        }
-        out
-    }
-
-    /// Reads bytes written by [`State::to_bytes`]. Bytes of the wrong length, an unknown
-    /// version or algorithm, or a sliding log out of order are an error, never a guess.
-    /// (Any field values are accepted: every algorithm decides safely on any state.)
-    pub fn from_bytes(bytes: &[u8]) -> Result<State, StateBytesError> {
-        let [version, algorithm, body @ ..] = bytes else {
-            return Err(StateBytesError::Truncated);
-        };
-        if *version != STATE_BYTES_VERSION {
-            return Err(StateBytesError::Version(*version));
-        }
-        let algorithm = Algorithm::ALL
-            .into_iter()
-            .find(|a| code(*a) == *algorithm)
-            .ok_or(StateBytesError::Algorithm(*algorithm))?;
-        let expected = match algorithm {
-            Algorithm::TokenBucket | Algorithm::LeakyBucket => Some(24),
-            Algorithm::Gcra | Algorithm::LeakyQueue => Some(16),
-            Algorithm::SlidingWindow => Some(24),
-            Algorithm::FixedWindow => Some(16),
-            Algorithm::Concurrency => Some(8),
-            Algorithm::SlidingLog => None,
-        };
-        let length_ok = match expected {
-            Some(n) => body.len() == n,
-            None => body.len() % 16 == 0,
-        };
-        if !length_ok {
-            return Err(StateBytesError::Length {
-                algorithm,
-                len: bytes.len(),
-            });
-        }
-        let mut r = Reader(body);
-        Ok(match algorithm {
-            Algorithm::TokenBucket => State::TokenBucket(TokenBucketState {
-                credit: r.u128(),
-                last: r.u64(),
-            }),
-            Algorithm::Gcra => State::Gcra(GcraState { tat: r.u128() }),
-            Algorithm::SlidingWindow => State::SlidingWindow(SlidingWindowState {
-                window: r.u64(),
-                prev: r.u64(),
-                cur: r.u64(),
-            }),
-            Algorithm::FixedWindow => State::FixedWindow(FixedWindowState {
-                window: r.u64(),
-                count: r.u64(),
-            }),
-            Algorithm::SlidingLog => {
-                let mut entries = alloc::collections::VecDeque::with_capacity(body.len() / 16);
-                while !r.0.is_empty() {
-                    let e = Entry {
-                        at: r.u64(),
-                        cost: r.u64(),
-                    };
-                    let in_order = entries.back().is_none_or(|last: &Entry| last.at < e.at);
-                    if e.cost == 0 || !in_order {
-                        return Err(StateBytesError::LogOrder);
-                    }
-                    entries.push_back(e);
-                }
-                State::SlidingLog(SlidingLogState { entries })
-            }
-            Algorithm::LeakyBucket => State::LeakyBucket(LeakyBucketState {
-                level: r.u128(),
-                last: r.u64(),
-            }),
-            Algorithm::LeakyQueue => State::LeakyQueue(LeakyQueueState {
-                last_departure: r.u128(),
-            }),
-            Algorithm::Concurrency => State::Concurrency(ConcurrencyState { in_flight: r.u64() }),
-        })
-    }
 }

@@ -1,0 +1,194 @@
+//! The module path: when the server has tollgate's module loaded, every queued request is
+//! one command, decided inside Redis by the same core (one round trip per round).
+
+use std::sync::atomic::Ordering::Relaxed;
+use std::time::Instant;
+
+use redis::aio::ConnectionLike;
+use tollgate::stack::StackDecision;
+use tollgate::store::fleet::{self, Call};
+use tollgate::wait::Ask;
+use tollgate::NANOS_PER_MS;
+
+use super::cas::unexpected_reply;
+use super::fallback::{classify, Failure};
+use super::runner::answer_all;
+use super::{Answer, Group, Inner, Op, Pending};
+use crate::{Error, Outcome, Source, Why};
+
+pub(super) const UNKNOWN: u8 = 0;
+const WITH_MODULE: u8 = 1;
+const WITHOUT_MODULE: u8 = 2;
+
+impl<C> Inner<C>
+where
+    C: ConnectionLike + Clone + Send + Sync + 'static,
+{
+    /// Whether to decide with the server's module (asked once with `COMMAND INFO`).
+    pub(super) async fn has_module(&self) -> bool {
+        if !self.options.use_module || self.test_clock() {
+            return false;
+        }
+        match self.module.load(Relaxed) {
+            WITH_MODULE => return true,
+            WITHOUT_MODULE => return false,
+            _ => {}
+        }
+        let mut conn = self.conn.clone();
+        let mut cmd = redis::cmd("COMMAND");
+        cmd.arg("INFO").arg("tollgate.check");
+        let reply = tokio::time::timeout(
+            self.options.timeout,
+            cmd.query_async::<redis::Value>(&mut conn),
+        )
+        .await;
+        match reply {
+            Ok(Ok(redis::Value::Array(v))) => {
+                let found = matches!(v.first(), Some(redis::Value::Array(_)));
+                self.module
+                    .store(if found { WITH_MODULE } else { WITHOUT_MODULE }, Relaxed);
+                found
+            }
+            // Not known yet (the read that follows reports the failure).
+            _ => false,
+        }
+    }
+
+    /// The limiter's arguments of a module command: the policy, a stack, or a fair share's
+    /// shared policy and the tenant window.
+    fn module_limits(&self, tenant: Option<&str>) -> Vec<String> {
+        let layers = self.limits.layers();
+        let mut args = match layers {
+            [one] => vec![one.to_string()],
+            many => {
+                let mut a = vec!["STACK".to_string(), many.len().to_string()];
+                a.extend(many.iter().map(ToString::to_string));
+                a
+            }
+        };
+        if let (Some(tp), Some(t)) = (self.limits.tenant(), tenant) {
+            args.extend(["TENANT".to_string(), t.to_string(), tp.to_string()]);
+        }
+        args
+    }
+
+    /// One round in the module: every queued request one command, all in one pipeline
+    /// (one round trip), each decided atomically inside Redis.
+    pub(super) async fn decide_in_module(&self, group: &Group, round: Vec<Pending>) {
+        let base = self.layout.base(&group.key);
+        let limits = self.module_limits(group.tenant.as_deref());
+        let mut pipe = redis::pipe();
+        pipe.ignore_errors();
+        for p in &round {
+            let (name, cost) = match p.op {
+                Op::Check(c)
+                | Op::Acquire {
+                    cost: c,
+                    ask: Ask::Charge { .. },
+                } => ("TOLLGATE.CHECK", Some(c)),
+                // A look: the decision a request of `c` would get, nothing kept.
+                Op::Acquire {
+                    cost: c,
+                    ask: Ask::Look,
+                } => ("TOLLGATE.PEEK", Some(c)),
+                Op::Peek => ("TOLLGATE.PEEK", None),
+                Op::Release(c) => ("TOLLGATE.RELEASE", Some(c)),
+            };
+            let cmd = pipe.cmd(name).arg(&base).arg(&limits);
+            if let Some(c) = cost {
+                cmd.arg("COST").arg(c);
+            }
+            if let Op::Acquire {
+                ask: Ask::Charge { left },
+                ..
+            } = p.op
+            {
+                // Whole ms, rounded down: the module keeps a delay up to it, and the rule on
+                // the reply's delay (rounded up) then agrees that it fits.
+                cmd.arg("MAXDELAY").arg(left / NANOS_PER_MS);
+            }
+        }
+        let sent = Instant::now();
+        let mut conn = self.conn.clone();
+        self.counters.round_trips.fetch_add(1, Relaxed);
+        let replies: Vec<redis::RedisResult<redis::Value>> =
+            match tokio::time::timeout(self.options.timeout, pipe.query_async(&mut conn)).await {
+                Ok(Ok(r)) => r,
+                Ok(Err(e)) => match classify(Call::Write, e) {
+                    Failure::Unavailable(_) => {
+                        // The commands may have run: never sent again.
+                        self.counters.indeterminate.fetch_add(1, Relaxed);
+                        self.mark_down();
+                        return self.fall_back(group, round, Why::Indeterminate);
+                    }
+                    Failure::Fatal(e) => return answer_all(round, Err(Error::Redis(e))),
+                },
+                Err(_) => {
+                    self.counters.indeterminate.fetch_add(1, Relaxed);
+                    self.mark_down();
+                    return self.fall_back(group, round, Why::Indeterminate);
+                }
+            };
+        for (p, reply) in round.into_iter().zip(replies) {
+            let answer = match (reply, &p.op) {
+                (Err(e), _) => match classify(Call::Write, e) {
+                    // Refused by a server that cannot serve now: the fallback decides it.
+                    Failure::Unavailable(why) => {
+                        self.counters.indeterminate.fetch_add(1, Relaxed);
+                        self.mark_down();
+                        self.fall_back(group, vec![p], why);
+                        continue;
+                    }
+                    Failure::Fatal(e) => Err(Error::Redis(e)),
+                },
+                (Ok(_), Op::Release(_)) => Ok(Answer::Released),
+                (Ok(v), op) => match module_decision(&v) {
+                    Some(d) => {
+                        if let Op::Check(cost) | Op::Acquire { cost, .. } = op {
+                            self.counters.redis.fetch_add(1, Relaxed);
+                            // Whole ms rounded up: remember the lower bound.
+                            let floor = fleet::lower_bound(d.decision.retry_after);
+                            self.remember(group, *cost, sent, &d, floor);
+                        }
+                        Ok(Answer::Decided(Outcome {
+                            decision: d.decision,
+                            each: d.each,
+                            source: Source::Redis,
+                        }))
+                    }
+                    None => Err(Error::Redis(unexpected_reply())),
+                },
+            };
+            let _ = p.reply.send(answer);
+        }
+    }
+}
+
+/// A module reply: the combined decision's fields ([`fleet::decision_fields`]), then an
+/// array of each limit's.
+fn module_decision(v: &redis::Value) -> Option<StackDecision> {
+    fn fields(v: &redis::Value) -> Option<[u64; fleet::DECISION_FIELDS]> {
+        let redis::Value::Array(f) = v else {
+            return None;
+        };
+        let mut out = [0; fleet::DECISION_FIELDS];
+        for (i, x) in out.iter_mut().enumerate() {
+            let redis::Value::Int(n) = f.get(i)? else {
+                return None;
+            };
+            *x = u64::try_from(*n).ok()?;
+        }
+        Some(out)
+    }
+    let decision = |v: &redis::Value| fleet::decision_from_fields(fields(v)?);
+    let redis::Value::Array(f) = v else {
+        return None;
+    };
+    let redis::Value::Array(each) = f.get(fleet::DECISION_FIELDS)? else {
+        return None;
+    };
+    Some(StackDecision {
+        decision: decision(v)?,
+        each: each.iter().map(decision).collect::<Option<Vec<_>>>()?,
+    })
+}

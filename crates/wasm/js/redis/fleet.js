@@ -1,0 +1,223 @@
+// tollgate/redis: the core's side of the protocol (wasm, FleetLimits, crates/wasm/src/fleet.rs):
+// every decision and the fleet protocol's rules (tollgate::store::fleet) are made there; this
+// file passes the bytes and numbers in and out of wasm memory (see ../redis.js).
+
+import glue from "./tollgate_wasm.cjs";
+import { Timeout } from "./deadlines.js";
+import { isReply, number, toBuffer } from "./clients.js";
+import { RedisLimiterError, Unavailable, fatal, optionError } from "./errors.js";
+
+export const { FleetLimits } = glue;
+
+// FleetLimits' statuses (0 denied, 1 allowed, as a decision's `allowed`) and request kinds
+// (crates/wasm/src/fleet.rs).
+export const FAILED = 2;
+export const RELEASED = 3;
+export const OP_CHECK = 0;
+export const OP_PEEK = 1;
+export const OP_RELEASE = 2;
+export const OP_ACQUIRE = 3;
+/** FleetLimits.handle's answers for a failed call (the core's `fleet::handle`). */
+const FATAL = 0;
+export const SEND_BODY = 1;
+const FALLBACK_WHY = [undefined, undefined, "unreachable", "timeout", "indeterminate"];
+/** How many bytes of a stored value are its version (the core's `fleet::VERSION_BYTES`). */
+export const VERSION_BYTES = FleetLimits.versionBytes();
+
+/** FleetLimits from a limiter spec: a policy, an array (a stack), `{ policy }`, `{ stack }` or `{ fairShare: { shared, tenant } }`. */
+export function fleetLimits(spec, localMaxKeys) {
+  if (Array.isArray(spec)) return FleetLimits.stack(spec, localMaxKeys);
+  if (spec !== null && typeof spec === "object") {
+    if (spec.stack !== undefined) {
+      if (!Array.isArray(spec.stack)) throw optionError(TypeError, "stack", spec.stack, "not-an-array", "must be an array of policies");
+      return FleetLimits.stack(spec.stack, localMaxKeys);
+    }
+    if (spec.fairShare !== undefined) {
+      const f = spec.fairShare;
+      if (f === null || typeof f !== "object") {
+        throw optionError(TypeError, "fairShare", f, "not-an-object", "must be { shared, tenant }");
+      }
+      return FleetLimits.fairShare(f.shared, f.tenant, localMaxKeys);
+    }
+    if (spec.policy !== undefined) return FleetLimits.single(spec.policy, localMaxKeys);
+  }
+  return FleetLimits.single(spec, localMaxKeys);
+}
+
+/** Views over the wasm instance's memory (FleetLimits' buffers), made again after it grew. */
+const memory = { u8: new Uint8Array(0), f64: new Float64Array(0) };
+function views() {
+  if (memory.u8.byteLength === 0) {
+    const { buffer } = glue.wasmMemory();
+    memory.u8 = new Uint8Array(buffer);
+    memory.f64 = new Float64Array(buffer);
+  }
+  return memory;
+}
+
+/** A decision from FleetLimits' output at `at`: the combined one, with `each` limit's. */
+export function decisionAt(out, at, n, source, why) {
+  const one = (i) => ({
+    allowed: out[i] === 1,
+    limit: out[i + 1],
+    remaining: out[i + 2],
+    resetAfter: out[i + 3],
+    retryAfter: out[i + 4],
+    delay: out[i + 5],
+  });
+  const d = one(at + 1);
+  d.each = [];
+  for (let k = 0; k < n; k++) d.each.push(one(at + 7 + 6 * k));
+  d.source = source;
+  if (why !== undefined) d.why = why;
+  return d;
+}
+
+/** A module reply: six integers (durations in ms), then an array of each limit's six. */
+export function moduleDecision(reply) {
+  const one = (f) => {
+    if (!Array.isArray(f) || f.length < 6) return undefined;
+    const n = f.slice(0, 6).map(number);
+    if (n.some((x) => !Number.isFinite(x))) return undefined;
+    return { allowed: n[0] === 1, limit: n[1], remaining: n[2], resetAfter: n[3], retryAfter: n[4], delay: n[5] };
+  };
+  const d = one(reply);
+  if (d === undefined || !Array.isArray(reply[6])) return undefined;
+  d.each = reply[6].map(one);
+  if (d.each.some((e) => e === undefined)) return undefined;
+  d.source = "redis";
+  return d;
+}
+
+/**
+ * Sorts a failed call by the core's rule (FleetLimits.handle: the one table of Redis error
+ * replies): Redis unavailable (the fallback decides, and says why) or an error for the
+ * caller. `write`: the call may have written (a commit, a module command).
+ */
+export function classify(e, write) {
+  if (e instanceof RedisLimiterError) return e; // not-connected: the caller's to fix
+  const timeout = e instanceof Timeout;
+  const handling = FleetLimits.handle(write, timeout, !timeout && isReply(e) ? String(e.message) : undefined);
+  if (handling === FATAL || handling === SEND_BODY) return fatal(e);
+  return new Unavailable(FALLBACK_WHY[handling], e);
+}
+
+/**
+ * FleetLimits.decide for the requests of `round` on the states `read`: the input goes
+ * into the limits' buffers in wasm memory, the output numbers come back as a copy (the
+ * next round reuses the buffer). The states to write stay at `bytesPtr` until then.
+ */
+export function decide(limits, group, read, round) {
+  const n = group.keys.length;
+  limits.prepare(read.size, n + 3 * round.length);
+  const memory = views();
+  let at = limits.statesPtr();
+  for (const part of read.parts) {
+    memory.u8.set(part, at);
+    at += part.length;
+  }
+  const numbers = limits.numbersPtr() / 8;
+  for (let i = 0; i < n; i++) memory.f64[numbers + i] = read.lens[i];
+  for (let i = 0; i < round.length; i++) {
+    const op = numbers + n + 3 * i;
+    memory.f64[op] = round[i].kind;
+    memory.f64[op + 1] = round[i].cost;
+    memory.f64[op + 2] = round[i].maxDelay;
+  }
+  const len = limits.decide(group.tenant, read.secs, read.micros);
+  // Copied into a plain array: a typed array this size gets its own backing store,
+  // which cost more to make than the copy.
+  const from = limits.outPtr() / 8;
+  const f64 = views().f64;
+  const out = new Array(len);
+  for (let i = 0; i < len; i++) out[i] = f64[from + i];
+  return out;
+}
+
+/**
+ * The commit script's arguments for the last decision's writes (at `w` in `out`, with the
+ * values at `bytesPtr`), or undefined when nothing changed: `cas` (or `blind`), then per
+ * slot its version read, the action, the new value (a fresh write id and the state, made
+ * by the core) and its time to live (the core's rule).
+ */
+export function commitArgs(limits, versions, out, w, blind) {
+  const n = versions.length;
+  let changed = false;
+  for (let i = 0; i < n; i++) if (out[w + 3 * i] !== 0) changed = true;
+  if (!changed) return undefined;
+  const args = [blind ? "blind" : "cas"];
+  const bytes = views().u8;
+  let at = limits.bytesPtr();
+  for (let i = 0; i < n; i++) {
+    const action = out[w + 3 * i];
+    args.push(versions[i]);
+    if (action === 0) args.push("k", "", "");
+    else if (action === 1) args.push("d", "", "");
+    else {
+      const len = out[w + 3 * i + 2];
+      const value = Buffer.allocUnsafe(len);
+      value.set(bytes.subarray(at, at + len));
+      at += len;
+      args.push("p", value, String(out[w + 3 * i + 1]));
+    }
+  }
+  return args;
+}
+
+/**
+ * Parses a read's answer (`{ seconds, microseconds, value of each slot }`, starting at `at`)
+ * for FleetLimits.decide: the clock (the test clock's, if any), each value's version (its
+ * first bytes, for the commit to compare; "" when absent) and the values, one after the
+ * other (the core decodes them).
+ */
+export function readReply(group, reply, at, clock) {
+  const n = group.keys.length;
+  if (!Array.isArray(reply) || reply.length !== at + n + 2) {
+    throw new RedisLimiterError("redis", "redis: unexpected script reply");
+  }
+  let secs = number(reply[at]);
+  let micros = number(reply[at + 1]);
+  if (clock !== undefined) {
+    const ms = clock();
+    secs = Math.floor(ms / 1000);
+    micros = (ms % 1000) * 1000;
+  }
+  const versions = new Array(n);
+  const lens = new Array(n).fill(0);
+  const parts = [];
+  let size = 0;
+  for (let i = 0; i < n; i++) {
+    const v = toBuffer(reply[at + 2 + i]);
+    if (v.length === 0) {
+      versions[i] = "";
+      continue;
+    }
+    versions[i] = v.subarray(0, VERSION_BYTES);
+    parts.push(v);
+    lens[i] = v.length;
+    size += v.length;
+  }
+  return { secs, micros, versions, lens, parts, size };
+}
+
+/** The core's error for a release the limits refuse (decided on absent states: nothing is read or written). */
+export function releaseError(limits, group, cost) {
+  const absent = { secs: 0, micros: 0, lens: new Array(group.keys.length).fill(0), parts: [], size: 0 };
+  const out = decide(limits, group, absent, [{ kind: OP_RELEASE, cost, maxDelay: 0 }]);
+  return out[0] === FAILED ? limits.error(0) : fatal(new Error("the module refused a release the core allows"));
+}
+
+/**
+ * A request's decision by the declared fallback (`local`, `open` or `closed`), at `now` ms of
+ * this process's clock for the local limiter; `why` it fell back; `maxDelay`: an acquire's
+ * (the local charge is kept only as the core's waiting rule says).
+ */
+export function fallbackDecision(limits, fallback, probeEvery, now, group, cost, why, maxDelay = Infinity) {
+  if (fallback === "local") {
+    const out = limits.localCheck(group.key, group.tenant, now, cost, maxDelay);
+    if (out[0] === FAILED) throw limits.error(0);
+    return decisionAt(out, 0, (out.length - 7) / 6, "fallback", why);
+  }
+  const out = fallback === "closed" ? limits.failClosed(Math.ceil(probeEvery)) : limits.failOpen();
+  return decisionAt(out, 0, (out.length - 7) / 6, "fallback", why);
+}

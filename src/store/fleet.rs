@@ -1,0 +1,371 @@
+//! The fleet protocol without I/O: what the Redis fleet store (`tollgate-redis`), tollgate's
+//! Redis module and the npm entry `tollgate/redis` (through wasm) agree on, written once.
+//! Each of them only moves bytes: reads values, sends commands, sleeps, counts.
+//!
+//! * **Stored values** ([`encode_value`], [`decode_value`]): an 8-byte write id (the
+//!   value's version, compared by the commit script) and the state's bytes
+//!   ([`State::to_bytes`]).
+//! * **Key TTLs** ([`Ttl`]): until the state is fresh, plus a grace; a concurrency count
+//!   for a lease.
+//! * **Module replies** ([`decision_fields`], [`decision_from_fields`]): six integers per
+//!   decision, durations in whole ms rounded up.
+//! * **The fallback's decisions** ([`fail_open`], [`fail_closed`]) and **which failures
+//!   fall back** ([`handle`], with the one table of Redis error replies, [`reply_class`]).
+//!
+//! Key names are in [`super::KeyLayout`], decisions over a round in [`super::Batch::apply`],
+//! the deny cache in [`super::DenyCache`].
+
+use alloc::vec::Vec;
+use core::fmt;
+
+use super::{Batch, Limits, StateBytesError, Write};
+
+mod failure;
+
+use crate::stack::StackDecision;
+use crate::{ceil_millis, Decision, Nanos, State, NANOS_PER_MS};
+pub use failure::{
+    handle, reply_class, Call, CallError, Handling, ReplyClass, Why, UNAVAILABLE_REPLIES,
+};
+
+/// How many bytes of a stored value are its version (a random write id).
+pub const VERSION_BYTES: usize = 8;
+
+/// A value read from the store: its version and its state.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Stored {
+    /// The first [`VERSION_BYTES`] bytes, as stored.
+    pub version: [u8; VERSION_BYTES],
+    /// The state.
+    pub state: State,
+}
+
+/// Why a stored value cannot be read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ValueError {
+    /// Shorter than its version (the bytes' length).
+    Short(usize),
+    /// The state's bytes are not a state.
+    State(StateBytesError),
+}
+
+impl fmt::Display for ValueError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ValueError::Short(_) => f.write_str("corrupt value, shorter than its 8-byte version"),
+            ValueError::State(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+#[cfg(feature = "std")]
+impl std::error::Error for ValueError {}
+
+/// The value to store for `state`, written with the fresh id `write_id`.
+///
+/// ```
+/// use tollgate::algorithms::gcra::GcraState;
+/// use tollgate::store::fleet::{decode_value, encode_value};
+/// use tollgate::State;
+/// let state = State::Gcra(GcraState { tat: 5 });
+/// let value = encode_value(0x0102, &state);
+/// assert_eq!(&value[..8], &[2, 1, 0, 0, 0, 0, 0, 0]);
+/// assert_eq!(&value[8..], &state.to_bytes()[..]);
+/// let stored = decode_value(&value).unwrap().unwrap();
+/// assert_eq!((stored.version, stored.state), ([2, 1, 0, 0, 0, 0, 0, 0], state));
+/// ```
+pub fn encode_value(write_id: u64, state: &State) -> Vec<u8> {
+    let mut value = Vec::with_capacity(VERSION_BYTES + 34);
+    value.extend_from_slice(&write_id.to_le_bytes());
+    value.extend_from_slice(&state.to_bytes());
+    value
+}
+
+/// Reads a stored value; empty bytes are an absent key (what the read script answers for
+/// one), `None`. Anything shorter than the version, or state bytes that are not a state,
+/// is an error, never a guess.
+pub fn decode_value(value: &[u8]) -> Result<Option<Stored>, ValueError> {
+    if value.is_empty() {
+        return Ok(None);
+    }
+    let Some((version, bytes)) = value.split_first_chunk::<VERSION_BYTES>() else {
+        return Err(ValueError::Short(value.len()));
+    };
+    let state = State::from_bytes(bytes).map_err(ValueError::State)?;
+    Ok(Some(Stored {
+        version: *version,
+        state,
+    }))
+}
+
+/// How long a written key lives: until its state is fresh, plus a grace, so that an
+/// expired key is exactly a fresh one; a concurrency count (which no clock frees) for a
+/// lease after its last change, so that slots held by a crashed client come back.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Ttl {
+    /// Added to the time a state needs to be fresh (ms).
+    pub grace_ms: u64,
+    /// A concurrency count's lifetime after its last change (ms).
+    pub lease_ms: u64,
+}
+
+/// A key's time to live when a test clock decides (its time is not the server's): a day.
+pub const TEST_CLOCK_TTL_MS: u64 = 86_400_000;
+
+impl Ttl {
+    /// The time to live (ms, at least 1) of a key written with
+    /// [`Write::Put`]'s `fresh_after`.
+    ///
+    /// ```
+    /// use tollgate::store::fleet::Ttl;
+    /// let ttl = Ttl { grace_ms: 1000, lease_ms: 60_000 };
+    /// assert_eq!(ttl.ms(Some(1)), 1001); // 1 ns of state: 1 ms rounded up, plus the grace
+    /// assert_eq!(ttl.ms(None), 60_000);
+    /// ```
+    pub fn ms(&self, fresh_after: Option<Nanos>) -> u64 {
+        match fresh_after {
+            Some(ns) => ceil_millis(ns).saturating_add(self.grace_ms).max(1),
+            None => self.lease_ms.max(1),
+        }
+    }
+}
+
+/// What a store does with one slot's key after a round.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum KeyWrite {
+    /// Store `value` ([`encode_value`]) for `ttl_ms`.
+    Put {
+        /// The write id and the state.
+        value: Vec<u8>,
+        /// Time to live.
+        ttl_ms: u64,
+    },
+    /// Delete the key.
+    Delete,
+}
+
+/// The key writes of `batch`, all or nothing: `(slot index, write)` for each changed slot,
+/// each put with a fresh id from `write_id` and its time to live (`ttl`, or
+/// [`TEST_CLOCK_TTL_MS`] when `None`: a test clock decided).
+pub fn key_writes(
+    batch: &Batch<'_>,
+    ttl: Option<Ttl>,
+    mut write_id: impl FnMut() -> u64,
+) -> Vec<(usize, KeyWrite)> {
+    batch
+        .writes()
+        .map(|(i, w)| {
+            let write = match w {
+                Write::Delete => KeyWrite::Delete,
+                Write::Put { state, fresh_after } => KeyWrite::Put {
+                    value: encode_value(write_id(), &state),
+                    ttl_ms: ttl.map_or(TEST_CLOCK_TTL_MS, |t| t.ms(fresh_after)),
+                },
+            };
+            (i, write)
+        })
+        .collect()
+}
+
+/// How many integers a decision takes in a module reply.
+pub const DECISION_FIELDS: usize = 6;
+
+/// A decision as the module replies it: `allowed` (1 or 0), `limit`, `remaining`, then
+/// `reset-after`, `retry-after` and `delay` in whole ms rounded up. (The reply of
+/// `TOLLGATE.CHECK` and `PEEK` is the combined decision's fields, then an array of each
+/// limit's.)
+pub fn decision_fields(d: &Decision) -> [u64; DECISION_FIELDS] {
+    [
+        d.allowed as u64,
+        d.limit,
+        d.remaining,
+        d.reset_after_ms(),
+        d.retry_after_ms(),
+        d.delay_ms(),
+    ]
+}
+
+/// Reads [`decision_fields`] back; `None` when `allowed` is not 0 or 1. The durations come
+/// back as whole ms (an upper bound of the decision's: see [`lower_bound`]).
+///
+/// ```
+/// use tollgate::store::fleet::{decision_fields, decision_from_fields};
+/// use tollgate::{Decision, NANOS_PER_MS};
+/// let d = Decision { allowed: false, limit: 3, remaining: 0, retry_after: 1, reset_after: 2_500_000, delay: 0 };
+/// let back = decision_from_fields(decision_fields(&d)).unwrap();
+/// assert_eq!((back.retry_after, back.reset_after), (NANOS_PER_MS, 3 * NANOS_PER_MS));
+/// assert_eq!(decision_from_fields([2, 0, 0, 0, 0, 0]), None);
+/// ```
+pub fn decision_from_fields(f: [u64; DECISION_FIELDS]) -> Option<Decision> {
+    let ns = |ms: u64| ms.saturating_mul(NANOS_PER_MS);
+    Some(Decision {
+        allowed: match f[0] {
+            0 => false,
+            1 => true,
+            _ => return None,
+        },
+        limit: f[1],
+        remaining: f[2],
+        reset_after: ns(f[3]),
+        retry_after: ns(f[4]),
+        delay: ns(f[5]),
+    })
+}
+
+/// The lower bound of a duration read as whole ms rounded up (a module reply's): what a
+/// deny cache may remember without outlasting the true retry time.
+pub fn lower_bound(whole_ms: Nanos) -> Nanos {
+    whole_ms.saturating_sub(NANOS_PER_MS - 1)
+}
+
+/// The decision of a store that fails open (Redis unavailable): every limit admits with
+/// its whole limit left; the combined decision is the tightest limit's.
+pub fn fail_open(limits: &Limits) -> StackDecision {
+    let each: Vec<Decision> = limits
+        .policies()
+        .iter()
+        .map(|p| Decision {
+            allowed: true,
+            limit: p.limit(),
+            remaining: p.limit(),
+            ..Decision::default()
+        })
+        .collect();
+    let decision = *each.iter().min_by_key(|d| d.limit).unwrap_or(&each[0]);
+    StackDecision { decision, each }
+}
+
+/// The decision of a store that fails closed: every limit denies, with `retry_after` (the
+/// next probe of Redis).
+pub fn fail_closed(limits: &Limits, retry_after: Nanos) -> StackDecision {
+    let each: Vec<Decision> = limits
+        .policies()
+        .iter()
+        .map(|p| Decision {
+            allowed: false,
+            limit: p.limit(),
+            remaining: 0,
+            reset_after: retry_after,
+            retry_after,
+            delay: 0,
+        })
+        .collect();
+    StackDecision {
+        decision: each[0],
+        each,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::Slot;
+    use crate::{Policy, NANOS_PER_SEC};
+    use alloc::string::ToString;
+
+    fn limits() -> Limits {
+        Limits::stack(&[
+            "2/s".parse::<Policy>().unwrap(),
+            "concurrency 3".parse().unwrap(),
+        ])
+        .unwrap()
+    }
+
+    #[test]
+    fn values_round_trip_and_bad_ones_are_errors() {
+        let l = limits();
+        let slots = l.slots(None);
+        let mut batch = Batch::new(&l, &slots, alloc::vec![None, None], 5 * NANOS_PER_SEC);
+        batch.decide(1).unwrap();
+        let mut id = 41;
+        let writes = key_writes(
+            &batch,
+            Some(Ttl {
+                grace_ms: 1000,
+                lease_ms: 60_000,
+            }),
+            || {
+                id += 1;
+                id
+            },
+        );
+        assert_eq!(writes.len(), 2);
+        for (i, (slot, w)) in writes.iter().enumerate() {
+            let KeyWrite::Put { value, ttl_ms } = w else {
+                panic!("{w:?}")
+            };
+            let stored = decode_value(value).unwrap().unwrap();
+            assert_eq!(stored.version, (42 + i as u64).to_le_bytes());
+            assert_eq!(Some(&stored.state), batch.states()[*slot].as_ref());
+            // The bucket is full again after half a second; the count lives for the lease.
+            assert_eq!(*ttl_ms, [1500, 60_000][i]);
+        }
+        assert_eq!(decode_value(b""), Ok(None));
+        assert_eq!(decode_value(b"1234567"), Err(ValueError::Short(7)));
+        assert!(matches!(
+            decode_value(b"12345678\x09\x01"),
+            Err(ValueError::State(StateBytesError::Version(9)))
+        ));
+        assert_eq!(
+            ValueError::Short(3).to_string(),
+            "corrupt value, shorter than its 8-byte version"
+        );
+        // Under a test clock, a day.
+        let writes = key_writes(&batch, None, || 0);
+        assert!(writes.iter().all(|(_, w)| matches!(
+            w,
+            KeyWrite::Put {
+                ttl_ms: TEST_CLOCK_TTL_MS,
+                ..
+            }
+        )));
+    }
+
+    #[test]
+    fn ttl_is_fresh_after_rounded_up_plus_grace_never_zero() {
+        let t = Ttl {
+            grace_ms: 0,
+            lease_ms: 0,
+        };
+        assert_eq!(t.ms(Some(0)), 1);
+        assert_eq!(t.ms(Some(NANOS_PER_MS + 1)), 2);
+        assert_eq!(t.ms(None), 1);
+        let t = Ttl {
+            grace_ms: u64::MAX,
+            lease_ms: 7,
+        };
+        assert_eq!(t.ms(Some(u64::MAX)), u64::MAX);
+        assert_eq!(t.ms(None), 7);
+    }
+
+    #[test]
+    fn module_fields_round_trip_in_whole_ms() {
+        let d = Decision {
+            allowed: true,
+            limit: 9,
+            remaining: 4,
+            reset_after: 1_500_001,
+            retry_after: 0,
+            delay: 2 * NANOS_PER_MS,
+        };
+        assert_eq!(decision_fields(&d), [1, 9, 4, 2, 0, 2]);
+        let back = decision_from_fields(decision_fields(&d)).unwrap();
+        assert_eq!(back.reset_after, 2 * NANOS_PER_MS);
+        assert_eq!(back.delay, d.delay);
+        assert_eq!(lower_bound(2 * NANOS_PER_MS), NANOS_PER_MS + 1);
+        assert_eq!(lower_bound(0), 0);
+    }
+
+    #[test]
+    fn fallback_decisions() {
+        let l = limits();
+        let open = fail_open(&l);
+        assert!(open.decision.allowed && open.each.iter().all(|d| d.allowed));
+        assert_eq!(open.decision.limit, 2, "the tightest limit binds");
+        assert_eq!(open.each[1].remaining, 3);
+        let closed = fail_closed(&l, NANOS_PER_SEC);
+        assert!(!closed.decision.allowed);
+        assert!(closed.each.iter().all(|d| d.retry_after == NANOS_PER_SEC));
+        assert_eq!(l.slots(None), [Slot::Layer(0), Slot::Layer(1)]);
+    }
+}
