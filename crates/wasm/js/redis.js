@@ -7,13 +7,14 @@
 // See index.d.ts (redis.d.ts) and crates/redis/src/lib.rs for the design.
 
 import { WaitTimeoutError, checkMs, throttled } from "./web/api.js";
-import { waitInLine, LOOK } from "./web/waiting.js";
+import { waitInLine, LOOK, TIMERS } from "./web/waiting.js";
 import { adapter, oneServer, number, text } from "./redis/clients.js";
 import { Deadlines, Timeout } from "./redis/deadlines.js";
 import { Denials } from "./redis/denials.js";
 import { RedisLimiterError, Unavailable, fatal, optionError } from "./redis/errors.js";
 import {
   FleetLimits,
+  waitStep,
   FAILED,
   RELEASED,
   OP_CHECK,
@@ -145,9 +146,10 @@ export class RedisLimiter {
    * rejects with a `WaitTimeoutError` (`waited`, `retryAfter`) when the request cannot
    * proceed within `maxWait` ms (at once when the retry time is already beyond it, or
    * unknown: a full concurrency limit), with the signal's reason when `signal` aborts, or
-   * like `check` for invalid arguments. The waiting rule is the core's
-   * (`FleetLimits.waitStep`: `tollgate::wait::step`); an admission whose queue delay does not
-   * fit the remaining wait is not kept. Waiters for one key (and tenant) in this process are
+   * like `check` for invalid arguments. The waiting rule is the core's (`waitStep`:
+   * `tollgate::wait::step`; each decision is sent with the time left and kept only as
+   * `tollgate::wait::keeps` says), the line and timers `waiting.js`'s, shared with the
+   * in-memory `Limiter`. Waiters for one key (and tenant) in this process are
    * served in arrival order, one decision at a time. Nothing is charged until admitted.
    */
   async acquire(key, options) {
@@ -156,16 +158,18 @@ export class RedisLimiter {
     const maxWait = options?.maxWait === undefined ? Infinity : checkMs("maxWait", options.maxWait, true);
     const jitter = options?.jitter === undefined ? 0 : checkMs("jitter", options.jitter, false);
     this.#limits.checkCost(cost, group.tenant);
-    const step = (d, waited, max, drawn) => FleetLimits.waitStep(d.allowed, d.retryAfter, d.delay, waited, max, drawn);
+    const step = (d, waited, max, drawn) => waitStep(d.allowed, d.retryAfter, d.delay, waited, max, drawn);
+    const timers = options?.[TIMERS];
     return waitInLine(this.#lines, group.id, {
       maxWait,
       signal: options?.signal,
-      clock: () => performance.now(),
+      clock: timers?.clock ?? (() => performance.now()),
       // `left` ms before the deadline (LOOK: keep nothing), sent with the request: the round
       // (or the module's MAXDELAY) keeps the charge only as the core's rule says.
       decide: (left) => this.#remembered(group, cost) ?? this.#submit(group, OP_ACQUIRE, cost, left),
       step,
-      jitter: () => (jitter === 0 ? 0 : Math.random() * jitter),
+      jitter: () => (jitter === 0 || timers !== undefined ? jitter : Math.random() * jitter),
+      wait: timers?.sleep,
     });
   }
 

@@ -36,11 +36,13 @@ for (const [name, create] of [["node-redis 5", createClient], ["node-redis 6", c
     client.on("error", () => {});
     clients.push(client);
     const l = limiter(client);
-    await assert.rejects(l.check("alice"), (e) => assertNotConnected(e, "node-redis"));
-    assert.match((await l.check("alice").catch((e) => e)).message, /await client\.connect\(\)/);
+    // A key of its own per client: both tests share the server and the namespace.
+    const key = `alice-${name}`;
+    await assert.rejects(l.check(key), (e) => assertNotConnected(e, "node-redis"));
+    assert.match((await l.check(key).catch((e) => e)).message, /await client\.connect\(\)/);
     assert.equal(l.stats().fallback, 0, "nothing was decided by the fallback");
     await client.connect();
-    const d = await l.check("alice");
+    const d = await l.check(key);
     assert.equal(d.source, "redis");
     assert.equal(d.remaining, 4);
   });

@@ -2,6 +2,7 @@
 //! time, each round decided by the fallback, the module or the compare-and-set path.
 
 use std::collections::HashMap;
+#[cfg(feature = "testing")] // the test clock and timers only
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;

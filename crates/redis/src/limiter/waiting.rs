@@ -2,6 +2,7 @@
 //! ([`tollgate::wait::wait_in_line`]), each decision a round that keeps its charge only as
 //! the core's waiting rule says.
 
+#[cfg(feature = "testing")] // the test clock and timers only
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
 

@@ -7,7 +7,7 @@ import { Timeout } from "./deadlines.js";
 import { isReply, number, toBuffer } from "./clients.js";
 import { RedisLimiterError, Unavailable, fatal, optionError } from "./errors.js";
 
-export const { FleetLimits } = glue;
+export const { FleetLimits, waitStep } = glue;
 
 // FleetLimits' statuses (0 denied, 1 allowed, as a decision's `allowed`) and request kinds
 // (crates/wasm/src/fleet.rs).
