@@ -18,7 +18,7 @@ where
     C: ConnectionLike + Clone + Send + Sync + 'static,
 {
     /// Waits for a turn: decides, and while denied with a retry time that fits before
-    /// `max_wait` is up, sleeps until then (plus the jitter of [`Options::jitter`]) and
+    /// `max_wait` is up, sleeps until then (plus the jitter of [`Options::jitter`](crate::Options::jitter)) and
     /// decides again, waiting through the core (`tollgate::wait::wait_in_line`). Gives up
     /// at once with [`Error::Timeout`] when the retry time is beyond the deadline, or
     /// unknown (a full concurrency limit). Each decision is sent with the time left and kept
