@@ -154,17 +154,98 @@ pub fn key_writes(
 ) -> Vec<(usize, KeyWrite)> {
     batch
         .writes()
-        .map(|(i, w)| {
-            let write = match w {
-                Write::Delete => KeyWrite::Delete,
-                Write::Put { state, fresh_after } => KeyWrite::Put {
-                    value: encode_value(write_id(), &state),
-                    ttl_ms: ttl.map_or(TEST_CLOCK_TTL_MS, |t| t.ms(fresh_after)),
-                },
-            };
-            (i, write)
-        })
+        .map(|(i, w)| (i, key_write(w, ttl, &mut write_id)))
         .collect()
+}
+
+/// What a store does with one key for `write`: a put gets a fresh id from `write_id` and
+/// its time to live (`ttl`, or [`TEST_CLOCK_TTL_MS`] when `None`). For stores whose writes
+/// do not come from one [`Batch`] (a request over several stacks decided together).
+pub fn key_write(write: Write, ttl: Option<Ttl>, mut write_id: impl FnMut() -> u64) -> KeyWrite {
+    match write {
+        Write::Delete => KeyWrite::Delete,
+        Write::Put { state, fresh_after } => KeyWrite::Put {
+            value: encode_value(write_id(), &state),
+            ttl_ms: ttl.map_or(TEST_CLOCK_TTL_MS, |t| t.ms(fresh_after)),
+        },
+    }
+}
+
+/// How the commit script applies its writes: `cas` compares every key's version first
+/// (all or nothing); `blind` writes without comparing (tests only: it shows what the
+/// comparison prevents).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Commit {
+    /// Compare-and-set.
+    Cas,
+    /// No comparison.
+    Blind,
+}
+
+/// The commit script's arguments: the mode, then for each key (in key order) the version
+/// it was read with and its action: `k` keep, `d` delete, `p` put (value, time to live in
+/// ms). `versions` has one entry per key (empty for a key that was absent); `writes` are
+/// by key index, as [`key_writes`] gives them.
+///
+/// ```
+/// use tollgate::store::fleet::{commit_args, Commit, KeyWrite};
+/// let versions = vec![vec![1u8; 8], Vec::new()];
+/// let args = commit_args(Commit::Cas, &versions, vec![(1, KeyWrite::Put { value: vec![9], ttl_ms: 1500 })]);
+/// let text: Vec<&[u8]> = args.iter().map(Vec::as_slice).collect();
+/// assert_eq!(text, [&b"cas"[..], &[1; 8], b"k", b"", b"", b"", b"p", &[9], b"1500"]);
+/// ```
+pub fn commit_args(
+    mode: Commit,
+    versions: &[Vec<u8>],
+    writes: Vec<(usize, KeyWrite)>,
+) -> Vec<Vec<u8>> {
+    let mut by_key: Vec<Option<KeyWrite>> = alloc::vec![None; versions.len()];
+    for (i, w) in writes {
+        by_key[i] = Some(w);
+    }
+    let mode: &[u8] = match mode {
+        Commit::Cas => b"cas",
+        Commit::Blind => b"blind",
+    };
+    let mut args = Vec::with_capacity(1 + 4 * versions.len());
+    args.push(mode.to_vec());
+    for (version, write) in versions.iter().zip(by_key) {
+        args.push(version.clone());
+        let (action, value, ttl): (&[u8], Vec<u8>, Vec<u8>) = match write {
+            None => (b"k", Vec::new(), Vec::new()),
+            Some(KeyWrite::Delete) => (b"d", Vec::new(), Vec::new()),
+            Some(KeyWrite::Put { value, ttl_ms }) => {
+                (b"p", value, alloc::format!("{ttl_ms}").into_bytes())
+            }
+        };
+        args.extend([action.to_vec(), value, ttl]);
+    }
+    args
+}
+
+/// The time and the values of `n` keys in a script's answer: `{seconds, microseconds,
+/// value...}` (the read script's reply, and the commit script's after `conflict`), from
+/// Redis's `TIME`. `None` when the answer has another shape.
+///
+/// ```
+/// use tollgate::store::fleet::read_view;
+/// let reply = vec![b"12".to_vec(), b"500".to_vec(), Vec::new()];
+/// let (now, values) = read_view(&reply, 1).unwrap();
+/// assert_eq!(now, 12_000_500_000);
+/// assert_eq!(values, [Vec::<u8>::new()]);
+/// assert!(read_view(&reply, 2).is_none());
+/// ```
+pub fn read_view(fields: &[Vec<u8>], n: usize) -> Option<(Nanos, &[Vec<u8>])> {
+    if fields.len() != n + 2 {
+        return None;
+    }
+    let number = |b: &[u8]| core::str::from_utf8(b).ok()?.parse::<u64>().ok();
+    let secs = number(&fields[0])?;
+    let micros = number(&fields[1])?;
+    let now = secs
+        .saturating_mul(1_000 * NANOS_PER_MS)
+        .saturating_add(micros.saturating_mul(1_000));
+    Some((now, &fields[2..]))
 }
 
 /// How many integers a decision takes in a module reply.

@@ -9,15 +9,21 @@
 //! writes nothing. Keys are `<prefix>{<domain>}<counter key>`: one hash tag per domain, so
 //! that every key of a request lives on one node of a Redis Cluster.
 //!
-//! When Redis does not answer within `timeout` (down, refused, slow), the request gets the
-//! declared [`Failure`] behaviour and its [`Source`] says so; nothing waits longer.
+//! The stored values, their times to live, the commit's arguments, the read's answer and
+//! which failed calls fall back are the fleet protocol's, written once in the core
+//! ([`tollgate::store::fleet`]) and shared with `tollgate-redis`, its module and the npm
+//! entry. When Redis does not answer within `timeout`, or cannot serve (down, refused,
+//! `LOADING`, `BUSY`, ...), the request gets the declared [`Failure`] behaviour and its
+//! [`Source`] says so; nothing waits longer. Any other error reply, or a stored value that
+//! is not a state, is the caller's error (never read as fresh).
 
 use std::time::{Duration, Instant};
 
 use redis::aio::ConnectionManager;
 use redis::Script;
-use tollgate::store::Write;
-use tollgate::{ceil_millis, Decision, Nanos, State, NANOS_PER_SEC};
+use tollgate::store::fleet::{self, Call, Commit, Handling, Ttl};
+use tollgate::store::Limits;
+use tollgate::{Nanos, State, NANOS_PER_SEC};
 use tollgate_redis::{COMMIT_SCRIPT, READ_SCRIPT};
 
 use crate::engine::{self, Charging, Item, Outcome};
@@ -91,12 +97,15 @@ impl RedisStore {
         })
     }
 
+    /// One script call, bounded by `timeout`; a failure sorted by the fleet protocol's rule
+    /// ([`tollgate_redis::handling`]: the fallback decides, or the caller gets the error).
     async fn eval(
         &self,
+        call: Call,
         script: &Script,
         keys: &[String],
         args: &[Vec<u8>],
-    ) -> Result<Vec<Vec<u8>>, ()> {
+    ) -> Result<Vec<Vec<u8>>, Failed> {
         let mut inv = script.prepare_invoke();
         for k in keys {
             inv.key(k);
@@ -108,60 +117,55 @@ impl RedisStore {
         match tokio::time::timeout(self.timeout, inv.invoke_async::<Vec<Vec<u8>>>(&mut conn)).await
         {
             Ok(Ok(v)) => Ok(v),
-            _ => Err(()),
+            // redis-rs' `Script` already sent the body once on NOSCRIPT.
+            Ok(Err(e)) => match tollgate_redis::handling(call, &e) {
+                Handling::FallBack(_) => Err(Failed::Unavailable),
+                Handling::SendBody | Handling::Fatal => {
+                    Err(Failed::Error(StoreError::Redis(e.to_string())))
+                }
+            },
+            Err(_) => Err(Failed::Unavailable),
         }
     }
 
-    /// Decides on Redis; `Err(())` when Redis did not answer in time.
+    /// Decides on Redis: read with Redis's `TIME`, decide, commit all or nothing if no key
+    /// changed since (a conflict answers the new values: decide again, for `retry_for`).
     async fn on_redis(
         &self,
         items: &[Item],
         keys: &[String],
         charging: Charging,
         blocked: bool,
-    ) -> Result<Result<Outcome, StoreError>, ()> {
-        let mut reply = self.eval(&self.read, keys, &[]).await?;
+    ) -> Result<Outcome, Failed> {
+        let mut reply = self.eval(Call::Read, &self.read, keys, &[]).await?;
         let mut at = 0;
         let deadline = Instant::now() + self.retry_for;
         loop {
-            let (now, versions, loaded) = match view(&reply[at..], keys.len()) {
-                Some(v) => v,
-                None => return Ok(Err(StoreError::Redis("unexpected reply".into()))),
-            };
-            let outcome = match engine::decide(items, &loaded, now, charging, blocked) {
-                Ok(o) => o,
-                Err(e) => return Ok(Err(StoreError::Decide(e))),
-            };
+            let (now, values) = fleet::read_view(&reply[at.min(reply.len())..], keys.len())
+                .ok_or_else(unexpected_reply)?;
+            let (versions, loaded) = decode(keys, values)?;
+            let outcome = engine::decide(items, &loaded, now, charging, blocked)
+                .map_err(|e| Failed::Error(StoreError::Decide(e)))?;
             if outcome.writes.is_empty() {
-                return Ok(Ok(outcome));
+                return Ok(outcome);
             }
-            let mut args: Vec<Vec<u8>> = vec![b"cas".to_vec()];
-            let mut writes: Vec<Option<&Write>> = vec![None; keys.len()];
-            for (i, w) in &outcome.writes {
-                writes[*i] = Some(w);
-            }
-            for (version, write) in versions.iter().zip(writes) {
-                args.push(version.clone());
-                let (action, value, ttl) = match write {
-                    None => ("k", Vec::new(), String::new()),
-                    Some(Write::Delete) => ("d", Vec::new(), String::new()),
-                    Some(Write::Put { state, fresh_after }) => {
-                        let mut value = fastrand::u64(..).to_le_bytes().to_vec();
-                        value.extend_from_slice(&state.to_bytes());
-                        // Until fresh, and a second more; a key never fresh by time (none
-                        // here: concurrency is refused by the config) a day.
-                        let ttl = fresh_after.map_or(86_400_000, |f| ceil_millis(f) + 1000);
-                        ("p", value, ttl.to_string())
-                    }
-                };
-                args.extend([action.as_bytes().to_vec(), value, ttl.into_bytes()]);
-            }
-            reply = self.eval(&self.commit, keys, &args).await?;
+            let writes = outcome
+                .writes
+                .iter()
+                .map(|(i, w)| {
+                    (
+                        *i,
+                        fleet::key_write(w.clone(), Some(TTL), || fastrand::u64(..)),
+                    )
+                })
+                .collect();
+            let args = fleet::commit_args(Commit::Cas, &versions, writes);
+            reply = self.eval(Call::Write, &self.commit, keys, &args).await?;
             match reply.first().map(Vec::as_slice) {
-                Some(b"ok") => return Ok(Ok(outcome)),
+                Some(b"ok") => return Ok(outcome),
                 Some(b"conflict") if Instant::now() < deadline => at = 1,
-                Some(b"conflict") => return Err(()),
-                _ => return Ok(Err(StoreError::Redis("unexpected reply".into()))),
+                Some(b"conflict") => return Err(Failed::Unavailable),
+                _ => return Err(unexpected_reply()),
             }
         }
     }
@@ -172,68 +176,79 @@ impl RedisStore {
         charging: Charging,
         blocked: bool,
     ) -> Result<(Outcome, Source), StoreError> {
-        match self.failure {
-            Failure::Local => self
+        if self.failure == Failure::Local {
+            return self
                 .local
                 .decide_now(items, charging, blocked)
                 .map(|o| (o, Source::FallbackLocal))
-                .map_err(StoreError::Decide),
-            Failure::Open | Failure::Closed => {
-                let allowed = self.failure == Failure::Open;
-                let each = items
-                    .iter()
-                    .map(|i| Decision {
-                        allowed,
-                        limit: i.policy.limit(),
-                        remaining: if allowed { i.policy.limit() } else { 0 },
-                        retry_after: if allowed { 0 } else { NANOS_PER_SEC },
-                        ..Decision::default()
-                    })
-                    .collect();
-                let source = if allowed {
-                    Source::FallbackOpen
-                } else {
-                    Source::FallbackClosed
-                };
-                Ok((
-                    Outcome {
-                        each,
-                        writes: Vec::new(),
-                    },
-                    source,
-                ))
-            }
+                .map_err(StoreError::Decide);
         }
+        let policies: Vec<_> = items.iter().map(|i| i.policy).collect();
+        let each = match Limits::stack(&policies) {
+            Ok(limits) if self.failure == Failure::Open => fleet::fail_open(&limits).each,
+            Ok(limits) => fleet::fail_closed(&limits, NANOS_PER_SEC).each,
+            Err(_) => Vec::new(), // no counted limit
+        };
+        let source = if self.failure == Failure::Open {
+            Source::FallbackOpen
+        } else {
+            Source::FallbackClosed
+        };
+        let outcome = Outcome {
+            each,
+            writes: Vec::new(),
+        };
+        Ok((outcome, source))
     }
 }
 
-/// The time and each key's version and state from a read's reply (`seconds, microseconds,
-/// values...`).
-type View = (Nanos, Vec<Vec<u8>>, Vec<Option<State>>);
+/// Why a call to Redis gave no decision.
+enum Failed {
+    /// Redis cannot serve now (down, refused, slow, or it said so): the declared
+    /// [`Failure`] behaviour decides.
+    Unavailable,
+    /// An answer the protocol does not allow, or a refusal of the core: the caller's error.
+    Error(StoreError),
+}
 
-fn view(fields: &[Vec<u8>], n: usize) -> Option<View> {
-    if fields.len() != n + 2 {
-        return None;
-    }
-    let number = |b: &[u8]| std::str::from_utf8(b).ok()?.parse::<u64>().ok();
-    let now = number(&fields[0])?
-        .saturating_mul(NANOS_PER_SEC)
-        .saturating_add(number(&fields[1])? * 1_000);
-    let mut versions = Vec::with_capacity(n);
-    let mut states = Vec::with_capacity(n);
-    for v in &fields[2..] {
-        if v.is_empty() {
-            versions.push(Vec::new());
-            states.push(None);
-            continue;
+fn unexpected_reply() -> Failed {
+    Failed::Error(StoreError::Redis("unexpected script reply".into()))
+}
+
+/// The keys' times to live: until fresh plus a second (the `tollgate-redis` default grace);
+/// no concurrency limit is stored here (the config refuses it), so the lease never applies.
+const TTL: Ttl = Ttl {
+    grace_ms: 1000,
+    lease_ms: 60_000,
+};
+
+/// Each key's version (empty when absent) and state.
+type Decoded = (Vec<Vec<u8>>, Vec<Option<State>>);
+
+/// Each value's version (empty for an absent key) and state, by the fleet's codec
+/// ([`fleet::decode_value`]); a value that is not a state is an error naming its key,
+/// never read as fresh.
+fn decode(keys: &[String], values: &[Vec<u8>]) -> Result<Decoded, Failed> {
+    let mut versions = Vec::with_capacity(values.len());
+    let mut states = Vec::with_capacity(values.len());
+    for (key, value) in keys.iter().zip(values) {
+        match fleet::decode_value(value) {
+            Ok(Some(stored)) => {
+                versions.push(stored.version.to_vec());
+                states.push(Some(stored.state));
+            }
+            Ok(None) => {
+                versions.push(Vec::new());
+                states.push(None);
+            }
+            Err(e) => {
+                return Err(Failed::Error(StoreError::Redis(format!(
+                    "the value of {key} is not a state: {e}"
+                ))))
+            }
         }
-        let (version, bytes) = v.split_at(8.min(v.len()));
-        versions.push(version.to_vec());
-        // A value that is not a state (another writer's layout) is read as fresh and
-        // overwritten by the commit (its version still guards the write).
-        states.push(State::from_bytes(bytes).ok());
     }
-    Some((now, versions, states))
+    Ok((versions, states))
 }
 
 impl Store for RedisStore {
@@ -249,8 +264,9 @@ impl Store for RedisStore {
             .map(|i| format!("{}{{{domain}}}{}", self.prefix, i.key))
             .collect();
         match self.on_redis(&items, &keys, charging, blocked).await {
-            Ok(r) => r.map(|o| (o, Source::Redis)),
-            Err(()) => self.fail(&items, charging, blocked),
+            Ok(outcome) => Ok((outcome, Source::Redis)),
+            Err(Failed::Unavailable) => self.fail(&items, charging, blocked),
+            Err(Failed::Error(e)) => Err(e),
         }
     }
 

@@ -8,9 +8,9 @@ use std::time::{Duration, Instant};
 use redis::aio::ConnectionLike;
 use redis::{ErrorKind, RedisError, Script};
 use tollgate::stack::StackDecision;
-use tollgate::store::fleet::{self, Call, Handling, KeyWrite, Ttl, ValueError};
+use tollgate::store::fleet::{self, Call, Commit, Handling, Ttl, ValueError};
 use tollgate::store::Batch;
-use tollgate::{Nanos, State, NANOS_PER_MS};
+use tollgate::{Nanos, State};
 
 use super::fallback::{classify, handling, Failure};
 use super::runner::answer_all;
@@ -160,26 +160,14 @@ where
     ) -> Result<Committed, Failure> {
         #[cfg(feature = "testing")]
         let mode = if self.options.blind_commit {
-            "blind"
+            Commit::Blind
         } else {
-            "cas"
+            Commit::Cas
         };
         #[cfg(not(feature = "testing"))]
-        let mode = "cas";
-        let mut args: Vec<Vec<u8>> = vec![mode.into()];
-        let mut writes: Vec<Option<KeyWrite>> = vec![None; keys.len()];
-        for (i, w) in fleet::key_writes(batch, self.ttl(), || fastrand::u64(..)) {
-            writes[i] = Some(w);
-        }
-        for (version, write) in versions.iter().zip(writes) {
-            args.push(version.clone());
-            let (action, value, ttl) = match write {
-                None => ("k", Vec::new(), String::new()),
-                Some(KeyWrite::Delete) => ("d", Vec::new(), String::new()),
-                Some(KeyWrite::Put { value, ttl_ms }) => ("p", value, ttl_ms.to_string()),
-            };
-            args.extend([action.into(), value, ttl.into_bytes()]);
-        }
+        let mode = Commit::Cas;
+        let writes = fleet::key_writes(batch, self.ttl(), || fastrand::u64(..));
+        let args = fleet::commit_args(mode, versions, writes);
         let call = self.eval(&self.commit, COMMIT_SCRIPT, keys, &args);
         let reply = match tokio::time::timeout(self.options.timeout, call).await {
             Ok(Ok(r)) => r,
@@ -210,20 +198,12 @@ pub(super) fn unexpected_reply() -> RedisError {
     RedisError::from((ErrorKind::UnexpectedReturnType, "unexpected script reply"))
 }
 
-/// Parses `{seconds, microseconds, value...}` starting at `at`.
+/// The time and values of a script's answer from `at` on (the core's [`fleet::read_view`]).
 fn view(reply: &[Vec<u8>], at: usize, n: usize) -> Option<View> {
-    let fields = reply.get(at..)?;
-    if fields.len() != n + 2 {
-        return None;
-    }
-    let number = |b: &[u8]| std::str::from_utf8(b).ok()?.parse::<u64>().ok();
-    let secs = number(&fields[0])?;
-    let micros = number(&fields[1])?;
+    let (now, values) = fleet::read_view(reply.get(at..)?, n)?;
     Some(View {
-        now: secs
-            .saturating_mul(1_000 * NANOS_PER_MS)
-            .saturating_add(micros * 1_000),
-        values: fields[2..].to_vec(),
+        now,
+        values: values.to_vec(),
     })
 }
 

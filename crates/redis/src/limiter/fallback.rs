@@ -20,8 +20,10 @@ pub(super) enum Failure {
     Fatal(RedisError),
 }
 
-/// The fleet protocol's rule for a failed call ([`fleet::handle`]), for redis-rs' errors.
-pub(super) fn handling(call: Call, e: &RedisError) -> Handling {
+/// The fleet protocol's rule for a failed call ([`fleet::handle`]), for redis-rs' errors:
+/// whether the fallback decides, the script's body is to be sent, or the caller gets the
+/// error. Public for other stores on the same protocol (tollgate-server's).
+pub fn handling(call: Call, e: &RedisError) -> Handling {
     let error = if e.is_timeout() {
         CallError::Timeout
     } else if let Some(code) = e.code() {

@@ -12,6 +12,7 @@ mod module;
 mod runner;
 mod waiting;
 
+pub use fallback::handling;
 use module::UNKNOWN;
 
 use std::collections::HashMap;
