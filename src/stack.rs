@@ -110,9 +110,10 @@ pub fn decide_all(
     decide_all_by(limits, now, |_| cost)
 }
 
-/// [`decide_all`] where each limit has its own cost (`costs[i]` for limit `i`): one request
-/// that weighs differently on each of its limits (Envoy's per-descriptor `hits_addend`),
-/// still all or nothing. A cost of 0 checks a limit without charging it.
+/// [`decide_all`] where each limit has its own cost (`cost_of(i)` for limit `i`): one
+/// request that weighs differently on each of its limits (Envoy's per-descriptor
+/// `hits_addend`), still all or nothing. A cost of 0 checks a limit without charging it.
+/// (A function of the index rather than a slice of costs: no length to get wrong.)
 ///
 /// ```
 /// use tollgate::stack::decide_all_weighted;
@@ -120,23 +121,21 @@ pub fn decide_all(
 /// let small: Policy = "fixed-window 3/min".parse().unwrap();
 /// let large: Policy = "fixed-window 100/min".parse().unwrap();
 /// let (mut a, mut b) = (None, None);
-/// let d = decide_all_weighted(&mut [(&small, &mut a), (&large, &mut b)], 0, &[1, 10]).unwrap();
+/// let costs = [1, 10];
+/// let d = decide_all_weighted(&mut [(&small, &mut a), (&large, &mut b)], 0, |i| costs[i]).unwrap();
 /// assert_eq!((d.each[0].remaining, d.each[1].remaining), (2, 90));
 /// // 3 more on the small window is too many: neither limit is charged.
-/// let d = decide_all_weighted(&mut [(&small, &mut a), (&large, &mut b)], 0, &[3, 10]).unwrap();
+/// let costs = [3, 10];
+/// let d = decide_all_weighted(&mut [(&small, &mut a), (&large, &mut b)], 0, |i| costs[i]).unwrap();
 /// assert!(!d.decision.allowed);
 /// assert_eq!(d.each[1].remaining, 90);
 /// ```
-///
-/// # Panics
-/// If `costs` and `limits` differ in length.
 pub fn decide_all_weighted(
     limits: &mut [(&Policy, &mut Option<State>)],
     now: Nanos,
-    costs: &[u64],
+    cost_of: impl Fn(usize) -> u64,
 ) -> Result<StackDecision, DecideError> {
-    assert_eq!(limits.len(), costs.len(), "one cost per limit");
-    decide_all_by(limits, now, |i| costs[i])
+    decide_all_by(limits, now, cost_of)
 }
 
 /// The one all-or-nothing rule, with limit `i` charged `cost(i)`.

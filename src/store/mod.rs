@@ -59,7 +59,7 @@ use alloc::string::String;
 use alloc::vec::Vec;
 
 use crate::fair_share::{skips_tenant_window, FairShare};
-use crate::stack::{decide_all, StackDecision};
+use crate::stack::StackDecision;
 use crate::{Algorithm, DecideError, Field, Nanos, Policy, PolicyError, Rule, State};
 
 mod bytes;
@@ -312,28 +312,22 @@ impl<'a> Batch<'a> {
     /// Decides one request of `cost`, all or nothing across the slots; an admitted request
     /// is charged to the batch's states. Errors charge nothing.
     pub fn decide(&mut self, cost: u64) -> Result<StackDecision, DecideError> {
-        let mut limits: Vec<(&Policy, &mut Option<State>)> = self
-            .policies
-            .iter()
-            .copied()
-            .zip(self.states.iter_mut())
-            .collect();
-        decide_all(&mut limits, self.now, cost)
+        self.decide_weighted(|_| cost)
     }
 
-    /// [`Batch::decide`] with one cost per slot (`costs[i]` for slot `i`, in slot order):
+    /// [`Batch::decide`] with one cost per slot (`cost_of(i)` for slot `i`, in slot order):
     /// see [`crate::stack::decide_all_weighted`]. Errors charge nothing.
-    ///
-    /// # Panics
-    /// If `costs` and the slots differ in length.
-    pub fn decide_weighted(&mut self, costs: &[u64]) -> Result<StackDecision, DecideError> {
+    pub fn decide_weighted(
+        &mut self,
+        cost_of: impl Fn(usize) -> u64,
+    ) -> Result<StackDecision, DecideError> {
         let mut limits: Vec<(&Policy, &mut Option<State>)> = self
             .policies
             .iter()
             .copied()
             .zip(self.states.iter_mut())
             .collect();
-        crate::stack::decide_all_weighted(&mut limits, self.now, costs)
+        crate::stack::decide_all_weighted(&mut limits, self.now, cost_of)
     }
 
     /// Runs one request of a round: its decision (`None` for a release), charged to the

@@ -118,7 +118,7 @@ fn pass(
     let slots = limits.slots(None);
     let states = which.iter().map(|&i| loaded[i].clone()).collect();
     let mut batch = Batch::new(&limits, &slots, states, now);
-    let d = batch.decide_weighted(&costs)?;
+    let d = batch.decide_weighted(|k| costs[k])?;
     for (k, &i) in which.iter().enumerate() {
         each[i] = d.each[k];
     }
