@@ -57,6 +57,8 @@ pub mod ip;
 #[cfg(feature = "std")]
 pub mod keyed;
 mod math;
+#[cfg(feature = "alloc")]
+pub mod metrics;
 mod policy;
 #[cfg(feature = "alloc")]
 pub mod stack;
