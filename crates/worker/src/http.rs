@@ -42,9 +42,9 @@ pub fn problem(
     Ok(resp)
 }
 
-/// An API's error: a problem document that also names its code as `error`.
+/// An API's error: a problem document with no member beyond the kind (`error`).
 pub fn api_error(status: u16, code: &str, detail: &str) -> worker::Result<Response> {
-    problem(status, code, detail, json!({"error": code}))
+    problem(status, code, detail, json!({}))
 }
 
 /// An API's `503 coordinator-unavailable`, with `Retry-After: 1`.
@@ -70,7 +70,7 @@ pub fn authorise(req: &Request, env: &Env, secret_name: &str) -> Option<worker::
             403,
             "api-disabled",
             &format!("set the {secret_name} secret to enable this API"),
-            json!({"error": "api-disabled"}),
+            json!({}),
         ));
     };
     let header = req.headers().get("authorization").ok().flatten();
@@ -81,7 +81,7 @@ pub fn authorise(req: &Request, env: &Env, secret_name: &str) -> Option<worker::
         401,
         "unauthorized",
         "Authorization: Bearer <secret> is missing or wrong",
-        json!({"error": "unauthorized"}),
+        json!({}),
     );
     if let Ok(r) = resp.as_mut() {
         let _ = r.headers_mut().set("WWW-Authenticate", "Bearer");

@@ -50,7 +50,7 @@ test("an escaped separator or a broken escape is refused, not routed", async () 
     const r = await hit(edge, p, { ip: "198.51.100.40" });
     assert.equal(r.status, 400, p);
     const body = JSON.parse(r.text);
-    assert.equal(body.title, "invalid-path", p);
+    assert.equal(body.error, "invalid-path", p);
   }
 });
 

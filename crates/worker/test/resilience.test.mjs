@@ -88,7 +88,7 @@ test("a failing coordinator: fail-open forwards and says so, fail-closed answers
     assert.equal(closed.status, 503);
     assert.equal(closed.headers.get("retry-after"), "7");
     assert.equal(closed.headers.get("content-type"), "application/problem+json");
-    assert.equal(JSON.parse(closed.text).title, "coordinator-unavailable");
+    assert.equal(JSON.parse(closed.text).error, "coordinator-unavailable");
     const stats = await edge.stats();
     assert.equal(stats["per-ip"].degraded, 2);
     assert.equal(stats["per-ip"].admitted, 0);

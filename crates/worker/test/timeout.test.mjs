@@ -24,7 +24,7 @@ test("timed-out calls are (nearly all) not charged; admitted ones are", async ()
     // are enough for the charge count below to say something.
     assert.ok(late >= 20, `the burst must time out (${late} did) for this test to say anything`);
     for (const r of got.filter((r) => r.status === 503)) {
-      assert.equal(JSON.parse(r.text).title, "coordinator-timeout");
+      assert.equal(JSON.parse(r.text).error, "coordinator-timeout");
     }
     // Read once every call has reached the object (the read queues behind them).
     const read = await edge.admin("/admin/v1/keys/read", { policy: "big", ip });
