@@ -29,10 +29,13 @@ BIN="${CARGO_TARGET_DIR:-target}/release/tollgate-counts"
 VALGRIND=$(command -v valgrind)
 
 # The instructions of one run of `tollgate-counts PATH ROUNDS`, in an empty environment (the
-# store's hash seed comes from stack addresses, which the environment's size moves).
+# store's hash seed comes from stack addresses, which the environment's size moves). The
+# fleet's paths have a binary of their own (crates/counts/src/fleet.rs says why).
 total() {
+  local bin=$BIN
+  case $1 in fleet-*) bin=$BIN-fleet ;; esac
   env -i "$VALGRIND" --tool=cachegrind --cache-sim=no --cachegrind-out-file=/dev/null \
-    "$BIN" "$1" "$2" 2>&1 >/dev/null | awk '/I +refs:/ {gsub(",", "", $NF); print $NF}'
+    "$bin" "$1" "$2" 2>&1 >/dev/null | awk '/I +refs:/ {gsub(",", "", $NF); print $NF}'
 }
 
 # One operation's count: (2R run - R run) / R, to one decimal.
@@ -57,6 +60,7 @@ keyed-check-10k 20000
 keyed-admit-1m 100000
 keyed-check-1m 100000
 keyed-stack-1 20000
+fleet-round-1 20000
 LIST
 }
 
