@@ -9,8 +9,9 @@
 //
 // ts: each snippet becomes a module of its own (so two snippets may both say `const limiter`).
 // One that exports something is a whole module and is written as it is; in any other, the
-// `import` lines stay at the top and the rest becomes the body of an exported async function
-// (such an example is a handler's body: it may `return` or `await`).
+// `import` lines (and `/// <reference>` directives) stay at the top and the rest becomes the
+// body of an exported async function (such an example is a handler's body: it may `return`
+// or `await`).
 // A fence tagged `js no-check` (a shell-like fragment, not a program) is left out.
 // rust: a fence whose body has `fn main` is written as it is; any other is wrapped in
 // `fn main`, as rustdoc wraps a doctest (lines starting with `# ` are rustdoc's hidden lines:
@@ -71,7 +72,9 @@ for (const file of files) {
       const rest = [];
       let inImport = false;
       for (const line of lines) {
-        if (inImport || /^import\s/.test(line)) {
+        // A triple-slash directive (`/// <reference ...>`) stays at the top with the imports.
+        if (!inImport && /^\/\/\/\s*</.test(line)) imports.push(line);
+        else if (inImport || /^import\s/.test(line)) {
           imports.push(line);
           inImport = !/from\s+["'][^"']+["'];?\s*(\/\/.*)?$/.test(line) && !/^import\s+["']/.test(line);
         } else rest.push(line);

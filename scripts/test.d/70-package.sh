@@ -10,7 +10,8 @@
 # 3. The npm tarball (`npm pack` of crates/wasm after build.sh) installed offline into a fresh
 #    project, where crates/wasm/test-pack/fresh.test.mjs runs the READMEs' own examples:
 #    ESM, CommonJS require, tsc --strict over every TS/JS snippet, the Express app's 429,
-#    an esbuild bundle in headless Chromium, tollgate/redis refusing an unconnected client.
+#    an esbuild bundle and a Vite build in headless Chromium, tollgate/redis refusing an
+#    unconnected client.
 set -euo pipefail
 source scripts/tools.sh
 wasm_tools

@@ -1,7 +1,7 @@
 // The npm tarball as a user gets it: scripts/test.d/70-package.sh packs it, installs it
 // offline into a fresh project (crates/wasm/test-pack/.fresh/, git-ignored) and runs this
 // file there, so "tollgate" resolves to the installed tarball, never to the repository's
-// sources. The tools (express, typescript, esbuild, playwright-core, node-redis) are the
+// sources. The tools (express, typescript, esbuild, vite, playwright-core, node-redis) are the
 // repository's pinned ones, found in the parent directories' node_modules. Every example is
 // the README's own, extracted by scripts/readme-snippets.mjs (snippets/ts, snippets/js).
 import { test } from "node:test";
@@ -197,7 +197,37 @@ test("a browser bundle made by the README's esbuild recipe decides in Chromium",
   assert.equal(b.status, 0, b.stderr);
   const dist = join(web, "dist");
   assert.ok(readdirSync(dist).some((f) => f.endsWith(".wasm")), "the .wasm was copied into dist/");
-  writeFileSync(join(dist, "index.html"), '<!doctype html><meta charset="utf-8"><title>t</title><link rel="icon" href="data:,"><body><script type="module" src="app.js"></script>');
+  writeFileSync(join(dist, "index.html"), page("app.js"));
+  await decidesInChromium(dist);
+});
+
+test("a browser build made by the README's Vite recipe decides in Chromium", async () => {
+  const js = snippets("js");
+  const i = js.findIndex((s) => snippet("js", s.file).includes('"tollgate/tollgate.wasm?url"'));
+  assert.ok(i >= 0, "the README has a Vite recipe");
+  const command = js.slice(i + 1).find((s) => s.file.endsWith(".sh") && snippet("js", s.file).includes("vite"));
+  assert.ok(command, "the recipe's vite command");
+  const app = join(here, "vite");
+  mkdirSync(app, { recursive: true });
+  copyFileSync(join(here, "snippets", "js", js[i].file), join(app, "main.js"));
+  writeFileSync(join(app, "index.html"), page("/main.js"));
+  const line = snippet("js", command.file).split("\n").find((l) => l.startsWith("npx vite "));
+  const args = line.slice("npx vite ".length).split(/\s+/).filter(Boolean);
+  const b = spawnSync(bin("vite"), args, { cwd: app, encoding: "utf8", env: { ...process.env, NO_COLOR: "1" } });
+  assert.equal(b.status, 0, b.stdout + b.stderr);
+  const dist = join(app, "dist");
+  assert.ok(readdirSync(join(dist, "assets")).some((f) => f.endsWith(".wasm")), "the .wasm was copied into dist/assets/");
+  await decidesInChromium(dist);
+});
+
+/** A page that loads `script` as a module (and no favicon). */
+function page(script) {
+  return `<!doctype html><meta charset="utf-8"><title>t</title><link rel="icon" href="data:,"><body><script type="module" src="${script}"></script>`;
+}
+
+/** Serves `dist` on a loopback port, opens its index.html in headless Chromium and asserts
+ * that the page decided ("allowed") without an error. */
+async function decidesInChromium(dist) {
   const types = { ".html": "text/html", ".js": "text/javascript", ".wasm": "application/wasm" };
   const server = createServer((req, res) => {
     const file = join(dist, req.url === "/" ? "index.html" : decodeURIComponent(req.url.slice(1)));
@@ -211,16 +241,17 @@ test("a browser bundle made by the README's esbuild recipe decides in Chromium",
     args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"],
   });
   try {
-    const page = await browser.newPage();
+    const tab = await browser.newPage();
     const errors = [];
-    page.on("pageerror", (e) => errors.push(String(e)));
-    page.on("console", (m) => m.type() === "error" && errors.push(m.text()));
-    await page.goto(`http://127.0.0.1:${server.address().port}/`);
-    await page.waitForFunction(() => document.body.textContent !== "", null, { timeout: 15_000 });
-    assert.equal(await page.textContent("body"), "allowed");
+    tab.on("pageerror", (e) => errors.push(String(e)));
+    tab.on("console", (m) => m.type() === "error" && errors.push(m.text()));
+    await tab.goto(`http://127.0.0.1:${server.address().port}/`);
+    await tab.waitForFunction(() => document.body.textContent !== "", null, { timeout: 15_000 });
+    assert.equal(await tab.textContent("body"), "allowed");
     assert.deepEqual(errors, []);
   } finally {
     await browser.close();
     server.close();
   }
-});
+}
+
