@@ -10,7 +10,6 @@ import { WaitTimeoutError, checkMs, throttled } from "./web/api.js";
 import { waitInLine, LOOK, TIMERS } from "./web/waiting.js";
 import { adapter, oneServer, number, text } from "./redis/clients.js";
 import { Deadlines, Timeout } from "./redis/deadlines.js";
-import { Denials } from "./redis/denials.js";
 import { RedisLimiterError, Unavailable, fatal, optionError } from "./redis/errors.js";
 import {
   FleetLimits,
@@ -25,9 +24,10 @@ import {
   commitArgs,
   decide,
   decisionAt,
+  deniedAnswer,
   fallbackDecision,
   fleetLimits,
-  moduleDecision,
+  moduleAnswer,
   readReply,
   releaseError,
 } from "./redis/fleet.js";
@@ -68,7 +68,6 @@ export class RedisLimiter {
   #groups = new Map();
   /** `acquire`'s lines of waiters: group id -> waiters, the first deciding. */
   #lines = new Map();
-  #denials = new Denials();
   #downUntil = 0;
   #stats = { redis: 0, denyCache: 0, fallback: 0, indeterminate: 0, conflicts: 0, roundTrips: 0 };
 
@@ -192,7 +191,7 @@ export class RedisLimiter {
   /** Forgets `key` in every limit of the stack (tenant windows expire by themselves); whether anything was stored. */
   async reset(key) {
     const group = this.#group(key, undefined);
-    this.#denials.forget(key);
+    this.#limits.forget(key);
     if (this.#o.fallback === "local") this.#limits.localReset(key);
     this.#stats.roundTrips++;
     try {
@@ -217,16 +216,26 @@ export class RedisLimiter {
     return this.#deadlines.watch(this.#send(args));
   }
 
-  /** A denial remembered for `group` that still holds for `cost` (not under a test clock). */
+  /**
+   * A denial remembered for `group` that still holds for `cost` (not under a test clock):
+   * the deny cache is the core's (FleetLimits.denied: tollgate::store::DenyCache, the Rust
+   * crate's and the edge worker's), its waits counted down.
+   */
   #remembered(group, cost) {
     if (!this.#o.denyCache || this.#o.clock !== undefined) return undefined;
-    const d = this.#denials.get(group, cost);
-    if (d !== undefined) this.#stats.denyCache++;
-    return d;
+    const out = deniedAnswer(this.#limits, group, cost, performance.now());
+    if (out === undefined) return undefined;
+    this.#stats.denyCache++;
+    return decisionAt(out, 0, (out.length - 7) / 6, "deny-cache");
   }
 
-  #remember(group, cost, sent, decision) {
-    if (this.#o.denyCache && this.#o.clock === undefined) this.#denials.remember(group, cost, sent, decision);
+  /**
+   * Remembers the answer `numbers` (a decision's six numbers and each limit's) decided for
+   * `group` and `cost` on a read sent at `sent`: the core keeps a denial with a retry time,
+   * until a lower bound of it (the whole ms were rounded up).
+   */
+  #remember(group, cost, sent, numbers) {
+    if (this.#o.denyCache && this.#o.clock === undefined) this.#limits.remember(group.key, group.tenant, cost, sent, numbers);
   }
 
   /** Queues a request for its group; the first of an idle group runs the group's rounds. */
@@ -336,7 +345,7 @@ export class RedisLimiter {
           const d = decisionAt(out, at, n, "redis");
           if (p.kind === OP_CHECK || p.kind === OP_ACQUIRE) {
             this.#stats.redis++;
-            this.#remember(group, p.cost, sent, d);
+            if (!d.allowed) this.#remember(group, p.cost, sent, out.slice(at + 1, at + stride));
           }
           p.resolve(d);
         }
@@ -408,11 +417,12 @@ export class RedisLimiter {
       return p.reject(fatal(error));
     }
     if (p.kind === OP_RELEASE) return p.resolve(undefined);
-    const d = moduleDecision(value);
-    if (d === undefined) return p.reject(new RedisLimiterError("redis", "redis: unexpected module reply"));
+    const out = moduleAnswer(this.#limits, value);
+    if (out === undefined) return p.reject(new RedisLimiterError("redis", "redis: unexpected module reply"));
+    const d = decisionAt(out, 0, (out.length - 7) / 6, "redis");
     if (p.kind !== OP_PEEK) {
       this.#stats.redis++;
-      this.#remember(group, p.cost, sent, d); // retryAfter is whole ms rounded up: remembered 1 ms less
+      if (!d.allowed) this.#remember(group, p.cost, sent, out.slice(1));
     }
     p.resolve(d);
   }

@@ -24,8 +24,8 @@ use std::cell::{Cell, RefCell};
 use tollgate::fair_share::FairShare;
 use tollgate::keyed::KeyedLimiter;
 use tollgate::stack::StackDecision;
-use tollgate::store::fleet::{self, KeyWrite, Ttl};
-use tollgate::store::{Batch, Limits, Op};
+use tollgate::store::fleet::{self, KeyWrite, Ttl, DECISION_FIELDS};
+use tollgate::store::{Batch, DenyCache, Limits, Op};
 use tollgate::{DecideError, Decision, Policy, NANOS_PER_SEC};
 use wasm_bindgen::prelude::*;
 
@@ -51,8 +51,16 @@ pub const OP_RELEASE: u32 = 2;
 /// others, or woken after its deadline, asking the key's retry time).
 pub const OP_ACQUIRE: u32 = 3;
 
+/// The most denials the deny cache holds (as `tollgate-redis`'s).
+const MAX_DENIALS: usize = 100_000;
+
+/// A deny cache entry's key: the limiter's key and the request's tenant (a fair share's
+/// tenant window is its own).
+type Denied = (String, Option<String>);
+
 /// The limits of one `RedisLimiter` (a policy, a stack or a fair share), the decisions on
-/// states read from Redis, and the in-memory limiter of the `local` fallback.
+/// states read from Redis, the in-memory limiter of the `local` fallback, and the deny
+/// cache (the core's [`DenyCache`]).
 #[wasm_bindgen]
 pub struct FleetLimits {
     limits: Limits,
@@ -66,6 +74,8 @@ pub struct FleetLimits {
     ttl: Cell<Option<Ttl>>,
     /// Where write ids come from: seeded once from the platform's randomness.
     ids: RefCell<fastrand::Rng>,
+    /// Denials remembered until their retry time, on `performance.now()`'s clock.
+    denials: RefCell<DenyCache<Denied>>,
 }
 
 /// [`FleetLimits::decide`]'s input and output, reused from call to call.
@@ -104,6 +114,36 @@ fn answer(out: &mut Vec<f64>, d: &StackDecision) {
     }
 }
 
+/// A decision read back from six numbers of [`push`]'s form (durations in whole ms), with
+/// the core's rule for a module reply's fields ([`fleet::decision_from_fields`]); `None`
+/// when a number is not a whole number from 0 to 2^53 or `allowed` is not 0 or 1.
+fn decision_from(numbers: &[f64]) -> Option<Decision> {
+    if numbers.len() != DECISION_FIELDS {
+        return None;
+    }
+    let mut fields = [0u64; DECISION_FIELDS];
+    for (field, &x) in fields.iter_mut().zip(numbers) {
+        if !(x.fract() == 0.0 && (0.0..=crate::spec::MAX_SAFE_INTEGER).contains(&x)) {
+            return None;
+        }
+        *field = x as u64;
+    }
+    fleet::decision_from_fields(fields)
+}
+
+/// A combined decision and each limit's, read back from `numbers` (six each, the combined
+/// first); `None` unless every one reads.
+fn stack_from(numbers: &[f64]) -> Option<StackDecision> {
+    if numbers.len() < 2 * DECISION_FIELDS || numbers.len() % DECISION_FIELDS != 0 {
+        return None;
+    }
+    let mut all = numbers.chunks_exact(DECISION_FIELDS).map(decision_from);
+    Some(StackDecision {
+        decision: all.next()??,
+        each: all.collect::<Option<Vec<Decision>>>()?,
+    })
+}
+
 fn local_limiter(
     limits: &Limits,
     max: Option<f64>,
@@ -140,6 +180,7 @@ impl FleetLimits {
                 lease_ms: 60_000,
             })),
             ids: RefCell::new(fastrand::Rng::with_seed(getrandom::u64().unwrap_or(0))),
+            denials: RefCell::new(DenyCache::new(MAX_DENIALS)),
         })
     }
 
@@ -345,6 +386,73 @@ impl FleetLimits {
             Some(e) => errors::decide_error(&e),
             None => JsValue::UNDEFINED,
         }
+    }
+
+    /// Reads a `TOLLGATE.CHECK` / `PEEK` reply (the module's: six integers, then an array
+    /// of six per limit), given flattened into the input numbers ([`FleetLimits::prepare`]:
+    /// the combined decision's six, then each limit's six), by the core's rule for its
+    /// fields. Returns how many numbers it wrote at [`FleetLimits::out_ptr`] (one request's
+    /// answer, as [`FleetLimits::decide`] writes it), or 0 when the reply is not a
+    /// decision.
+    #[wasm_bindgen(js_name = moduleReply)]
+    pub fn module_reply(&self) -> usize {
+        let io = &mut *self.io.borrow_mut();
+        io.out.clear();
+        match stack_from(&io.numbers) {
+            Some(d) => answer(&mut io.out, &d),
+            None => return 0,
+        }
+        io.out.len()
+    }
+
+    /// The deny cache: the denial remembered for `key` (and `tenant`) that still holds at
+    /// `now` (ms, `performance.now()`) for a request of `cost`, its waits counted down
+    /// (the core's [`DenyCache::get`]). Returns how many numbers it wrote at
+    /// [`FleetLimits::out_ptr`] (one request's answer, as [`FleetLimits::decide`] writes
+    /// it), or 0 when nothing is remembered.
+    pub fn denied(&self, key: String, tenant: Option<String>, cost: f64, now: f64) -> usize {
+        let hit = self
+            .denials
+            .borrow_mut()
+            .get(&(key, tenant), cost_units(cost), now_ns(now));
+        let io = &mut *self.io.borrow_mut();
+        io.out.clear();
+        match hit {
+            Some(d) => answer(&mut io.out, &d),
+            None => return 0,
+        }
+        io.out.len()
+    }
+
+    /// The deny cache: remembers the answer `numbers` (the combined decision's six numbers
+    /// and each limit's, durations in whole ms rounded up, as the output gives them)
+    /// decided for `key` (and `tenant`) and `cost` on a read sent at `sent` (ms,
+    /// `performance.now()`), until a lower bound of its retry time
+    /// ([`fleet::lower_bound`]: the whole ms were rounded up), so that the memory never
+    /// outlasts the true retry time. Only a denial with a retry time is remembered
+    /// ([`DenyCache::remember`]).
+    pub fn remember(
+        &self,
+        key: String,
+        tenant: Option<String>,
+        cost: f64,
+        sent: f64,
+        numbers: &[f64],
+    ) {
+        let Some(d) = stack_from(numbers) else { return };
+        let retry = fleet::lower_bound(d.decision.retry_after);
+        self.denials.borrow_mut().remember(
+            (key, tenant),
+            cost_units(cost),
+            now_ns(sent),
+            &d,
+            retry,
+        );
+    }
+
+    /// The deny cache: forgets every denial of `key` (a reset).
+    pub fn forget(&self, key: &str) {
+        self.denials.borrow_mut().retain(|(k, _)| k != key);
     }
 
     /// The `local` fallback: decides a request of `cost` (0: a peek) for `key` (and

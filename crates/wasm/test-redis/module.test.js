@@ -209,3 +209,30 @@ test("a module round whose answer is lost is indeterminate: the fallback decides
   assert.equal(checks, 1, "never sent again");
   assert.equal(after.remaining, 9, "applied once, by Redis, after the answer was lost");
 });
+
+test("the module's denials are remembered by the core's deny cache: each limit's answer, counted down, no round trip until the retry time", async () => {
+  const limiter = new RedisLimiter(ioredis(), ["gcra 2/400ms", "fixed-window 100/min"], { namespace: "mdeny", fallback: "closed" });
+  await limiter.check("k");
+  await limiter.check("k");
+  const denied = await limiter.check("k");
+  assert.equal(denied.source, "redis");
+  assert.equal(denied.allowed, false);
+  assert.equal(denied.each.length, 2);
+  server.cli("CONFIG", "RESETSTAT");
+  await new Promise((r) => setTimeout(r, 50));
+  const cached = await limiter.check("k");
+  assert.equal(cached.source, "deny-cache");
+  assert.equal(cached.allowed, false);
+  assert.deepEqual(cached.each.map((e) => e.limit), [2, 100]);
+  assert.deepEqual(cached.each.map((e) => e.remaining), denied.each.map((e) => e.remaining));
+  // At least 50 ms passed (a timer never fires early by a whole ms): the waits counted down.
+  assert.ok(cached.retryAfter > 0 && cached.retryAfter <= denied.retryAfter - 49, `${cached.retryAfter} counted down from ${denied.retryAfter}`);
+  assert.equal(cached.each[1].resetAfter <= denied.each[1].resetAfter, true);
+  // A cheaper request than the one denied may fit: asked of Redis, not of the memory.
+  assert.equal((await limiter.check("k", { cost: 0 })).source, "redis");
+  assert.equal(commandCalls()["tollgate.check"], 1, "only the cost-0 check went to Redis");
+  await new Promise((r) => setTimeout(r, cached.retryAfter + 5));
+  const again = await limiter.check("k");
+  assert.equal(again.source, "redis");
+  assert.equal(again.allowed, true);
+});

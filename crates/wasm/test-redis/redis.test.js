@@ -263,6 +263,26 @@ test("a denial is remembered until its retry time (no round trip), then Redis de
   assert.equal(again.allowed, true);
 });
 
+test("reset forgets the key's remembered denials, every tenant's, and no other key's", async () => {
+  const limiter = new RedisLimiter(ioredis(), { fairShare: { shared: "gcra 100/min", tenant: "gcra 1/min" } }, { namespace: "deny-reset", fallback: "closed" });
+  for (const key of ["k", "other"]) {
+    for (const tenant of ["a", "b"]) {
+      assert.equal((await limiter.check(key, { tenant })).allowed, true);
+      assert.equal((await limiter.check(key, { tenant })).source, "redis");
+      assert.equal((await limiter.check(key, { tenant })).source, "deny-cache", `${key}/${tenant} remembered`);
+    }
+  }
+  await limiter.reset("k");
+  // Reset deletes the shared window, not the tenant windows (they expire by themselves): a's
+  // tenant window still denies, now asked of Redis, since the memory of "k" is gone.
+  for (const tenant of ["a", "b"]) {
+    const d = await limiter.check("k", { tenant });
+    assert.equal(d.allowed, false);
+    assert.equal(d.source, "redis", `k/${tenant} forgotten`);
+  }
+  for (const tenant of ["a", "b"]) assert.equal((await limiter.check("other", { tenant })).source, "deny-cache", `other/${tenant} kept`);
+});
+
 test("concurrency slots are released, and expire with their lease", async () => {
   const limiter = new RedisLimiter(ioredis(), "concurrency 2", { namespace: "conc", fallback: "closed", lease: 300 });
   assert.equal((await limiter.check("k")).allowed, true);

@@ -73,20 +73,38 @@ export function decisionAt(out, at, n, source, why) {
   return d;
 }
 
-/** A module reply: six integers (durations in ms), then an array of each limit's six. */
-export function moduleDecision(reply) {
-  const one = (f) => {
-    if (!Array.isArray(f) || f.length < 6) return undefined;
-    const n = f.slice(0, 6).map(number);
-    if (n.some((x) => !Number.isFinite(x))) return undefined;
-    return { allowed: n[0] === 1, limit: n[1], remaining: n[2], resetAfter: n[3], retryAfter: n[4], delay: n[5] };
-  };
-  const d = one(reply);
-  if (d === undefined || !Array.isArray(reply[6])) return undefined;
-  d.each = reply[6].map(one);
-  if (d.each.some((e) => e === undefined)) return undefined;
-  d.source = "redis";
-  return d;
+/**
+ * A module reply (six integers, durations in ms, then an array of each limit's six) read by
+ * the core's rule (FleetLimits.moduleReply): the answer's numbers (a request's answer, as
+ * FleetLimits.decide writes it), or undefined when the reply is not a decision.
+ */
+export function moduleAnswer(limits, reply) {
+  if (!Array.isArray(reply) || !Array.isArray(reply[6])) return undefined;
+  const each = reply[6];
+  const fields = [reply.slice(0, 6), ...each];
+  if (fields.some((f) => !Array.isArray(f) || f.length < 6)) return undefined;
+  limits.prepare(0, 6 * fields.length);
+  const numbers = limits.numbersPtr() / 8;
+  const f64 = views().f64;
+  for (let i = 0; i < fields.length; i++) {
+    for (let j = 0; j < 6; j++) f64[numbers + 6 * i + j] = number(fields[i][j]);
+  }
+  return outNumbers(limits, limits.moduleReply());
+}
+
+/** The deny cache's answer (FleetLimits.denied, the core's DenyCache) for `group` and `cost` at `now` ms, or undefined. */
+export function deniedAnswer(limits, group, cost, now) {
+  return outNumbers(limits, limits.denied(group.key, group.tenant, cost, now));
+}
+
+/** The `len` numbers of FleetLimits' last output (undefined for none), copied out of wasm memory. */
+function outNumbers(limits, len) {
+  if (len === 0) return undefined;
+  const from = limits.outPtr() / 8;
+  const f64 = views().f64;
+  const out = new Array(len);
+  for (let i = 0; i < len; i++) out[i] = f64[from + i];
+  return out;
 }
 
 /**
@@ -124,14 +142,9 @@ export function decide(limits, group, read, round) {
     memory.f64[op + 1] = round[i].cost;
     memory.f64[op + 2] = round[i].maxDelay;
   }
-  const len = limits.decide(group.tenant, read.secs, read.micros);
   // Copied into a plain array: a typed array this size gets its own backing store,
   // which cost more to make than the copy.
-  const from = limits.outPtr() / 8;
-  const f64 = views().f64;
-  const out = new Array(len);
-  for (let i = 0; i < len; i++) out[i] = f64[from + i];
-  return out;
+  return outNumbers(limits, limits.decide(group.tenant, read.secs, read.micros)) ?? [];
 }
 
 /**
