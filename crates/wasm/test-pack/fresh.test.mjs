@@ -183,18 +183,7 @@ test("tollgate/redis: an unconnected node-redis client is refused with the docum
 });
 
 test("a browser bundle made by the README's esbuild recipe decides in Chromium", async () => {
-  const js = snippets("js");
-  const i = js.findIndex((s) => snippet("js", s.file).includes('"tollgate/tollgate.wasm"'));
-  assert.ok(i >= 0, "the README has a bundler recipe");
-  const command = js.slice(i + 1).find((s) => s.file.endsWith(".sh") && snippet("js", s.file).includes("esbuild"));
-  assert.ok(command, "the recipe's esbuild command");
-  const web = join(here, "web");
-  mkdirSync(web, { recursive: true });
-  copyFileSync(join(here, "snippets", "js", js[i].file), join(web, "app.js"));
-  const line = snippet("js", command.file).split("\n").find((l) => l.startsWith("npx esbuild "));
-  const args = line.slice("npx esbuild ".length).split(/\s+/).filter(Boolean);
-  const b = spawnSync(bin("esbuild"), args, { cwd: web, encoding: "utf8" });
-  assert.equal(b.status, 0, b.stderr);
+  const web = recipe('"tollgate/tollgate.wasm"', "esbuild", "web", "app.js");
   const dist = join(web, "dist");
   assert.ok(readdirSync(dist).some((f) => f.endsWith(".wasm")), "the .wasm was copied into dist/");
   writeFileSync(join(dist, "index.html"), page("app.js"));
@@ -202,23 +191,32 @@ test("a browser bundle made by the README's esbuild recipe decides in Chromium",
 });
 
 test("a browser build made by the README's Vite recipe decides in Chromium", async () => {
-  const js = snippets("js");
-  const i = js.findIndex((s) => snippet("js", s.file).includes('"tollgate/tollgate.wasm?url"'));
-  assert.ok(i >= 0, "the README has a Vite recipe");
-  const command = js.slice(i + 1).find((s) => s.file.endsWith(".sh") && snippet("js", s.file).includes("vite"));
-  assert.ok(command, "the recipe's vite command");
-  const app = join(here, "vite");
-  mkdirSync(app, { recursive: true });
-  copyFileSync(join(here, "snippets", "js", js[i].file), join(app, "main.js"));
-  writeFileSync(join(app, "index.html"), page("/main.js"));
-  const line = snippet("js", command.file).split("\n").find((l) => l.startsWith("npx vite "));
-  const args = line.slice("npx vite ".length).split(/\s+/).filter(Boolean);
-  const b = spawnSync(bin("vite"), args, { cwd: app, encoding: "utf8", env: { ...process.env, NO_COLOR: "1" } });
-  assert.equal(b.status, 0, b.stdout + b.stderr);
-  const dist = join(app, "dist");
+  const dist = join(recipe('"tollgate/tollgate.wasm?url"', "vite", "vite", "main.js", page("/main.js")), "dist");
   assert.ok(readdirSync(join(dist, "assets")).some((f) => f.endsWith(".wasm")), "the .wasm was copied into dist/assets/");
   await decidesInChromium(dist);
 });
+
+/**
+ * Runs a README's bundler recipe: the JS example holding `marker`, written to `dir/file`
+ * (with `index.html` beside it when given), then the next shell example's `npx <tool> ...`
+ * line, run there with the repository's pinned `tool`. Returns the project's directory.
+ */
+function recipe(marker, tool, dir, file, index) {
+  const js = snippets("js");
+  const i = js.findIndex((s) => snippet("js", s.file).includes(marker));
+  assert.ok(i >= 0, `the README has a ${tool} recipe`);
+  const command = js.slice(i + 1).find((s) => s.file.endsWith(".sh") && snippet("js", s.file).includes(tool));
+  assert.ok(command, `the recipe's ${tool} command`);
+  const app = join(here, dir);
+  mkdirSync(app, { recursive: true });
+  copyFileSync(join(here, "snippets", "js", js[i].file), join(app, file));
+  if (index !== undefined) writeFileSync(join(app, "index.html"), index);
+  const line = snippet("js", command.file).split("\n").find((l) => l.startsWith(`npx ${tool} `));
+  const args = line.slice(`npx ${tool} `.length).split(/\s+/).filter(Boolean);
+  const b = spawnSync(bin(tool), args, { cwd: app, encoding: "utf8", env: { ...process.env, NO_COLOR: "1" } });
+  assert.equal(b.status, 0, b.stdout + b.stderr);
+  return app;
+}
 
 /** A page that loads `script` as a module (and no favicon). */
 function page(script) {
