@@ -68,6 +68,8 @@ export class RedisLimiter {
   #groups = new Map();
   /** `acquire`'s lines of waiters: group id -> waiters, the first deciding. */
   #lines = new Map();
+  /** How many denials the deny cache held when last told (never fewer than it holds: 0 skips asking it). */
+  #denials = 0;
   #downUntil = 0;
   #stats = { redis: 0, denyCache: 0, fallback: 0, indeterminate: 0, conflicts: 0, roundTrips: 0 };
 
@@ -191,7 +193,7 @@ export class RedisLimiter {
   /** Forgets `key` in every limit of the stack (tenant windows expire by themselves); whether anything was stored. */
   async reset(key) {
     const group = this.#group(key, undefined);
-    this.#limits.forget(key);
+    this.#denials = this.#limits.forget(key);
     if (this.#o.fallback === "local") this.#limits.localReset(key);
     this.#stats.roundTrips++;
     try {
@@ -222,7 +224,7 @@ export class RedisLimiter {
    * crate's and the edge worker's), its waits counted down.
    */
   #remembered(group, cost) {
-    if (!this.#o.denyCache || this.#o.clock !== undefined) return undefined;
+    if (this.#denials === 0 || !this.#o.denyCache || this.#o.clock !== undefined) return undefined;
     const out = deniedAnswer(this.#limits, group, cost, performance.now());
     if (out === undefined) return undefined;
     this.#stats.denyCache++;
@@ -235,7 +237,7 @@ export class RedisLimiter {
    * until a lower bound of it (the whole ms were rounded up).
    */
   #remember(group, cost, sent, numbers) {
-    if (this.#o.denyCache && this.#o.clock === undefined) this.#limits.remember(group.key, group.tenant, cost, sent, numbers);
+    if (this.#o.denyCache && this.#o.clock === undefined) this.#denials = this.#limits.remember(group.key, group.tenant, cost, sent, numbers);
   }
 
   /** Queues a request for its group; the first of an idle group runs the group's rounds. */

@@ -430,7 +430,9 @@ impl FleetLimits {
     /// `performance.now()`), until a lower bound of its retry time
     /// ([`fleet::lower_bound`]: the whole ms were rounded up), so that the memory never
     /// outlasts the true retry time. Only a denial with a retry time is remembered
-    /// ([`DenyCache::remember`]).
+    /// ([`DenyCache::remember`]). Returns how many denials the cache holds: JavaScript
+    /// skips [`FleetLimits::denied`] while it is 0 (the cache only grows here, so a count
+    /// it last heard is never below the truth).
     pub fn remember(
         &self,
         key: String,
@@ -438,21 +440,20 @@ impl FleetLimits {
         cost: f64,
         sent: f64,
         numbers: &[f64],
-    ) {
-        let Some(d) = stack_from(numbers) else { return };
-        let retry = fleet::lower_bound(d.decision.retry_after);
-        self.denials.borrow_mut().remember(
-            (key, tenant),
-            cost_units(cost),
-            now_ns(sent),
-            &d,
-            retry,
-        );
+    ) -> usize {
+        let denials = &mut *self.denials.borrow_mut();
+        if let Some(d) = stack_from(numbers) {
+            let retry = fleet::lower_bound(d.decision.retry_after);
+            denials.remember((key, tenant), cost_units(cost), now_ns(sent), &d, retry);
+        }
+        denials.len()
     }
 
-    /// The deny cache: forgets every denial of `key` (a reset).
-    pub fn forget(&self, key: &str) {
-        self.denials.borrow_mut().retain(|(k, _)| k != key);
+    /// The deny cache: forgets every denial of `key` (a reset); returns how many it holds.
+    pub fn forget(&self, key: &str) -> usize {
+        let denials = &mut *self.denials.borrow_mut();
+        denials.retain(|(k, _)| k != key);
+        denials.len()
     }
 
     /// The `local` fallback: decides a request of `cost` (0: a peek) for `key` (and
