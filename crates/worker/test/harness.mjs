@@ -16,8 +16,10 @@ export const ADMIN_SECRET = "admin-secret-for-tests";
  * @param {boolean} [o.withObject=true] bind the Durable Object (false: the coordinator is missing)
  * @param {string} [o.persist] directory for durable state (restart tests)
  * @param {object} [o.bindings] extra vars
+ * @param {boolean} [o.analytics=false] bind a Workers Analytics Engine dataset as ANALYTICS
+ *   (Miniflare's local simulator: it accepts data points and keeps none)
  */
-export async function start({ config, withObject = true, persist, bindings = {} } = {}) {
+export async function start({ config, withObject = true, persist, bindings = {}, analytics = false } = {}) {
   const vars = { CHECK_SECRET, ADMIN_SECRET, ...bindings };
   if (config !== undefined) vars.TOLLGATE_CONFIG = typeof config === "string" ? config : JSON.stringify(config);
   const mf = new Miniflare({
@@ -32,6 +34,7 @@ export async function start({ config, withObject = true, persist, bindings = {} 
     durableObjects: withObject ? { LIMITER: { className: "Limiter", useSQLite: true } } : {},
     durableObjectsPersist: persist ?? false,
     bindings: vars,
+    ...(analytics ? { analyticsEngineDatasets: { ANALYTICS: { dataset: "tollgate_test" } } } : {}),
     cf: false,
   });
   await mf.ready;
