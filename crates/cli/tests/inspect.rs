@@ -160,3 +160,62 @@ fn inspect_prints_remaining_reset_tenant_windows_concurrency_and_ttl() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("redis redis://127.0.0.1:1/"));
 }
+
+/// The scripts' layout (tollgate-redis without the module, compare-and-set through Lua):
+/// the same key names and stored values, read the same.
+#[tokio::test(flavor = "current_thread")]
+async fn keys_written_by_the_scripts_client_read_the_same() {
+    use tollgate::fair_share::FairShare;
+    use tollgate::store::Limits;
+    use tollgate_redis::{Fallback, Options, RedisLimiter};
+
+    let server = support::Server::with_args(&["--save", ""]);
+    let url = server.url();
+    let conn = redis::Client::open(url.as_str())
+        .unwrap()
+        .get_connection_manager()
+        .await
+        .unwrap();
+    let share = FairShare::new(
+        "token-bucket 10/h burst 20".parse().unwrap(),
+        "sliding-window 4/h".parse().unwrap(),
+    )
+    .unwrap();
+    let options = Options::new("scripts", Fallback::Closed).use_module(false);
+    let limiter = RedisLimiter::new(conn, Limits::fair_share(share), options).unwrap();
+    for _ in 0..3 {
+        let outcome = limiter.check_tenant("k", Some("acme"), 1).await.unwrap();
+        assert!(outcome.decision.allowed);
+    }
+
+    let out = Command::cargo_bin("tollgate")
+        .unwrap()
+        .args([
+            "redis",
+            "inspect",
+            &url,
+            "scripts",
+            "-p",
+            "token-bucket 10/h burst 20",
+        ])
+        .args(["--tenant-policy", "sliding-window 4/h"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        text.contains("tollgate:{scripts:k}:0\n  slot: limit 0 of the stack"),
+        "{text}"
+    );
+    assert!(text.contains("remaining: 17 of 20"), "{text}");
+    assert!(
+        text.contains("tollgate:{scripts:k}:t:acme\n  slot: tenant window of \"acme\""),
+        "{text}"
+    );
+    assert!(text.contains("remaining: 1 of 4"), "{text}");
+    assert!(text.ends_with("2 keys matching *:{scripts:*\n"), "{text}");
+}
