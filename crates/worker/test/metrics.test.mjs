@@ -65,7 +65,7 @@ async function scrape(edge, headers = ADMIN) {
   return { status: r.status, type: r.headers.get("content-type"), text: await r.text() };
 }
 
-for (const analytics of [false, true]) {
+for (const analytics of [false, "simulator"]) {
   test(`N requests against a known policy, counted exactly in /admin/v1/metrics (analytics binding: ${analytics})`, async () => {
     const edge = await start({ config: CONFIG, analytics });
     try {
@@ -123,6 +123,38 @@ for (const analytics of [false, true]) {
     }
   });
 }
+
+test("with an Analytics Engine binding, one data point per decision: policy, route, outcome, source; decisions, near-limit", async () => {
+  const edge = await start({ config: CONFIG, analytics: "recorder" });
+  try {
+    const ip = "198.51.100.9";
+    const statuses = [];
+    for (let i = 0; i < 7; i++) statuses.push((await hit(edge, "/api/metered", { ip })).status);
+    assert.deepEqual(statuses, [200, 200, 200, 200, 200, 429, 429]);
+    const r = await edge.api("/v1/check", { key: "user-2", policy: "metered" });
+    assert.equal(r.status, 200);
+    // Console lines reach the test asynchronously: wait until all 8 are in (or fail below).
+    for (let i = 0; i < 250 && edge.dataPoints.length < 8; i++) await new Promise((r) => setTimeout(r, 20));
+    const point = (blobs, doubles) => ({ indexes: ["metered"], blobs, doubles });
+    const admitted = (near) => point(["metered", "metered-route", "admitted", "store"], [1, near]);
+    assert.deepEqual(edge.dataPoints, [
+      admitted(0),
+      admitted(0),
+      admitted(0),
+      admitted(0),
+      admitted(1),
+      point(["metered", "metered-route", "denied", "store"], [1, 0]),
+      point(["metered", "metered-route", "denied", "deny_cache"], [1, 0]),
+      point(["metered", "", "admitted", "store"], [1, 0]),
+    ]);
+    // The metrics count the same decisions.
+    const m = parsePrometheus((await scrape(edge)).text);
+    const route = { tollgate_policy: "metered", tollgate_route: "metered-route" };
+    assert.equal(sample(m, "tollgate_decisions_total", { ...route, tollgate_outcome: "admitted", tollgate_source: "store" }), 5);
+  } finally {
+    await edge.dispose();
+  }
+});
 
 test("a failing coordinator: the fallback's decisions count as degraded; the metrics scrape fails (503) rather than under-count", async () => {
   const config = {
