@@ -335,6 +335,7 @@ pub const WAIT_BUCKETS: [Nanos; 12] = [
 
 /// A histogram of durations over [`WAIT_BUCKETS`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct Histogram {
     /// Observations per bucket (not cumulative); the last is above every bound.
     pub buckets: [u64; WAIT_BUCKETS.len() + 1],
@@ -370,7 +371,14 @@ impl Histogram {
 /// The counts of one policy (on one route), as plain data: what a runtime keeps when its
 /// exporter reads a snapshot (the npm package, the edge, the Envoy service) rather than
 /// being told each event (the `metrics` crate facade).
+///
+/// With the `serde` feature a tally serializes as its counts (arrays indexed in the order
+/// of [`Outcome::ALL`], [`Source::ALL`], [`Behaviour::ALL`], [`REASONS`] and
+/// [`WaitResult::ALL`]), so a runtime can send tallies between its processes and keep them
+/// (the edge's isolates report theirs to one object that merges and stores them).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(default))]
 pub struct Tally {
     decisions: [[u64; Source::ALL.len()]; Outcome::ALL.len()],
     near_limit: u64,

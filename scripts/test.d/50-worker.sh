@@ -24,4 +24,5 @@ node --test --test-concurrency=1 \
   crates/worker/test/queue.test.mjs \
   crates/worker/test/timeout.test.mjs \
   crates/worker/test/apikeys.test.mjs \
+  crates/worker/test/metrics.test.mjs \
   crates/worker/test/wrangler.test.mjs

@@ -6,6 +6,7 @@ pub mod accesslog;
 pub mod compare;
 pub mod error;
 pub mod input;
+pub mod inspect;
 pub mod key;
 pub mod limiter;
 pub mod progress;

@@ -12,7 +12,7 @@ use tollgate_cli::compare::{self, write_table};
 use tollgate_cli::key::KeySpec;
 use tollgate_cli::replay::{self, LogFormat};
 use tollgate_cli::trace::{Trace, TraceFormat};
-use tollgate_cli::{input, simulate, CliError};
+use tollgate_cli::{input, inspect, simulate, CliError};
 
 /// What would a rate-limit policy have done to my traffic? Every decision is made by the
 /// tollgate core.
@@ -102,6 +102,30 @@ enum Command {
         /// or "-".
         file: Option<PathBuf>,
     },
+    /// Read tollgate's state in Redis (read-only).
+    Redis {
+        #[command(subcommand)]
+        command: RedisCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum RedisCommand {
+    /// Print each matching key's state in words and numbers (slot, TTL, state; with the
+    /// policies, remaining, reset and concurrency in use), decoded by the core. Only SCAN,
+    /// TYPE, GET, PTTL and TIME are sent: nothing is written.
+    Inspect {
+        /// The server: redis://host:port/db.
+        url: String,
+        /// A namespace (every key under it, any prefix) or a key glob ("tollgate:{api:*").
+        pattern: String,
+        /// The policy of limit i of the stack, in order (repeat for a stack).
+        #[arg(long, short)]
+        policy: Vec<String>,
+        /// The fair share's tenant-window policy.
+        #[arg(long)]
+        tenant_policy: Option<String>,
+    },
 }
 
 fn policy(text: &str) -> Result<Policy, CliError> {
@@ -172,6 +196,21 @@ fn run(cli: Cli) -> Result<(), CliError> {
             }
         }
         Command::CheckConfig { file } => check_config(file, &mut out)?,
+        Command::Redis {
+            command:
+                RedisCommand::Inspect {
+                    url,
+                    pattern,
+                    policy: texts,
+                    tenant_policy,
+                },
+        } => {
+            let policies = inspect::Policies {
+                stack: texts.iter().map(|t| policy(t)).collect::<Result<_, _>>()?,
+                tenant: tenant_policy.as_deref().map(policy).transpose()?,
+            };
+            redis_inspect(&url, &pattern, &policies, &mut out)?;
+        }
     }
     out.flush()?;
     Ok(())
@@ -192,6 +231,64 @@ fn check_config(file: Option<PathBuf>, out: &mut impl Write) -> Result<(), CliEr
         config.policies.len(),
         config.routes.len()
     )?;
+    Ok(())
+}
+
+/// The glob `inspect` scans: a pattern with a glob character as it is, otherwise a
+/// namespace: every slot of every key under it, whatever the prefix.
+fn inspect_glob(pattern: &str) -> String {
+    if pattern.contains(['*', '?', '[']) {
+        pattern.to_string()
+    } else {
+        format!("*:{{{pattern}:*")
+    }
+}
+
+/// `tollgate redis inspect`: SCAN, then GET and PTTL per key (read-only), decoded and
+/// described by [`inspect::describe`] at the server's `TIME`.
+fn redis_inspect(
+    url: &str,
+    pattern: &str,
+    policies: &inspect::Policies,
+    out: &mut impl Write,
+) -> Result<(), CliError> {
+    let fail = |e: redis::RedisError| CliError::Usage(format!("redis {url}: {e}"));
+    let client = redis::Client::open(url).map_err(fail)?;
+    let mut con = client.get_connection().map_err(fail)?;
+    let glob = inspect_glob(pattern);
+    let mut keys: Vec<String> = Vec::new();
+    let mut cursor: u64 = 0;
+    loop {
+        let (next, batch): (u64, Vec<String>) = redis::cmd("SCAN")
+            .arg(cursor)
+            .arg("MATCH")
+            .arg(&glob)
+            .arg("COUNT")
+            .arg(1000)
+            .query(&mut con)
+            .map_err(fail)?;
+        keys.extend(batch);
+        cursor = next;
+        if cursor == 0 {
+            break;
+        }
+    }
+    keys.sort();
+    keys.dedup();
+    let (secs, micros): (u64, u64) = redis::cmd("TIME").query(&mut con).map_err(fail)?;
+    let now = secs * tollgate::NANOS_PER_SEC + micros * 1_000;
+    for key in &keys {
+        let kind: String = redis::cmd("TYPE").arg(key).query(&mut con).map_err(fail)?;
+        if kind != "string" && kind != "none" {
+            writeln!(out, "{key}\n  a {kind}, not a tollgate state")?;
+            continue;
+        }
+        let value: Option<Vec<u8>> = redis::cmd("GET").arg(key).query(&mut con).map_err(fail)?;
+        let pttl: i64 = redis::cmd("PTTL").arg(key).query(&mut con).map_err(fail)?;
+        let text = inspect::describe(key, value.as_deref(), pttl, policies, now);
+        write!(out, "{text}")?;
+    }
+    writeln!(out, "{} keys matching {glob}", keys.len())?;
     Ok(())
 }
 

@@ -2,6 +2,7 @@
 //! parse the limiter and options, then run one [`Batch`] over the loaded values.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{LazyLock, Mutex};
 
 use tollgate::fair_share::FairShare;
@@ -45,11 +46,27 @@ static POLICIES: LazyLock<Mutex<HashMap<Vec<u8>, Policy>>> = LazyLock::new(Defau
 /// The most parsed policies kept (see `POLICIES`).
 const CACHED_POLICIES: usize = 256;
 
+/// Policies found in [`POLICIES`] and policies parsed (for `INFO tollgate`).
+static POLICY_CACHE_HITS: AtomicU64 = AtomicU64::new(0);
+static POLICY_CACHE_MISSES: AtomicU64 = AtomicU64::new(0);
+
+/// The policy cache's hits, misses (policies parsed, errors included) and size now.
+pub fn policy_cache() -> (u64, u64, u64) {
+    let size = POLICIES.lock().unwrap_or_else(|e| e.into_inner()).len();
+    (
+        POLICY_CACHE_HITS.load(Relaxed),
+        POLICY_CACHE_MISSES.load(Relaxed),
+        size as u64,
+    )
+}
+
 fn policy(arg: &[u8]) -> Result<Policy, ArgError> {
     let mut cache = POLICIES.lock().unwrap_or_else(|e| e.into_inner());
     if let Some(p) = cache.get(arg) {
+        POLICY_CACHE_HITS.fetch_add(1, Relaxed);
         return Ok(*p);
     }
+    POLICY_CACHE_MISSES.fetch_add(1, Relaxed);
     let p: Policy = text(arg, "the policy")?
         .parse()
         .map_err(|e| format!("ERR {e}"))?;

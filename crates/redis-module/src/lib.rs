@@ -5,6 +5,7 @@
 #![cfg_attr(test, allow(dead_code))]
 
 pub mod command;
+pub mod info;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -16,12 +17,17 @@ use tollgate::store::fleet;
 use tollgate::{millis, Decision, NANOS_PER_MS};
 
 use command::{decode, parse, run, slot_key, KeyWrite, Op, Ttl};
+use info::ErrorKind;
 
 static TEST_CLOCK: AtomicBool = AtomicBool::new(false);
 static GRACE_MS: AtomicU64 = AtomicU64::new(1_000);
 static LEASE_MS: AtomicU64 = AtomicU64::new(60_000);
 
 fn init(ctx: &Context, args: &[RedisString]) -> Status {
+    // `INFO tollgate`: replaces the crate's default callback (registered just before this
+    // init, with no section of ours).
+    #[cfg(not(test))]
+    raw::register_info_function(ctx.get_raw(), Some(info::info_callback));
     // Absolute expiry (Redis 6.2.2 and later): see `StateKey::put`.
     let set_abs_expire = unsafe { raw::RedisModule_SetAbsExpire };
     if set_abs_expire.is_none() {
@@ -189,17 +195,28 @@ fn decision_reply(d: &Decision) -> Vec<RedisValue> {
     fleet::decision_fields(d).into_iter().map(int).collect()
 }
 
+/// A command's error, counted in `INFO tollgate` by its kind.
+fn counted(kind: ErrorKind) -> impl FnOnce(RedisError) -> RedisError {
+    move |e| {
+        info::error(kind);
+        e
+    }
+}
+
 fn decide(ctx: &Context, args: Vec<RedisString>, op: Op) -> RedisResult {
     if args.len() < 3 {
-        return Err(RedisError::WrongArity);
+        return Err(counted(ErrorKind::Arity)(RedisError::WrongArity));
     }
     let base = args[1].as_slice();
     if base.is_empty() {
-        return Err(RedisError::Str("ERR the key must not be empty"));
+        let e = RedisError::Str("ERR the key must not be empty");
+        return Err(counted(ErrorKind::Argument)(e));
     }
     let rest: Vec<&[u8]> = args[2..].iter().map(|a| a.as_slice()).collect();
     let test_clock = TEST_CLOCK.load(Relaxed);
-    let req = parse(&rest, test_clock).map_err(err)?;
+    let req = parse(&rest, test_clock)
+        .map_err(err)
+        .map_err(counted(ErrorKind::Argument))?;
     let slots = req.limits.slots(req.tenant.as_deref());
     let keys: Vec<StateKey> = slots
         .iter()
@@ -210,7 +227,11 @@ fn decide(ctx: &Context, args: Vec<RedisString>, op: Op) -> RedisResult {
         .collect();
     let mut loaded = Vec::with_capacity(keys.len());
     for key in &keys {
-        loaded.push(decode(key.name.as_slice(), key.read()?).map_err(err)?);
+        let stored = key.read().map_err(counted(ErrorKind::WrongType))?;
+        let state = decode(key.name.as_slice(), stored)
+            .map_err(err)
+            .map_err(counted(ErrorKind::State))?;
+        loaded.push(state);
     }
     let wall = server_now();
     let now = match req.now_ms {
@@ -221,18 +242,21 @@ fn decide(ctx: &Context, args: Vec<RedisString>, op: Op) -> RedisResult {
         grace_ms: GRACE_MS.load(Relaxed),
         lease_ms: LEASE_MS.load(Relaxed),
     });
-    let outcome = run(&req, &slots, loaded, now, op, ttl).map_err(err)?;
+    let outcome = run(&req, &slots, loaded, now, op, ttl)
+        .map_err(err)
+        .map_err(counted(ErrorKind::Decision))?;
     let wall_ms = wall / NANOS_PER_MS;
     for (i, w) in &outcome.writes {
         match w {
-            KeyWrite::Put { value, ttl_ms } => {
-                keys[*i].put(ctx, value, wall_ms.saturating_add(*ttl_ms))?
-            }
+            KeyWrite::Put { value, ttl_ms } => keys[*i]
+                .put(ctx, value, wall_ms.saturating_add(*ttl_ms))
+                .map_err(counted(ErrorKind::Write))?,
             KeyWrite::Delete => {
                 keys[*i].delete(ctx);
             }
         }
     }
+    info::decided(op, outcome.decided.as_ref().map(|(d, _)| d));
     Ok(match outcome.decided {
         Some((decision, each)) => {
             let mut reply = decision_reply(&decision);
@@ -260,6 +284,12 @@ fn release(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
 }
 
 fn reset(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
+    let found = reset_keys(ctx, args)?;
+    info::reset();
+    Ok(found)
+}
+
+fn reset_keys(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
     let (base, n) = match args.as_slice() {
         [_, base] => (base.as_slice(), 1),
         [_, base, kw, n] if kw.as_slice().eq_ignore_ascii_case(b"LIMITS") => {
@@ -267,17 +297,18 @@ fn reset(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
                 .parse_integer()
                 .ok()
                 .filter(|n| (1..=command::MAX_STACK as i64).contains(n))
-                .ok_or(RedisError::Str("ERR LIMITS must be 1 to 16"))?;
+                .ok_or(RedisError::Str("ERR LIMITS must be 1 to 16"))
+                .map_err(counted(ErrorKind::Argument))?;
             (base.as_slice(), n as usize)
         }
-        _ => return Err(RedisError::WrongArity),
+        _ => return Err(counted(ErrorKind::Arity)(RedisError::WrongArity)),
     };
     let mut found = 0;
     for i in 0..n {
         let key = slot_key(base, None, tollgate::store::Slot::Layer(i));
         let key = StateKey::open(ctx, &key, true);
         // Only a tollgate state is ours to delete (another type is an error, as for a check).
-        key.read()?;
+        key.read().map_err(counted(ErrorKind::WrongType))?;
         found += key.delete(ctx) as i64;
     }
     Ok(RedisValue::Integer(found))

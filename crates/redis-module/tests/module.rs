@@ -502,3 +502,110 @@ async fn the_fleet_store_detects_the_module_and_decides_in_one_round_trip() {
     }
     assert_eq!(admitted, 47);
 }
+
+/// The `tollgate_` fields of `INFO tollgate`, by name (without the prefix).
+async fn info(conn: &mut ConnectionManager) -> std::collections::HashMap<String, u64> {
+    let text: String = redis::cmd("INFO")
+        .arg("tollgate")
+        .query_async(conn)
+        .await
+        .unwrap();
+    assert!(text.contains("# tollgate"), "{text}");
+    text.lines()
+        .filter_map(|l| l.strip_prefix("tollgate_")?.split_once(':'))
+        .map(|(k, v)| (k.to_string(), v.trim().parse().unwrap()))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn info_tollgate_counts_commands_by_outcome_errors_by_kind_and_the_policy_cache() {
+    let server = with_module(&[]);
+    let mut conn = connect(&server).await;
+    let zero = info(&mut conn).await;
+    assert!(zero.values().all(|&v| v == 0), "{zero:?}");
+    assert_eq!(zero.len(), 16, "{zero:?}");
+
+    // 7 checks of 5/h on one key: 5 admitted (the last leaves 0 of 5: near the limit), 2 denied.
+    for _ in 0..7 {
+        check(&mut conn, "tollgate:{info}", &["fixed-window 5/h"])
+            .await
+            .unwrap();
+    }
+    let _: Vec<redis::Value> = redis::cmd("TOLLGATE.PEEK")
+        .arg("tollgate:{info}")
+        .arg("fixed-window 5/h")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let _: i64 = redis::cmd("TOLLGATE.RESET")
+        .arg("tollgate:{info}")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    // Errors, one of each kind a client can cause.
+    let fail = |c: &mut redis::Cmd| c.clone();
+    let mut errors = vec![
+        fail(redis::cmd("TOLLGATE.CHECK").arg("k")), // arity
+        fail(redis::cmd("TOLLGATE.CHECK").arg("k").arg("no such policy")), // argument
+        fail(
+            redis::cmd("TOLLGATE.CHECK")
+                .arg("tollgate:{list}")
+                .arg("10/s"),
+        ), // wrongtype
+        fail(
+            redis::cmd("TOLLGATE.CHECK")
+                .arg("tollgate:{junk}")
+                .arg("10/s"),
+        ), // state
+        fail(
+            redis::cmd("TOLLGATE.CHECK")
+                .arg("k")
+                .arg("10/s")
+                .arg("COST")
+                .arg("11"),
+        ), // decision
+    ];
+    // A single policy's state lives in `<base>:0` (store::keys).
+    let _: () = redis::cmd("RPUSH")
+        .arg("tollgate:{list}:0")
+        .arg("x")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let _: () = redis::cmd("SET")
+        .arg("tollgate:{junk}:0")
+        .arg("not a state")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    for c in &mut errors {
+        let r: redis::RedisResult<redis::Value> = c.query_async(&mut conn).await;
+        assert!(r.is_err(), "{c:?} answered {r:?}");
+    }
+
+    let n = info(&mut conn).await;
+    let expect = [
+        ("check_admitted", 5),
+        ("check_denied", 2),
+        ("check_near_limit", 1),
+        // A peek decides a cost of 0, which fits even an exhausted window.
+        ("peek_admitted", 1),
+        ("peek_denied", 0),
+        ("release_ok", 0),
+        ("reset_ok", 1),
+        ("errors_arity", 1),
+        ("errors_argument", 1),
+        ("errors_wrongtype", 1),
+        ("errors_state", 1),
+        ("errors_decision", 1),
+        ("errors_write", 0),
+    ];
+    for (field, value) in expect {
+        assert_eq!(n[field], value, "{field}: {n:?}");
+    }
+    // Policies parsed: "fixed-window 5/h" once (then 7 hits: 6 more checks and the peek),
+    // "no such policy" (an error, not kept) and "10/s" once (then 2 hits).
+    assert_eq!(n["policy_cache_misses"], 3, "{n:?}");
+    assert_eq!(n["policy_cache_hits"], 9, "{n:?}");
+    assert_eq!(n["policy_cache_size"], 2, "{n:?}");
+}

@@ -1,5 +1,6 @@
-//! The admin API (bearer `ADMIN_SECRET`): `GET /admin/v1/stats`, and a key's states read or
-//! reset (`POST /admin/v1/keys/read`, `/admin/v1/keys/reset`).
+//! The admin API (bearer `ADMIN_SECRET`): `GET /admin/v1/stats` (JSON) and
+//! `GET /admin/v1/metrics` (Prometheus text), and a key's states read or reset
+//! (`POST /admin/v1/keys/read`, `/admin/v1/keys/reset`).
 
 use serde::Deserialize;
 use serde_json::json;
@@ -10,7 +11,7 @@ use crate::config::Config;
 use crate::http::{api_error, authorise, json_ok, read_json};
 use crate::plan::{admin_key, Plan};
 use crate::protocol::{ObjectRequest, ObjectResponse, Peek, When};
-use crate::{denial, rpc, stats};
+use crate::{counters, denial, rpc, stats};
 
 /// The body of `/admin/v1/keys/read` and `/admin/v1/keys/reset`: a policy and the identity
 /// to look up (`key` as given to `/v1/check`, or `ip` and/or `apiKey` as a request sends).
@@ -36,12 +37,14 @@ pub async fn handle(
     }
     match (req.method(), path) {
         (Method::Get, "/admin/v1/stats") => stats_answer(env, cfg).await,
+        (Method::Get, "/admin/v1/metrics") => metrics_answer(env, cfg).await,
         (Method::Post, "/admin/v1/keys/read") => key(&mut req, env, cfg, false).await,
         (Method::Post, "/admin/v1/keys/reset") => key(&mut req, env, cfg, true).await,
         _ => api_error(
             404,
             "not-found",
-            "admin routes: GET /admin/v1/stats, POST /admin/v1/keys/read, POST /admin/v1/keys/reset",
+            "admin routes: GET /admin/v1/stats, GET /admin/v1/metrics, POST /admin/v1/keys/read, \
+             POST /admin/v1/keys/reset",
         ),
     }
 }
@@ -53,17 +56,32 @@ async fn stats_answer(env: &Env, cfg: &Config) -> worker::Result<Response> {
     let body = match stats::report(env, cfg.settings.timeout_ms).await {
         Ok(totals) => json!({
             "scope": "global",
-            "policies": totals,
+            "policies": counters::by_policy(&totals),
             "denyCacheEntries": deny,
         }),
         Err(f) => json!({
             "scope": "isolate",
             "error": format!("stats object {f}; these are this isolate's unreported counts"),
-            "policies": stats::unreported(),
+            "policies": counters::by_policy(&stats::unreported()),
             "denyCacheEntries": deny,
         }),
     };
     json_ok(&body)
+}
+
+/// Every isolate's totals (after reporting this one's) as Prometheus text (exposition
+/// format 0.0.4), rendered by the core. When the stats object cannot be reached the scrape
+/// fails (503): this isolate's share alone would make the counters go down.
+async fn metrics_answer(env: &Env, cfg: &Config) -> worker::Result<Response> {
+    match stats::report(env, cfg.settings.timeout_ms).await {
+        Ok(totals) => {
+            let mut resp = Response::ok(counters::prometheus(&totals))?;
+            resp.headers_mut()
+                .set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")?;
+            Ok(resp)
+        }
+        Err(f) => api_error(503, "stats-unavailable", &format!("stats object {f}")),
+    }
 }
 
 /// Reads (a peek, with the object's stored rows) or resets one key's states.

@@ -3,6 +3,8 @@
 
 use serde::Deserialize;
 use serde_json::json;
+use tollgate::metrics::{Behaviour, Source};
+use tollgate::store::fleet::Why;
 use tollgate::{Decision, MillisDecision};
 use worker::{console_error, Env, Method, Request, Response};
 
@@ -11,6 +13,7 @@ use crate::env::now_ms;
 use crate::http::{api_error, authorise, json_ok, json_response, read_json, set_all, unavailable};
 use crate::plan::{LimitName, Plan};
 use crate::protocol::{Check, ObjectRequest, ObjectResponse, Peek, Release, When};
+use crate::rpc::Failure;
 use crate::{answer, denial, keying, lease, rpc, stats};
 
 /// Which call of the API.
@@ -98,7 +101,7 @@ pub async fn handle(
     let use_cache = checking && body.now.is_none() && cfg.settings.deny_cache;
     if use_cache {
         if let Some((decision, each)) = denial::cached(&cache_key, now_ms()) {
-            stats::count(&entry.name, |c| c.deny_cache += 1);
+            stats::decided(env, &entry.name, None, &decision, false, Source::DenyCache);
             return decision_response(cfg, &plan.names, &decision, &each);
         }
     }
@@ -133,10 +136,7 @@ pub async fn handle(
             ..
         }) => {
             if checking {
-                stats::count(&entry.name, |c| match decision.allowed {
-                    true => c.admitted += 1,
-                    false => c.denied += 1,
-                });
+                stats::decided(env, &entry.name, None, &decision, false, Source::Store);
                 if use_cache {
                     denial::remember(cache_key, now_ms, &decision, each.clone());
                 }
@@ -147,7 +147,7 @@ pub async fn handle(
         Ok(ObjectResponse::Reset { found }) => json_ok(&json!({"found": found})),
         Ok(ObjectResponse::Error { code, message }) => api_error(422, &code, &message),
         Ok(ObjectResponse::Late { .. }) => {
-            stats::count(&entry.name, |c| c.degraded += 1);
+            degraded(env, &entry.name, Why::Timeout);
             unavailable("timed out")
         }
         Ok(other @ (ObjectResponse::Count { .. } | ObjectResponse::Stats { .. })) => {
@@ -155,10 +155,22 @@ pub async fn handle(
         }
         Err(f) => {
             console_error!("tollgate: check API object {}: {f}", plan.object);
-            stats::count(&entry.name, |c| c.degraded += 1);
+            let why = match f {
+                Failure::Timeout => Why::Timeout,
+                Failure::Unavailable(_) => Why::Unreachable,
+            };
+            degraded(env, &entry.name, why);
             unavailable(&f.to_string())
         }
     }
+}
+
+/// Counts a check the coordinator could not decide (`why`): the API answers 503 and admits
+/// nothing, so it counts as a denial by the fallback after a fail-closed failure.
+fn degraded(env: &Env, policy: &str, why: Why) {
+    stats::failed(policy, None, Behaviour::Closed, why);
+    let denied = crate::counters::fallback_decision(false);
+    stats::decided(env, policy, None, &denied, false, Source::Fallback);
 }
 
 /// The core's decision in milliseconds, each limit's (named), and the `RateLimit` fields.

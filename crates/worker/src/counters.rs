@@ -1,27 +1,101 @@
-//! Per-policy counters (`GET /admin/v1/stats`): what each isolate counts locally and adds
-//! to the stats object's totals.
+//! Per-policy counts, in the core's metric model ([`tollgate::metrics`]): a [`Tally`] per
+//! policy and route, which each isolate keeps and adds to the stats object's totals. The
+//! admin API serves them as Prometheus text (`GET /admin/v1/metrics`, rendered by
+//! [`tollgate::metrics::render`]) and as the JSON counters of `GET /admin/v1/stats`
+//! ([`Counters`], derived from the tallies).
 
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
+use tollgate::metrics::{near_limit, Outcome, Series, Source, Tally};
+use tollgate::Decision;
 
-/// Counters of one policy.
+/// Which counts: a policy's name, and the route (`None`: the check API, which has no route).
+pub type SeriesKey = (String, Option<String>);
+
+/// The tallies of every policy and route.
+pub type Tallies = BTreeMap<SeriesKey, Tally>;
+
+/// One policy's tally on one route, as sent to and answered by the stats object.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PolicyTally {
+    /// The policy's name.
+    pub policy: String,
+    /// The route's name (`None`: the check API).
+    #[serde(default)]
+    pub route: Option<String>,
+    /// The counts.
+    pub tally: Tally,
+}
+
+/// The tallies as a list (the protocol's form: JSON objects have no tuple keys).
+pub fn to_list(tallies: &Tallies) -> Vec<PolicyTally> {
+    tallies
+        .iter()
+        .map(|((policy, route), tally)| PolicyTally {
+            policy: policy.clone(),
+            route: route.clone(),
+            tally: *tally,
+        })
+        .collect()
+}
+
+/// Adds every tally of `from` into `into`.
+pub fn merge(into: &mut Tallies, from: &[PolicyTally]) {
+    for t in from {
+        into.entry((t.policy.clone(), t.route.clone()))
+            .or_default()
+            .merge(&t.tally);
+    }
+}
+
+/// The Prometheus text of `tallies` ([`tollgate::metrics::render`]).
+pub fn prometheus(tallies: &[PolicyTally]) -> String {
+    let series: Vec<Series<'_>> = tallies
+        .iter()
+        .map(|t| Series {
+            policy: &t.policy,
+            route: t.route.as_deref(),
+            tally: &t.tally,
+            concurrency_in_use: None,
+        })
+        .collect();
+    tollgate::metrics::render(&series)
+}
+
+/// The JSON counters of one policy (`GET /admin/v1/stats`), derived from its tallies.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
 pub struct Counters {
-    /// Requests the coordinator admitted.
+    /// Requests the coordinator admitted (outcome `admitted`, source `store`).
     pub admitted: u64,
-    /// Requests the coordinator denied because of this policy.
+    /// Requests the coordinator denied because of this policy (`denied`, `store`).
     pub denied: u64,
-    /// Requests decided without the coordinator (fail-open or fail-closed).
+    /// Requests decided without the coordinator, fail-open or fail-closed (source
+    /// `fallback`, any outcome).
     pub degraded: u64,
-    /// Requests denied from the isolate's deny cache.
+    /// Requests denied from the isolate's deny cache (`denied`, `deny_cache`).
     pub deny_cache: u64,
-    /// Shadow-mode requests that would have been denied (and were forwarded).
+    /// Shadow-mode requests that would have been denied, and were forwarded
+    /// (`shadow_denied`, `store`).
     pub shadow_denied: u64,
 }
 
 impl Counters {
+    /// The counters a tally sums to.
+    pub fn of(t: &Tally) -> Counters {
+        Counters {
+            admitted: t.decisions(Outcome::Admitted, Source::Store),
+            denied: t.decisions(Outcome::Denied, Source::Store),
+            degraded: Outcome::ALL
+                .iter()
+                .map(|&o| t.decisions(o, Source::Fallback))
+                .sum(),
+            deny_cache: t.decisions(Outcome::Denied, Source::DenyCache),
+            shadow_denied: t.decisions(Outcome::ShadowDenied, Source::Store),
+        }
+    }
+
     /// Adds `other` to these counters.
     pub fn add(&mut self, other: &Counters) {
         self.admitted += other.admitted;
@@ -32,32 +106,153 @@ impl Counters {
     }
 }
 
-/// Adds every policy's counters of `from` into `into`.
-pub fn merge(into: &mut BTreeMap<String, Counters>, from: &BTreeMap<String, Counters>) {
-    for (k, c) in from {
-        into.entry(k.clone()).or_default().add(c);
+/// The JSON counters by policy: each policy's tallies on every route, added up.
+pub fn by_policy(tallies: &[PolicyTally]) -> BTreeMap<String, Counters> {
+    let mut out: BTreeMap<String, Counters> = BTreeMap::new();
+    for t in tallies {
+        out.entry(t.policy.clone())
+            .or_default()
+            .add(&Counters::of(&t.tally));
+    }
+    out
+}
+
+/// The decision a route's fallback made (fail-open admits, fail-closed denies): no limit
+/// was consulted, so it has no limit and is never [near the limit](near_limit).
+pub fn fallback_decision(admitted: bool) -> Decision {
+    Decision {
+        allowed: admitted,
+        ..Decision::default()
     }
 }
 
-/// Per-policy counts of this isolate not yet reported to the stats object.
-#[derive(Default)]
-pub struct Stats {
-    /// Counters by policy name.
-    pub by_policy: BTreeMap<String, Counters>,
-    /// When this isolate last reported (ms; 0 before its first request).
-    pub last_flush_ms: u64,
+/// One Workers Analytics Engine data point for one decision of one policy: the index is
+/// the policy (the sampling key), the blobs are policy, route (empty for the check API),
+/// outcome and source (the model's attribute values), the doubles are the decisions
+/// counted (1) and whether it was near the limit (0 or 1). Queried as
+/// `SUM(_sample_interval * double1) ... GROUP BY blob1, blob3, blob4`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DataPoint<'a> {
+    /// `[policy, route, outcome, source]`.
+    pub blobs: [&'a str; 4],
+    /// `[decisions, near_limit]`.
+    pub doubles: [f64; 2],
 }
 
-impl Stats {
-    /// Counts into the counters of `policy`.
-    pub fn count(&mut self, policy: &str, f: impl FnOnce(&mut Counters)) {
-        match self.by_policy.get_mut(policy) {
-            Some(c) => f(c),
-            None => {
-                let mut c = Counters::default();
-                f(&mut c);
-                self.by_policy.insert(policy.to_string(), c);
-            }
+impl<'a> DataPoint<'a> {
+    /// The data point of `decision`, made by `policy` on `route` at `source`.
+    pub fn of(
+        policy: &'a str,
+        route: Option<&'a str>,
+        decision: &Decision,
+        shadow: bool,
+        source: Source,
+    ) -> DataPoint<'a> {
+        DataPoint {
+            blobs: [
+                policy,
+                route.unwrap_or(""),
+                Outcome::of(decision, shadow).as_str(),
+                source.as_str(),
+            ],
+            doubles: [1.0, f64::from(u8::from(near_limit(decision)))],
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tally(admitted: u64, denied: u64, fallback: u64) -> Tally {
+        let mut t = Tally::default();
+        let ok = Decision {
+            allowed: true,
+            limit: 100,
+            remaining: 50,
+            ..Decision::default()
+        };
+        for _ in 0..admitted {
+            t.decision(&ok, false, Source::Store);
+        }
+        for _ in 0..denied {
+            t.decision(&fallback_decision(false), false, Source::Store);
+        }
+        for _ in 0..fallback {
+            t.decision(&fallback_decision(true), false, Source::Fallback);
+        }
+        t
+    }
+
+    #[test]
+    fn json_counters_add_up_every_route_of_a_policy() {
+        let list = vec![
+            PolicyTally {
+                policy: "p".into(),
+                route: Some("/a".into()),
+                tally: tally(2, 1, 0),
+            },
+            PolicyTally {
+                policy: "p".into(),
+                route: None,
+                tally: tally(3, 0, 4),
+            },
+        ];
+        let c = by_policy(&list)["p"];
+        assert_eq!(
+            c,
+            Counters {
+                admitted: 5,
+                denied: 1,
+                degraded: 4,
+                deny_cache: 0,
+                shadow_denied: 0
+            }
+        );
+    }
+
+    #[test]
+    fn tallies_merge_and_travel_as_json() {
+        let mut all = Tallies::new();
+        let one = vec![PolicyTally {
+            policy: "p".into(),
+            route: Some("/a".into()),
+            tally: tally(1, 1, 1),
+        }];
+        let json = serde_json::to_string(&one).unwrap();
+        let back: Vec<PolicyTally> = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, one);
+        merge(&mut all, &back);
+        merge(&mut all, &back);
+        let c = by_policy(&to_list(&all))["p"];
+        assert_eq!((c.admitted, c.denied, c.degraded), (2, 2, 2));
+    }
+
+    #[test]
+    fn prometheus_text_is_the_cores_rendering() {
+        let text = prometheus(&[PolicyTally {
+            policy: "p".into(),
+            route: Some("/a".into()),
+            tally: tally(3, 0, 0),
+        }]);
+        assert!(text.contains(
+            "tollgate_decisions_total{tollgate_policy=\"p\",tollgate_route=\"/a\",tollgate_outcome=\"admitted\",tollgate_source=\"store\"} 3\n"
+        ), "{text}");
+    }
+
+    #[test]
+    fn a_data_point_names_policy_route_outcome_source() {
+        let near = Decision {
+            allowed: true,
+            limit: 10,
+            remaining: 1,
+            ..Decision::default()
+        };
+        let p = DataPoint::of("per-ip", Some("/api"), &near, false, Source::Store);
+        assert_eq!(p.blobs, ["per-ip", "/api", "admitted", "store"]);
+        assert_eq!(p.doubles, [1.0, 1.0]);
+        let p = DataPoint::of("k", None, &fallback_decision(false), true, Source::Fallback);
+        assert_eq!(p.blobs, ["k", "", "shadow_denied", "fallback"]);
+        assert_eq!(p.doubles, [1.0, 0.0]);
     }
 }

@@ -3,6 +3,8 @@
 //! the object's decision, the answer. The rules live in the plain modules; this is glue.
 
 use serde_json::json;
+use tollgate::metrics::{Behaviour, Source};
+use tollgate::store::fleet::Why;
 use tollgate::Decision;
 use tollgate_http::fields::{self, Degraded};
 use worker::{console_error, event, Context, Env, Request, Response};
@@ -69,7 +71,8 @@ async fn limited(req: Request, env: &Env, ctx: &Context, cfg: &Config) -> worker
     // A denial the isolate already knows.
     if enforce && cfg.settings.deny_cache {
         if let Some((_, each)) = denial::cached(&cache_key, now_ms()) {
-            stats::count_violated(&plan.names, &each, cfg, |c| c.deny_cache += 1);
+            let limits = (&plan.names[..], &each[..]);
+            stats::violated(env, cfg, Some(route), limits, false, Source::DenyCache);
             return denial::cached_too_many(cfg, &plan.names, &each, cache_key);
         }
     }
@@ -99,7 +102,7 @@ async fn limited(req: Request, env: &Env, ctx: &Context, cfg: &Config) -> worker
         }) => {
             let names = &plan.names;
             if decision.allowed {
-                stats::count_route(route, cfg, |c| c.admitted += 1);
+                stats::route_admitted(env, cfg, route, names, &each);
                 let fields = if enforce {
                     answer::headers(names, &each, cfg.settings.legacy_headers)
                 } else {
@@ -109,23 +112,24 @@ async fn limited(req: Request, env: &Env, ctx: &Context, cfg: &Config) -> worker
                 return admit::forward(req, env, ctx, &path, fields, hold).await;
             }
             if !enforce {
-                stats::count_violated(names, &each, cfg, |c| c.shadow_denied += 1);
+                stats::violated(env, cfg, Some(route), (names, &each), true, Source::Store);
                 let fields = [(fields::SHADOW, answer::shadow(names, &each))];
                 return origin::forward(req, env, &path, &fields).await;
             }
-            stats::count_violated(names, &each, cfg, |c| c.denied += 1);
+            stats::violated(env, cfg, Some(route), (names, &each), false, Source::Store);
             return denied(cfg, names, decision, each, cache_key, now_ms);
         }
-        Ok(ObjectResponse::Late { .. }) => "coordinator-timeout",
+        Ok(ObjectResponse::Late { .. }) => ("coordinator-timeout", Why::Timeout),
         Ok(other) => {
             console_error!("tollgate: route {} got {:?}", route.name, other);
-            "coordinator-error"
+            // An answer that is not one: whether the call charged is unknown.
+            ("coordinator-error", Why::Indeterminate)
         }
         Err(f) => {
             console_error!("tollgate: route {} object {}: {f}", route.name, plan.object);
             match f {
-                Failure::Timeout => "coordinator-timeout",
-                Failure::Unavailable(_) => "coordinator-unavailable",
+                Failure::Timeout => ("coordinator-timeout", Why::Timeout),
+                Failure::Unavailable(_) => ("coordinator-unavailable", Why::Unreachable),
             }
         }
     };
@@ -148,16 +152,21 @@ fn denied(
     resp
 }
 
-/// The coordinator failed: the route's `on_error` decides.
+/// The coordinator failed (`why`: the problem type and the model's reason): the route's
+/// `on_error` decides.
 async fn degrade(
     req: Request,
     env: &Env,
     path: &str,
     cfg: &Config,
     route: &Route,
-    why: &str,
+    (why, reason): (&str, Why),
 ) -> worker::Result<Response> {
-    stats::count_route(route, cfg, |c| c.degraded += 1);
+    let behaviour = match route.on_error {
+        OnError::Open => Behaviour::Open,
+        OnError::Closed => Behaviour::Closed,
+    };
+    stats::route_degraded(env, cfg, route, behaviour, reason);
     match route.on_error {
         OnError::Open => {
             let fields = [(fields::DEGRADED, Degraded::FailOpen.value(why))];

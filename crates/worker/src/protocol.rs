@@ -2,12 +2,10 @@
 //! operation, and what the object answers. JSON over Workers RPC (`stub.decide(json)`), a
 //! batch being a JSON array of requests answered by an array of answers in the same order.
 
-use std::collections::BTreeMap;
-
 use serde::{Deserialize, Serialize};
 use tollgate::{DecideError, Decision, Policy, State};
 
-use crate::counters::Counters;
+use crate::counters::PolicyTally;
 
 /// One limit of a request: where its state lives and the policy that decides it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -35,11 +33,11 @@ pub enum ObjectRequest {
     },
     /// Count the object's stored rows (admin; sees the alarm's sweeps). Touches no slot.
     Count,
-    /// Add an isolate's counters to the object's per-policy stats and answer the totals
+    /// Add an isolate's tallies to the object's per-policy stats and answer the totals
     /// (the stats object).
     Report {
-        /// Counters by policy name.
-        counters: BTreeMap<String, Counters>,
+        /// The isolate's tallies by policy and route.
+        tallies: Vec<PolicyTally>,
     },
 }
 
@@ -141,8 +139,8 @@ pub enum ObjectResponse {
     },
     /// Per-policy totals ([`ObjectRequest::Report`]).
     Stats {
-        /// Counters by policy name.
-        by_policy: BTreeMap<String, Counters>,
+        /// The totals by policy and route.
+        tallies: Vec<PolicyTally>,
     },
     /// The object's stored rows.
     Count {

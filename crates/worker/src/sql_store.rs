@@ -1,15 +1,18 @@
 //! The object's SQLite storage as the table's [`Store`]: tables `limits` (a state per slot,
-//! with when it is back to fresh), `leases` (a slot's concurrency leases) and `stats` (the
-//! stats object's totals). Writes wait in memory for the object's next flush (one commit
-//! for many calls); reads see them first.
+//! with when it is back to fresh), `leases` (a slot's concurrency leases) and `tallies` (the
+//! stats object's totals: a [`Tally`] per policy and route, as JSON; it replaced the
+//! `stats` table of five counters per policy, which objects made before keep, unread).
+//! Writes wait in memory for the object's next flush (one commit for many calls); reads
+//! see them first.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 
 use serde::Deserialize;
+use tollgate::metrics::Tally;
 use tollgate::State;
 use worker::{SqlStorage, SqlStorageValue};
 
-use crate::counters::Counters;
+use crate::counters::PolicyTally;
 use crate::lease::Lease;
 use crate::table::Store;
 
@@ -18,9 +21,8 @@ pub const SCHEMA: [&str; 4] = [
     "CREATE TABLE IF NOT EXISTS limits (slot TEXT PRIMARY KEY, state TEXT NOT NULL, fresh_at INTEGER)",
     "CREATE INDEX IF NOT EXISTS limits_fresh_at ON limits (fresh_at)",
     "CREATE TABLE IF NOT EXISTS leases (slot TEXT PRIMARY KEY, body TEXT NOT NULL)",
-    "CREATE TABLE IF NOT EXISTS stats (policy TEXT PRIMARY KEY, admitted INTEGER NOT NULL, \
-     denied INTEGER NOT NULL, degraded INTEGER NOT NULL, deny_cache INTEGER NOT NULL, \
-     shadow_denied INTEGER NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS tallies (policy TEXT NOT NULL, route TEXT NOT NULL, \
+     tally TEXT NOT NULL, PRIMARY KEY (policy, route))",
 ];
 
 #[derive(Deserialize)]
@@ -57,33 +59,50 @@ struct CountRow {
 }
 
 #[derive(Deserialize)]
-struct StatsRow {
+struct TallyRow {
     policy: String,
-    admitted: f64,
-    denied: f64,
-    degraded: f64,
-    deny_cache: f64,
-    shadow_denied: f64,
+    route: Option<String>,
+    tally: String,
 }
 
 impl Store for SqlStore<'_> {
-    fn report(&mut self, counters: &BTreeMap<String, Counters>) -> BTreeMap<String, Counters> {
-        for (policy, c) in counters {
-            let n = |v: u64| SqlStorageValue::Integer(v.min(1 << 52) as i64);
+    fn report(&mut self, tallies: &[PolicyTally]) -> Vec<PolicyTally> {
+        // Read, add, write back: the object runs one call at a time, so no other report
+        // interleaves. A route of `None` (the check API) is stored as the empty string.
+        for t in tallies {
+            let route = t.route.as_deref().unwrap_or("");
+            let key = || -> Vec<SqlStorageValue> { vec![t.policy.as_str().into(), route.into()] };
+            let stored = self
+                .sql
+                .exec(
+                    "SELECT policy, route, tally FROM tallies WHERE policy = ? AND route = ?",
+                    key(),
+                )
+                .and_then(|c| c.to_array::<TallyRow>());
+            let mut total = t.tally;
+            match stored {
+                Ok(rows) => {
+                    for row in rows {
+                        match serde_json::from_str::<Tally>(&row.tally) {
+                            Ok(old) => total.merge(&old),
+                            Err(e) => {
+                                self.error.get_or_insert(format!("stored tally: {e}"));
+                            }
+                        }
+                    }
+                }
+                Err(e) => {
+                    self.error.get_or_insert(e.to_string());
+                    continue;
+                }
+            }
+            let json = serde_json::to_string(&total).unwrap_or_default();
+            let mut args = key();
+            args.push(json.into());
             let r = self.sql.exec(
-                "INSERT INTO stats (policy, admitted, denied, degraded, deny_cache, shadow_denied) \
-                 VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT(policy) DO UPDATE SET \
-                 admitted = admitted + excluded.admitted, denied = denied + excluded.denied, \
-                 degraded = degraded + excluded.degraded, deny_cache = deny_cache + excluded.deny_cache, \
-                 shadow_denied = shadow_denied + excluded.shadow_denied",
-                vec![
-                    policy.as_str().into(),
-                    n(c.admitted),
-                    n(c.denied),
-                    n(c.degraded),
-                    n(c.deny_cache),
-                    n(c.shadow_denied),
-                ],
+                "INSERT INTO tallies (policy, route, tally) VALUES (?, ?, ?) \
+                 ON CONFLICT(policy, route) DO UPDATE SET tally = excluded.tally",
+                args,
             );
             if let Err(e) = r {
                 self.error.get_or_insert(e.to_string());
@@ -91,27 +110,23 @@ impl Store for SqlStore<'_> {
         }
         let rows = self
             .sql
-            .exec("SELECT * FROM stats", None)
-            .and_then(|c| c.to_array::<StatsRow>());
+            .exec("SELECT policy, route, tally FROM tallies", None)
+            .and_then(|c| c.to_array::<TallyRow>());
         match rows {
             Ok(rows) => rows
                 .into_iter()
-                .map(|r| {
-                    (
-                        r.policy,
-                        Counters {
-                            admitted: r.admitted as u64,
-                            denied: r.denied as u64,
-                            degraded: r.degraded as u64,
-                            deny_cache: r.deny_cache as u64,
-                            shadow_denied: r.shadow_denied as u64,
-                        },
-                    )
+                .filter_map(|r| {
+                    let tally = serde_json::from_str::<Tally>(&r.tally).ok()?;
+                    Some(PolicyTally {
+                        policy: r.policy,
+                        route: r.route.filter(|s| !s.is_empty()),
+                        tally,
+                    })
                 })
                 .collect(),
             Err(e) => {
                 self.error.get_or_insert(e.to_string());
-                BTreeMap::new()
+                Vec::new()
             }
         }
     }

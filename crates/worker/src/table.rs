@@ -6,12 +6,12 @@
 //! deadlines, and the test clock. The Durable Object wraps this with its SQLite storage and
 //! its clock.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 
 use tollgate::store::{Batch, Limits, Write};
 use tollgate::{millis, Algorithm, DecideError, Nanos, State, NANOS_PER_MS};
 
-use crate::counters::Counters;
+use crate::counters::PolicyTally;
 use crate::lease::{self, Lease};
 use crate::protocol::{Check, Limit, ObjectRequest, ObjectResponse, Release, When};
 
@@ -26,8 +26,8 @@ pub trait Store {
     fn save(&mut self, slot: &str, state: Option<&State>, fresh_at: Option<u64>);
     /// How many states are stored.
     fn count(&mut self) -> u64;
-    /// Adds counters to the stored per-policy stats and returns the totals.
-    fn report(&mut self, counters: &BTreeMap<String, Counters>) -> BTreeMap<String, Counters>;
+    /// Adds tallies to the stored per-policy stats and returns the totals.
+    fn report(&mut self, tallies: &[PolicyTally]) -> Vec<PolicyTally>;
     /// The leases held on a concurrency slot.
     fn load_leases(&mut self, slot: &str) -> Vec<Lease>;
     /// Stores the leases of a concurrency slot (empty: delete them).
@@ -111,8 +111,8 @@ impl Table {
             ObjectRequest::Count => Ok(ObjectResponse::Count {
                 rows: store.count(),
             }),
-            ObjectRequest::Report { counters } => Ok(ObjectResponse::Stats {
-                by_policy: store.report(counters),
+            ObjectRequest::Report { tallies } => Ok(ObjectResponse::Stats {
+                tallies: store.report(tallies),
             }),
             ObjectRequest::Check(c) => {
                 Clock::of(&c.when, clock_ms).map(|clock| self.check(c, clock, store))

@@ -16,11 +16,15 @@ export const ADMIN_SECRET = "admin-secret-for-tests";
  * @param {boolean} [o.withObject=true] bind the Durable Object (false: the coordinator is missing)
  * @param {string} [o.persist] directory for durable state (restart tests)
  * @param {object} [o.bindings] extra vars
+ * @param {false|"simulator"|"recorder"} [o.analytics=false] bind a Workers Analytics Engine
+ *   dataset as ANALYTICS: "simulator" is Miniflare's own (it accepts data points and keeps
+ *   none); "recorder" is a wrapped binding with the dataset's one method, `writeDataPoint`,
+ *   that logs each point, collected in the returned `dataPoints`
  */
-export async function start({ config, withObject = true, persist, bindings = {} } = {}) {
+export async function start({ config, withObject = true, persist, bindings = {}, analytics = false } = {}) {
   const vars = { CHECK_SECRET, ADMIN_SECRET, ...bindings };
   if (config !== undefined) vars.TOLLGATE_CONFIG = typeof config === "string" ? config : JSON.stringify(config);
-  const mf = new Miniflare({
+  const edge = {
     modules: true,
     scriptPath: path.join(CRATE, "js/entry.mjs"),
     modulesRoot: CRATE,
@@ -30,10 +34,31 @@ export async function start({ config, withObject = true, persist, bindings = {} 
     ],
     compatibilityDate: "2026-04-01",
     durableObjects: withObject ? { LIMITER: { className: "Limiter", useSQLite: true } } : {},
-    durableObjectsPersist: persist ?? false,
     bindings: vars,
-    cf: false,
-  });
+  };
+  const shared = { durableObjectsPersist: persist ?? false, cf: false };
+  const dataPoints = [];
+  let mf;
+  if (analytics === "recorder") {
+    const sink = `export default function () {
+      return { writeDataPoint(point) { console.log("tollgate-test-data-point " + JSON.stringify(point)); } };
+    }`;
+    mf = new Miniflare({
+      ...shared,
+      workers: [
+        { ...edge, name: "edge", wrappedBindings: { ANALYTICS: { scriptName: "analytics-recorder" } } },
+        { name: "analytics-recorder", modules: true, script: sink },
+      ],
+      handleStructuredLogs: ({ message }) => {
+        const m = /^tollgate-test-data-point (.*)$/.exec(message);
+        if (m) dataPoints.push(JSON.parse(m[1]));
+        else console.log(message);
+      },
+    });
+  } else {
+    const simulator = analytics === "simulator" ? { analyticsEngineDatasets: { ANALYTICS: { dataset: "tollgate_test" } } } : {};
+    mf = new Miniflare({ ...shared, ...edge, ...simulator });
+  }
   await mf.ready;
   const base = "http://edge.test";
   const fetch = (p, init = {}) => mf.dispatchFetch(base + p, init);
@@ -50,7 +75,7 @@ export async function start({ config, withObject = true, persist, bindings = {} 
     const r = await fetch("/admin/v1/stats", { headers: { authorization: `Bearer ${ADMIN_SECRET}` } });
     return (await r.json()).policies;
   };
-  return { mf, fetch, api, admin, stats, dispose: () => mf.dispose() };
+  return { mf, fetch, api, admin, stats, dataPoints, dispose: () => mf.dispose() };
 }
 
 /** GET `p` as client `ip` with extra headers; returns status, headers and the body text. */

@@ -9,7 +9,7 @@ struct Mem {
     leases: HashMap<String, Vec<Lease>>,
     loads: usize,
     saves: usize,
-    stats: BTreeMap<String, Counters>,
+    stats: crate::counters::Tallies,
 }
 
 impl Store for Mem {
@@ -20,9 +20,9 @@ impl Store for Mem {
     fn count(&mut self) -> u64 {
         self.map.len() as u64
     }
-    fn report(&mut self, c: &BTreeMap<String, Counters>) -> BTreeMap<String, Counters> {
-        crate::counters::merge(&mut self.stats, c);
-        self.stats.clone()
+    fn report(&mut self, t: &[PolicyTally]) -> Vec<PolicyTally> {
+        crate::counters::merge(&mut self.stats, t);
+        crate::counters::to_list(&self.stats)
     }
     fn load_leases(&mut self, slot: &str) -> Vec<Lease> {
         self.leases.get(slot).cloned().unwrap_or_default()

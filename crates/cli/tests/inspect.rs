@@ -1,0 +1,221 @@
+//! `tollgate redis inspect` against a real redis-server (a free loopback port, a temporary
+//! directory) whose keys were written by checks through tollgate's Redis module: the
+//! printed numbers are the core's, and nothing is written.
+
+#[path = "../../redis/tests/support/mod.rs"]
+mod support;
+
+use std::path::PathBuf;
+
+use assert_cmd::Command;
+
+/// The module built in this target directory (scripts/test.d/20-cli.sh builds it first).
+fn module() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let dir = exe.parent().unwrap().parent().unwrap();
+    let so = dir.join("libtollgate_redis_module.so");
+    assert!(
+        so.exists(),
+        "{} (cargo build -p tollgate-redis-module)",
+        so.display()
+    );
+    so
+}
+
+fn redis(url: &str, args: &[&str]) -> redis::Value {
+    let mut con = redis::Client::open(url).unwrap().get_connection().unwrap();
+    let mut cmd = redis::cmd(args[0]);
+    for a in &args[1..] {
+        cmd.arg(*a);
+    }
+    cmd.query(&mut con).unwrap()
+}
+
+#[test]
+fn inspect_prints_remaining_reset_tenant_windows_concurrency_and_ttl() {
+    let so = module();
+    let server = support::Server::with_args(&["--save", "", "--loadmodule", so.to_str().unwrap()]);
+    let url = server.url();
+    // A stack on one key: 3 checks of 10/h and 100/h.
+    for _ in 0..3 {
+        redis(
+            &url,
+            &[
+                "TOLLGATE.CHECK",
+                "tollgate:{api:1.2.3.4}",
+                "STACK",
+                "2",
+                "fixed-window 10/h",
+                "fixed-window 100/h",
+            ],
+        );
+    }
+    // A fair share: the group's bucket and tenant acme's window.
+    for _ in 0..2 {
+        redis(
+            &url,
+            &[
+                "TOLLGATE.CHECK",
+                "tollgate:{api:group}",
+                "fixed-window 50/h",
+                "TENANT",
+                "acme",
+                "fixed-window 5/h",
+            ],
+        );
+    }
+    // Two of a concurrency limit's slots held.
+    for _ in 0..2 {
+        redis(
+            &url,
+            &["TOLLGATE.CHECK", "tollgate:{api:conc}", "concurrency 4"],
+        );
+    }
+    let dbsize = redis(&url, &["DBSIZE"]);
+
+    let out = Command::cargo_bin("tollgate")
+        .unwrap()
+        .args([
+            "redis",
+            "inspect",
+            &url,
+            "tollgate:{api:1.2.3.4}*",
+            "-p",
+            "fixed-window 10/h",
+            "-p",
+            "fixed-window 100/h",
+        ])
+        .output()
+        .unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        text.contains("tollgate:{api:1.2.3.4}:0\n  slot: limit 0 of the stack"),
+        "{text}"
+    );
+    assert!(text.contains("remaining: 7 of 10"), "{text}");
+    assert!(text.contains("remaining: 97 of 100"), "{text}");
+    assert!(text.contains("resets in: "), "{text}");
+    assert!(text.contains("ttl: "), "{text}");
+    assert!(
+        text.ends_with("2 keys matching tollgate:{api:1.2.3.4}*\n"),
+        "{text}"
+    );
+
+    // The namespace: every key under it, with the tenant window and the concurrency slots.
+    let out = Command::cargo_bin("tollgate")
+        .unwrap()
+        .args([
+            "redis",
+            "inspect",
+            &url,
+            "api",
+            "--tenant-policy",
+            "fixed-window 5/h",
+        ])
+        .output()
+        .unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(out.status.success(), "{text}");
+    assert!(
+        text.contains("tollgate:{api:group}:t:acme\n  slot: tenant window of \"acme\""),
+        "{text}"
+    );
+    assert!(text.contains("remaining: 3 of 5"), "{text}");
+    assert!(text.contains("concurrency: 2 in use"), "{text}");
+    assert!(
+        text.contains("(give its policy for remaining and reset)"),
+        "{text}"
+    );
+    assert!(text.ends_with("5 keys matching *:{api:*\n"), "{text}");
+
+    // Read-only: nothing was added, and the states are as the checks left them.
+    assert_eq!(redis(&url, &["DBSIZE"]), dbsize);
+    let r = redis(
+        &url,
+        &[
+            "TOLLGATE.PEEK",
+            "tollgate:{api:1.2.3.4}",
+            "STACK",
+            "2",
+            "fixed-window 10/h",
+            "fixed-window 100/h",
+        ],
+    );
+    let redis::Value::Array(fields) = r else {
+        panic!("{r:?}")
+    };
+    assert_eq!(fields[2], redis::Value::Int(7));
+
+    // A server that is not there: a clear error, not a panic.
+    let out = Command::cargo_bin("tollgate")
+        .unwrap()
+        .args(["redis", "inspect", "redis://127.0.0.1:1/", "api"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("redis redis://127.0.0.1:1/"));
+}
+
+/// The scripts' layout (tollgate-redis without the module, compare-and-set through Lua):
+/// the same key names and stored values, read the same.
+#[tokio::test(flavor = "current_thread")]
+async fn keys_written_by_the_scripts_client_read_the_same() {
+    use tollgate::fair_share::FairShare;
+    use tollgate::store::Limits;
+    use tollgate_redis::{Fallback, Options, RedisLimiter};
+
+    let server = support::Server::with_args(&["--save", ""]);
+    let url = server.url();
+    let conn = redis::Client::open(url.as_str())
+        .unwrap()
+        .get_connection_manager()
+        .await
+        .unwrap();
+    let share = FairShare::new(
+        "token-bucket 10/h burst 20".parse().unwrap(),
+        "sliding-window 4/h".parse().unwrap(),
+    )
+    .unwrap();
+    let options = Options::new("scripts", Fallback::Closed).use_module(false);
+    let limiter = RedisLimiter::new(conn, Limits::fair_share(share), options).unwrap();
+    for _ in 0..3 {
+        let outcome = limiter.check_tenant("k", Some("acme"), 1).await.unwrap();
+        assert!(outcome.decision.allowed);
+    }
+
+    let out = Command::cargo_bin("tollgate")
+        .unwrap()
+        .args([
+            "redis",
+            "inspect",
+            &url,
+            "scripts",
+            "-p",
+            "token-bucket 10/h burst 20",
+        ])
+        .args(["--tenant-policy", "sliding-window 4/h"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        text.contains("tollgate:{scripts:k}:0\n  slot: limit 0 of the stack"),
+        "{text}"
+    );
+    assert!(text.contains("remaining: 17 of 20"), "{text}");
+    assert!(
+        text.contains("tollgate:{scripts:k}:t:acme\n  slot: tenant window of \"acme\""),
+        "{text}"
+    );
+    assert!(text.contains("remaining: 1 of 4"), "{text}");
+    assert!(text.ends_with("2 keys matching *:{scripts:*\n"), "{text}");
+}
