@@ -7,4 +7,5 @@ source scripts/tools.sh
 apt_packages redis-server faketime
 cargo fmt -p tollgate-redis --check
 cargo clippy -p tollgate-redis --all-targets --locked -- -D warnings
+cargo clippy -p tollgate-redis --all-targets --features metrics --locked -- -D warnings
 cargo test -p tollgate-redis --locked
