@@ -6,7 +6,7 @@
 //! by default the namespace; never the key):
 //!
 //! * `tollgate_decisions_total` by outcome and source (`store`: decided on Redis's states;
-//!   `deny_cache`; `fallback`: decided by the declared [`Fallback`](crate::Fallback)),
+//!   `deny_cache`; `fallback`: decided by the declared [`Fallback`]),
 //!   one per [`RedisLimiter::check`](crate::RedisLimiter::check) and per
 //!   [`acquire`](crate::RedisLimiter::acquire) (its last decision; a waiter that gave up
 //!   on what its line already knew, without a decision of its own, as `deny_cache`);

@@ -31,7 +31,6 @@ pub(crate) enum Refusal {
 pub(crate) struct Checking<ReqB> {
     pub(crate) entry: usize,
     /// The route's index (its metrics).
-    #[cfg_attr(not(feature = "metrics"), allow(dead_code))]
     pub(crate) route: usize,
     pub(crate) key: String,
     pub(crate) tenant: Option<String>,

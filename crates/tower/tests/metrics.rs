@@ -254,3 +254,46 @@ async fn redis_gone_counts_under_the_declared_fallback() {
         .sum();
     assert_eq!(by_store, 0.0);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_concurrency_gauge_follows_held_slots() {
+    let (gate, opened) = tokio::sync::watch::channel(false);
+    let (entered, mut inside) = tokio::sync::mpsc::unbounded_channel();
+    let layer = tollgate_tower::RateLimitLayer::memory(100.try_into().unwrap())
+        .policy("slots", "concurrency 2", Key::Ip)
+        .route(Route::new("/metrics").exempt())
+        .route(Route::new("/").policy("slots"))
+        .build()
+        .unwrap();
+    let handle = recorder();
+    let app = Router::new()
+        .route(
+            "/",
+            get(move || {
+                let mut opened = opened.clone();
+                let entered = entered.clone();
+                async move {
+                    let _ = entered.send(());
+                    let _ = opened.wait_for(|open| *open).await;
+                    "done"
+                }
+            }),
+        )
+        .route("/metrics", get(move || async move { handle.render() }))
+        .layer(layer);
+    let addr = common::serve(app, [127, 0, 0, 1].into()).await;
+    let in_use = |s: &BTreeMap<String, f64>| {
+        sample(
+            s,
+            tollgate::metrics::CONCURRENCY_IN_USE.prometheus,
+            &[("tollgate_policy", "slots"), ("tollgate_route", "/")],
+        )
+    };
+    let held = tokio::spawn(async move { fetch(addr, "/").await });
+    inside.recv().await.unwrap();
+    assert_eq!(in_use(&scrape(addr).await), 1.0, "one request holds a slot");
+    gate.send(true).unwrap();
+    assert_eq!(held.await.unwrap(), (StatusCode::OK, "done".to_string()));
+    // The slot is given back when the body has ended, before the client reads it whole.
+    assert_eq!(in_use(&scrape(addr).await), 0.0);
+}
