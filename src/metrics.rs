@@ -442,6 +442,56 @@ impl Tally {
     }
 }
 
+/// One policy's counters as an event exporter's handles (the `metrics` crate's counters,
+/// OpenTelemetry's bound instruments): every series registered once, with its attribute
+/// values, then picked per event by the same rules as [`Tally`]. What a runtime that is
+/// told each event keeps, so that registering (naming, labelling) happens once and not per
+/// decision; the runtime adds the policy (and route) to the attributes it is given.
+#[derive(Clone, Debug)]
+pub struct Handles<T> {
+    decisions: [[T; Source::ALL.len()]; Outcome::ALL.len()],
+    near_limit: T,
+    failures: [[T; REASONS.len()]; Behaviour::ALL.len()],
+}
+
+impl<T> Handles<T> {
+    /// Registers every series of [`DECISIONS`], [`NEAR_LIMIT`] and [`STORE_FAILURES`]:
+    /// `register` gets the instrument and the attribute values beyond policy and route, in
+    /// the order [`render`] writes them.
+    pub fn new(mut register: impl FnMut(&Instrument, &[(Attribute, &'static str)]) -> T) -> Self {
+        let decisions = Outcome::ALL.map(|outcome| {
+            Source::ALL.map(|source| {
+                let attributes = [(OUTCOME, outcome.as_str()), (SOURCE, source.as_str())];
+                register(&DECISIONS, &attributes)
+            })
+        });
+        let near_limit = register(&NEAR_LIMIT, &[]);
+        let failures = Behaviour::ALL.map(|behaviour| {
+            REASONS.map(|why| {
+                let attributes = [(BEHAVIOUR, behaviour.as_str()), (REASON, reason_str(why))];
+                register(&STORE_FAILURES, &attributes)
+            })
+        });
+        Handles {
+            decisions,
+            near_limit,
+            failures,
+        }
+    }
+
+    /// The handles one decision made at `source` counts on (`shadow`: the limit only
+    /// reports): its [`DECISIONS`] series, and [`NEAR_LIMIT`] when it was near the limit.
+    pub fn decision(&self, decision: &Decision, shadow: bool, source: Source) -> (&T, Option<&T>) {
+        let counted = &self.decisions[Outcome::of(decision, shadow) as usize][source as usize];
+        (counted, near_limit(decision).then_some(&self.near_limit))
+    }
+
+    /// The [`STORE_FAILURES`] series of a failed store call after which `behaviour` decided.
+    pub fn failure(&self, behaviour: Behaviour, why: Why) -> &T {
+        &self.failures[behaviour as usize][why as usize]
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -522,5 +572,47 @@ mod tests {
         assert_eq!(a.decisions(Outcome::ShadowDenied, Source::Store), 1);
         assert_eq!(a.failures(Behaviour::Local, Why::Timeout), 1);
         assert_eq!(a.waits(WaitResult::GaveUp).sum, 7);
+    }
+
+    #[test]
+    fn handles_pick_the_series_a_tally_counts() {
+        use alloc::string::String;
+        use alloc::vec::Vec;
+        let handles = Handles::new(|instrument, attributes| {
+            let mut name = String::from(instrument.prometheus);
+            for (attribute, value) in attributes {
+                name = alloc::format!("{name},{}={value}", attribute.label);
+            }
+            name
+        });
+        let admitted = Decision {
+            allowed: true,
+            limit: 10,
+            remaining: 1,
+            ..Decision::default()
+        };
+        let (counted, near) = handles.decision(&admitted, false, Source::DenyCache);
+        assert_eq!(
+            counted,
+            "tollgate_decisions_total,tollgate_outcome=admitted,tollgate_source=deny_cache"
+        );
+        assert_eq!(near.map(String::as_str), Some("tollgate_near_limit_total"));
+        let denied = Decision {
+            allowed: false,
+            ..admitted
+        };
+        let (counted, near) = handles.decision(&denied, true, Source::Fallback);
+        assert_eq!(
+            counted,
+            "tollgate_decisions_total,tollgate_outcome=shadow_denied,tollgate_source=fallback"
+        );
+        assert_eq!(near, None);
+        assert_eq!(
+            handles.failure(Behaviour::Local, Why::Timeout),
+            "tollgate_store_failures_total,tollgate_failure_behaviour=local,tollgate_failure_reason=timeout"
+        );
+        let mut all = Vec::new();
+        let _ = Handles::new(|i, a| all.push((i.name, a.len())));
+        assert_eq!(all.len(), 9 + 1 + 9, "every series once");
     }
 }

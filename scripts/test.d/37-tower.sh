@@ -10,6 +10,9 @@ apt_packages redis-server
 cargo fmt -p tollgate-http -p tollgate-tower --check
 cargo clippy -p tollgate-http --all-targets --locked -- -D warnings
 cargo clippy -p tollgate-http --target wasm32-unknown-unknown --locked -- -D warnings
-cargo clippy -p tollgate-tower --all-targets --features redis --locked -- -D warnings
+cargo clippy -p tollgate-tower --all-targets --features redis,metrics --locked -- -D warnings
+# Without `metrics` (the tests build with it: see the dev-dependencies).
+cargo clippy -p tollgate-tower --features redis --locked -- -D warnings
+cargo clippy -p tollgate-tower --no-default-features --locked -- -D warnings
 cargo test -p tollgate-http --locked
-cargo test -p tollgate-tower --features redis --locked
+cargo test -p tollgate-tower --features redis,metrics --locked

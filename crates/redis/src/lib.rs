@@ -4,6 +4,8 @@
 
 pub mod keys;
 mod limiter;
+#[cfg(feature = "metrics")]
+pub mod metrics;
 pub mod namespaces;
 
 use std::fmt;
@@ -51,6 +53,7 @@ pub struct Options {
     pub(crate) deny_cache: bool,
     pub(crate) jitter: Duration,
     pub(crate) use_module: bool,
+    pub(crate) metrics_policy: Option<String>,
     #[cfg(feature = "testing")]
     pub(crate) test_clock: Option<std::sync::Arc<std::sync::atomic::AtomicU64>>,
     #[cfg(feature = "testing")]
@@ -77,6 +80,7 @@ impl Options {
             deny_cache: true,
             jitter: Duration::ZERO,
             use_module: true,
+            metrics_policy: None,
             #[cfg(feature = "testing")]
             test_clock: None,
             #[cfg(feature = "testing")]
@@ -149,6 +153,14 @@ impl Options {
     /// without the module, the portable scripts are used.
     pub fn use_module(mut self, on: bool) -> Options {
         self.use_module = on;
+        self
+    }
+
+    /// The policy label of this limiter's metrics (feature `metrics`; default: the
+    /// namespace). Behind `tollgate-tower`, name it after the layer's policy so that the
+    /// store's failures and the layer's decisions share the label.
+    pub fn metrics_policy(mut self, policy: impl Into<String>) -> Options {
+        self.metrics_policy = Some(policy.into());
         self
     }
 

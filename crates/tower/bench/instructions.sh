@@ -54,7 +54,7 @@ valgrind --tool=callgrind --callgrind-out-file="$tmp/callgrind" "$BIN" cost 1 to
 callgrind_annotate --inclusive=yes --threshold=100 "$tmp/callgrind" 2>/dev/null | awk -v n="$(requests)" '
   { gsub(",", "", $1) }
   /tollgate_http::route::normalized /      { part["routing: path normalized"] += $1 }
-  /tollgate_http::route::find /            { part["routing: route found"] += $1 }
+  /tollgate_http::route::matches /         { part["routing: route found"] += $1 }
   /tollgate_tower::key::key_of /           { part["keying: client IP and key text"] += $1 }
   /tollgate_tower::store::Memory<C>::decide / { part["deciding: keyed check and clock"] += $1 }
   /tollgate_tower::answer::answer /        { part["answer: fields, RateLimitInfo"] += $1 }

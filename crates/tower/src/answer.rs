@@ -47,8 +47,11 @@ pub(crate) fn answer<S: Store, ReqB, B>(
 ) -> Answer<ReqB, B> {
     let settings = &shared.settings;
     let entry = &shared.entries[target.entry];
+    #[cfg(feature = "metrics")]
+    let metrics = &shared.routes[target.route].metrics;
     let Checking {
         entry: entry_index,
+        route: target_route,
         key,
         cost,
         shadow,
@@ -58,6 +61,8 @@ pub(crate) fn answer<S: Store, ReqB, B>(
     } = target;
     match result {
         Ok(checked) => {
+            #[cfg(feature = "metrics")]
+            metrics.decision(&checked.decision, shadow, checked.source);
             let names = if checked.each.len() > entry.names.len() {
                 Arc::clone(&entry.with_tenant)
             } else {
@@ -117,7 +122,9 @@ pub(crate) fn answer<S: Store, ReqB, B>(
             // Admitted (enforced or in shadow mode), so charged: a concurrency limit's
             // slots are taken until the response ends.
             let slot = if allowed && entry.holds_slots {
-                shared.slot(entry_index, key, cost)
+                #[cfg(feature = "metrics")]
+                metrics.slots_taken(cost);
+                shared.slot(entry_index, target_route, key, cost)
             } else {
                 Slot::none()
             };
@@ -131,40 +138,44 @@ pub(crate) fn answer<S: Store, ReqB, B>(
             });
             Answer::Forward(Request::from_parts(parts, body), fields, slot)
         }
-        Err(error) => match settings.on_error {
-            OnError::Open => {
-                if let Ok(v) = HeaderValue::try_from(Degraded::FailOpen.value(STORE_ERROR)) {
-                    parts.headers.insert(DEGRADED, v);
+        Err(error) => {
+            #[cfg(feature = "metrics")]
+            metrics.failure(settings.on_error, entry.store.failure(&error));
+            match settings.on_error {
+                OnError::Open => {
+                    if let Ok(v) = HeaderValue::try_from(Degraded::FailOpen.value(STORE_ERROR)) {
+                        parts.headers.insert(DEGRADED, v);
+                    }
+                    parts.extensions.insert(RateLimitInfo {
+                        policy: Arc::clone(&entry.name),
+                        decision: None,
+                        each: Vec::new(),
+                        names: Arc::clone(&entry.names),
+                        source: None,
+                        shadow,
+                    });
+                    Answer::Forward(
+                        Request::from_parts(parts, body),
+                        Fields::default(),
+                        Slot::none(),
+                    )
                 }
-                parts.extensions.insert(RateLimitInfo {
-                    policy: Arc::clone(&entry.name),
-                    decision: None,
-                    each: Vec::new(),
-                    names: Arc::clone(&entry.names),
-                    source: None,
-                    shadow,
-                });
-                Answer::Forward(
-                    Request::from_parts(parts, body),
-                    Fields::default(),
-                    Slot::none(),
-                )
-            }
-            OnError::Closed { retry_after_secs } => {
-                let mut resp = problem(
-                    503,
-                    "store-unavailable",
-                    &format!("the rate limiter could not decide ({error}); retry later"),
-                    json!({}),
-                );
-                let h = resp.headers_mut();
-                h.insert(http::header::RETRY_AFTER, retry_after_secs.into());
-                if let Ok(v) = HeaderValue::try_from(Degraded::FailClosed.value(STORE_ERROR)) {
-                    h.insert(DEGRADED, v);
+                OnError::Closed { retry_after_secs } => {
+                    let mut resp = problem(
+                        503,
+                        "store-unavailable",
+                        &format!("the rate limiter could not decide ({error}); retry later"),
+                        json!({}),
+                    );
+                    let h = resp.headers_mut();
+                    h.insert(http::header::RETRY_AFTER, retry_after_secs.into());
+                    if let Ok(v) = HeaderValue::try_from(Degraded::FailClosed.value(STORE_ERROR)) {
+                        h.insert(DEGRADED, v);
+                    }
+                    Answer::Respond(resp)
                 }
-                Answer::Respond(resp)
             }
-        },
+        }
     }
 }
 

@@ -288,7 +288,12 @@ impl<S: Store> Builder<S> {
                     ));
                 }
             }
+            #[cfg(feature = "metrics")]
+            let metrics =
+                crate::metrics::RouteMetrics::new(entry.map_or("", |e| &*entries[e].name), &r.path);
             routes.push(CompiledRoute {
+                #[cfg(feature = "metrics")]
+                metrics,
                 methods: r.methods,
                 path,
                 entry,

@@ -14,6 +14,8 @@
 //   service   `RateLimit`: target, decide, answer (future, answer, target)
 //   layer     `RateLimitLayer` (service, shared)
 //   builder   checks a configuration and builds the layer (layer, shared, route, key)
+//   metrics   (feature `metrics`) the core's metric model on the `metrics` facade (store,
+//             settings); route and answer hold and feed it
 mod answer;
 mod body;
 mod builder;
@@ -23,6 +25,8 @@ mod grpc;
 mod info;
 mod key;
 mod layer;
+#[cfg(feature = "metrics")]
+pub mod metrics;
 mod route;
 mod service;
 mod settings;

@@ -77,6 +77,9 @@ pub(crate) struct CompiledRoute {
     pub(crate) entry: Option<usize>,
     pub(crate) cost: u64,
     pub(crate) shadow: bool,
+    /// The route's series (its policy's, labelled with its path pattern).
+    #[cfg(feature = "metrics")]
+    pub(crate) metrics: crate::metrics::RouteMetrics,
 }
 
 impl Routed for CompiledRoute {

@@ -39,11 +39,24 @@ pub(crate) struct Shared<S> {
 }
 
 impl<S: Store> Shared<S> {
-    /// The `cost` slots `key` was admitted to by the policy `entry`, given back to its
-    /// store when the returned slot is released or dropped.
-    pub(crate) fn slot(self: &Arc<Self>, entry: usize, key: String, cost: u64) -> Slot {
+    /// The `cost` slots `key` was admitted to by the policy `entry` on `route`, given back
+    /// to its store (and to the route's concurrency gauge) when the returned slot is
+    /// released or dropped.
+    pub(crate) fn slot(
+        self: &Arc<Self>,
+        entry: usize,
+        route: usize,
+        key: String,
+        cost: u64,
+    ) -> Slot {
         let shared = Arc::clone(self);
-        Slot::held(move || shared.entries[entry].store.release(&key, cost))
+        Slot::held(move || {
+            shared.entries[entry].store.release(&key, cost);
+            #[cfg(feature = "metrics")]
+            shared.routes[route].metrics.slots_given_back(cost);
+            #[cfg(not(feature = "metrics"))]
+            let _ = route;
+        })
     }
 }
 

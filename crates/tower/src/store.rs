@@ -14,6 +14,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use tollgate::keyed::KeyedLimiter;
+use tollgate::store::fleet::Why;
 use tollgate::store::Limits;
 use tollgate::{DecideError, Decision, Nanos, PolicyError};
 
@@ -84,6 +85,13 @@ pub trait Store: Send + Sync + 'static {
     /// destructor: it must not block or panic. A store that needs I/O starts it and
     /// returns.
     fn release(&self, key: &str, cost: u64);
+
+    /// Why a check failed, as the store failures metric names it (`tollgate.failure.reason`,
+    /// [`tollgate::metrics::reason_str`]). Default: unreachable.
+    fn failure(&self, error: &Self::Error) -> Why {
+        let _ = error;
+        Why::Unreachable
+    }
 }
 
 /// A clock for the in-memory store: nanoseconds since any fixed epoch, never going back.
@@ -247,7 +255,8 @@ where
             let o = if holds_slots {
                 check_holding(&this, key, tenant, cost).await?
             } else {
-                this.check_tenant(&key, tenant.as_deref(), cost).await?
+                this.check_tenant_uncounted(&key, tenant.as_deref(), cost)
+                    .await?
             };
             Ok(Checked {
                 decision: o.decision,
@@ -274,6 +283,17 @@ where
             });
         }
     }
+
+    /// Contention past `Options::retry_for` as a timeout; anything else as unreachable (a
+    /// Redis that cannot serve is the store's own fallback's to decide, never an error).
+    fn failure(&self, error: &tollgate_redis::Error) -> Why {
+        match error {
+            tollgate_redis::Error::Contended { .. } | tollgate_redis::Error::Timeout { .. } => {
+                Why::Timeout
+            }
+            _ => Why::Unreachable,
+        }
+    }
 }
 
 /// A check of a policy with a concurrency limit that gives the slots back if nobody is
@@ -292,12 +312,16 @@ where
     C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
 {
     let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-        return limiter.check_tenant(&key, tenant.as_deref(), cost).await;
+        return limiter
+            .check_tenant_uncounted(&key, tenant.as_deref(), cost)
+            .await;
     };
     let (answer, answered) = tokio::sync::oneshot::channel();
     let this = limiter.clone();
     runtime.spawn(async move {
-        let outcome = this.check_tenant(&key, tenant.as_deref(), cost).await;
+        let outcome = this
+            .check_tenant_uncounted(&key, tenant.as_deref(), cost)
+            .await;
         // The caller is gone: nothing will hold these slots, so give them back.
         if let Err(Ok(o)) = answer.send(outcome) {
             if o.decision.allowed {

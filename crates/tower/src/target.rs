@@ -30,6 +30,8 @@ pub(crate) enum Refusal {
 /// A request to decide: its policy, key, tenant and cost.
 pub(crate) struct Checking<ReqB> {
     pub(crate) entry: usize,
+    /// The route's index (its metrics).
+    pub(crate) route: usize,
     pub(crate) key: String,
     pub(crate) tenant: Option<String>,
     pub(crate) cost: u64,
@@ -45,9 +47,16 @@ pub(crate) fn target<S, ReqB>(shared: &Shared<S>, req: Request<ReqB>) -> Target<
         Ok(p) => p,
         Err(e) => return Target::Refuse(Refusal::Path(e)),
     };
-    let Some(r) = route::find(&shared.routes, req.method().as_str(), &path) else {
+    let method = req.method().as_str();
+    // (`route::find`'s rule, keeping the index: the route's series are found by it.)
+    let Some(route_index) = shared
+        .routes
+        .iter()
+        .position(|r| route::matches(r, method, &path))
+    else {
         return Target::Pass(req);
     };
+    let r = &shared.routes[route_index];
     let Some(entry_index) = r.entry else {
         return Target::Pass(req);
     };
@@ -69,6 +78,7 @@ pub(crate) fn target<S, ReqB>(shared: &Shared<S>, req: Request<ReqB>) -> Target<
     };
     Target::Check(Checking {
         entry: entry_index,
+        route: route_index,
         key,
         tenant,
         cost,

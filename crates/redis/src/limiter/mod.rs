@@ -136,6 +136,9 @@ struct Inner<C> {
     /// Whether the server has the module: [`UNKNOWN`], [`WITH_MODULE`] or [`WITHOUT_MODULE`].
     module: AtomicU8,
     counters: Counters,
+    /// The series of the `metrics` facade.
+    #[cfg(feature = "metrics")]
+    metrics: crate::metrics::Recorded,
 }
 
 /// The most denials remembered; past it the memory is cleared (it is only a shortcut).
@@ -165,8 +168,18 @@ where
             Fallback::Local { max_keys } => Some(limits.keyed(max_keys)),
             Fallback::Open | Fallback::Closed => None,
         };
+        #[cfg(feature = "metrics")]
+        let metrics = crate::metrics::Recorded::new(
+            options
+                .metrics_policy
+                .as_deref()
+                .unwrap_or(&options.namespace),
+            &options.fallback,
+        );
         Ok(RedisLimiter {
             inner: Arc::new(Inner {
+                #[cfg(feature = "metrics")]
+                metrics,
                 conn,
                 limits,
                 layout,
@@ -203,6 +216,24 @@ where
     /// Decides one request of `cost` for `key` on behalf of `tenant` (a fair share's tenant
     /// window; other limits ignore the tenant).
     pub async fn check_tenant(
+        &self,
+        key: &str,
+        tenant: Option<&str>,
+        cost: u64,
+    ) -> Result<Outcome, Error> {
+        let outcome = self.check_tenant_uncounted(key, tenant, cost).await?;
+        #[cfg(feature = "metrics")]
+        self.inner
+            .metrics
+            .decision(&outcome.decision, outcome.source);
+        Ok(outcome)
+    }
+
+    /// [`RedisLimiter::check_tenant`] for a front end that counts the decision in its own
+    /// metrics (`tollgate-tower`, with its routes): the decision is not counted here, so the
+    /// fleet's decisions are counted once. Store failures and waits still are.
+    #[doc(hidden)]
+    pub async fn check_tenant_uncounted(
         &self,
         key: &str,
         tenant: Option<&str>,

@@ -118,14 +118,14 @@ where
                     Failure::Unavailable(_) => {
                         // The commands may have run: never sent again.
                         self.counters.indeterminate.fetch_add(1, Relaxed);
-                        self.mark_down();
+                        self.mark_down(Why::Indeterminate);
                         return self.fall_back(group, round, Why::Indeterminate);
                     }
                     Failure::Fatal(e) => return answer_all(round, Err(Error::Redis(e))),
                 },
                 Err(_) => {
                     self.counters.indeterminate.fetch_add(1, Relaxed);
-                    self.mark_down();
+                    self.mark_down(Why::Indeterminate);
                     return self.fall_back(group, round, Why::Indeterminate);
                 }
             };
@@ -135,7 +135,7 @@ where
                     // Refused by a server that cannot serve now: the fallback decides it.
                     Failure::Unavailable(why) => {
                         self.counters.indeterminate.fetch_add(1, Relaxed);
-                        self.mark_down();
+                        self.mark_down(why);
                         self.fall_back(group, vec![p], why);
                         continue;
                     }

@@ -89,7 +89,12 @@ where
         }
     }
 
-    pub(super) fn mark_down(&self) {
+    /// Redis failed a call (`why`): the fallback decides until the next probe.
+    pub(super) fn mark_down(&self, why: Why) {
+        #[cfg(feature = "metrics")]
+        self.metrics.failure(why);
+        #[cfg(not(feature = "metrics"))]
+        let _ = why;
         *self.down_until.lock().unwrap() = Some(Instant::now() + self.options.probe_every);
     }
 

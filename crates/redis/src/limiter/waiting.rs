@@ -42,7 +42,24 @@ where
         self.inner.check_cost(&group, cost)?;
         let max = u64::try_from(max_wait.as_nanos()).unwrap_or(u64::MAX);
         let jitter = u64::try_from(self.inner.options.jitter.as_nanos()).unwrap_or(u64::MAX);
-        let decide = |ask| self.decide_waiting(&group, cost, ask);
+        // The source of the last decision (what a waiter that gave up is counted under).
+        #[cfg(feature = "metrics")]
+        let last = std::sync::Mutex::new(crate::Source::DenyCache);
+        #[cfg(feature = "metrics")]
+        let start = self.inner.wait_clock();
+        let decide = |ask| {
+            let decided = self.decide_waiting(&group, cost, ask);
+            #[cfg(feature = "metrics")]
+            let last = &last;
+            async move {
+                let decided = decided.await;
+                #[cfg(feature = "metrics")]
+                if let Ok((_, o)) = &decided {
+                    *last.lock().unwrap() = o.source;
+                }
+                decided
+            }
+        };
         let turn = wait_in_line(
             &self.inner.lines,
             group.clone(),
@@ -53,6 +70,26 @@ where
             decide,
         )
         .await?;
+        #[cfg(feature = "metrics")]
+        {
+            use tollgate::metrics::WaitResult;
+            let m = &self.inner.metrics;
+            match &turn {
+                Turn::Admitted(o) => {
+                    m.decision(&o.decision, o.source);
+                    let waited = self.inner.wait_clock().saturating_sub(start);
+                    m.wait(WaitResult::Admitted, waited);
+                }
+                Turn::TimedOut { waited, .. } => {
+                    let denied = Decision {
+                        allowed: false,
+                        ..Decision::default()
+                    };
+                    m.decision(&denied, *last.lock().unwrap());
+                    m.wait(WaitResult::GaveUp, *waited);
+                }
+            }
+        }
         match turn {
             Turn::Admitted(outcome) => Ok(outcome),
             Turn::TimedOut {
