@@ -38,8 +38,7 @@ fn fleet_round(rounds: u64) {
             (micros % 1_000_000).to_string().into_bytes(),
             std::mem::take(&mut stored),
         ];
-        let (now, values) =
-            fleet::read_view(black_box(&reply), slots.len()).expect("a read reply");
+        let (now, values) = fleet::read_view(black_box(&reply), slots.len()).expect("a read reply");
         let mut versions = Vec::with_capacity(values.len());
         let mut loaded = Vec::with_capacity(values.len());
         for v in values {
