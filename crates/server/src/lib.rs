@@ -106,22 +106,14 @@ pub async fn watch_config<S: Store>(
             Ok(config) => {
                 let domains = config.domains.len();
                 service.set_config(config);
-                service.metrics.add(
-                    "tollgate_config_loads_total",
-                    vec![("result", "success".into())],
-                    1,
-                );
+                service.metrics.config_load(true);
                 log(
                     "info",
                     &format!("configuration reloaded: {domains} domain(s)"),
                 );
             }
             Err(e) => {
-                service.metrics.add(
-                    "tollgate_config_loads_total",
-                    vec![("result", "error".into())],
-                    1,
-                );
+                service.metrics.config_load(false);
                 log(
                     "error",
                     &format!("configuration not reloaded, the running one stays: {e}"),

@@ -8,7 +8,7 @@ use std::time::Duration;
 use clap::Parser;
 use tollgate_server::config::Config;
 use tollgate_server::engine::Charging;
-use tollgate_server::redis_store::{Failure, RedisStore};
+use tollgate_server::redis_store::{parse_failure, RedisStore, DENY_CACHE_ENTRIES};
 use tollgate_server::service::{Service, Settings};
 use tollgate_server::store::Memory;
 use tollgate_server::{log, run};
@@ -60,9 +60,13 @@ struct Args {
     #[arg(long, env = "TOLLGATE_CHARGE_EVERY_DESCRIPTOR", default_value_t = false, action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
     charge_every_descriptor: bool,
     /// Redis for the fleet store (`redis://host:port/`); without it, counters are kept in
-    /// this process's memory.
+    /// this process's memory. For a cluster, some of its nodes, comma-separated.
     #[arg(long, env = "REDIS_URL")]
     redis_url: Option<String>,
+    /// `single` (one Redis server) or `cluster` (a Redis Cluster; envoyproxy/ratelimit's
+    /// REDIS_TYPE, any case).
+    #[arg(long, env = "REDIS_TYPE", default_value = "single")]
+    redis_type: String,
     /// What requests get when Redis does not answer in time: open (admit), closed (deny)
     /// or local (this process's memory decides).
     #[arg(long, env = "TOLLGATE_REDIS_FAILURE", default_value = "closed")]
@@ -70,6 +74,10 @@ struct Args {
     /// How long one Redis round trip may take, in milliseconds.
     #[arg(long, env = "TOLLGATE_REDIS_TIMEOUT_MS", default_value_t = 200)]
     redis_timeout_ms: u64,
+    /// The Redis store's deny cache: at most this many denied requests remembered until
+    /// their retry time, answered without a round trip (0: off).
+    #[arg(long, env = "TOLLGATE_DENY_CACHE_ENTRIES", default_value_t = DENY_CACHE_ENTRIES)]
+    deny_cache_entries: usize,
     /// The prefix of every Redis key.
     #[arg(long, env = "CACHE_KEY_PREFIX", default_value = "tollgate:")]
     redis_prefix: String,
@@ -177,16 +185,39 @@ fn main() -> ExitCode {
                 run(service, grpc, http, reload, shutdown_signal(), grace).await
             }
             Some(url) => {
-                let failure = Failure::parse(&args.redis_failure).ok_or_else(|| {
+                let failure = parse_failure(&args.redis_failure).ok_or_else(|| {
                     std::io::Error::other(format!(
                         "--redis-failure: '{}' is not open, closed or local",
                         args.redis_failure
                     ))
                 })?;
                 let timeout = Duration::from_millis(args.redis_timeout_ms.max(1));
-                let store = RedisStore::connect(url, &args.redis_prefix, timeout, failure)
-                    .await
-                    .map_err(|e| std::io::Error::other(format!("redis at {url}: {e}")))?;
+                let prefix = &args.redis_prefix;
+                let store = match args.redis_type.to_ascii_lowercase().as_str() {
+                    "single" => RedisStore::connect(url, prefix, timeout, failure).await,
+                    "cluster" => {
+                        let nodes: Vec<String> = url
+                            .split(',')
+                            .map(str::trim)
+                            .filter(|n| !n.is_empty())
+                            .map(|n| {
+                                if n.contains("://") {
+                                    n.to_string()
+                                } else {
+                                    format!("redis://{n}/")
+                                }
+                            })
+                            .collect();
+                        RedisStore::connect_cluster(&nodes, prefix, timeout, failure).await
+                    }
+                    other => {
+                        return Err(std::io::Error::other(format!(
+                            "--redis-type: '{other}' is not single or cluster"
+                        )))
+                    }
+                }
+                .map_err(|e| std::io::Error::other(format!("redis at {url}: {e}")))?
+                .deny_cache(args.deny_cache_entries);
                 let service = Arc::new(Service::new(config, store, settings));
                 println!("{listening}");
                 run(service, grpc, http, reload, shutdown_signal(), grace).await

@@ -110,7 +110,7 @@ async fn reload_swaps_limits_and_a_bad_file_keeps_the_running_config() {
     let mut reported = false;
     for _ in 0..500 {
         let metrics = http_get(&server.http, "/metrics").await;
-        if metrics.contains("tollgate_config_loads_total{result=\"error\"} 1") {
+        if metrics.contains("tollgate_server_config_loads_total{result=\"error\"} 1") {
             reported = true;
             break;
         }

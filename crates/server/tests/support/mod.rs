@@ -5,6 +5,10 @@
 #![allow(dead_code)]
 
 pub mod binary;
+/// Real redis-server processes and a local Redis Cluster: tollgate-redis' test launcher,
+/// one file shared by both crates' tests.
+#[path = "../../../redis/tests/support/redis_server.rs"]
+pub mod redis_server;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
