@@ -395,10 +395,12 @@ impl Store for RedisStore {
         // Only an all-or-nothing request is remembered (in the other mode a denied request
         // still charges the limits with room), and not one with a blocking limit (denied
         // without a store decision).
-        let cached = (charging == Charging::AllOrNothing && !blocked)
-            .then_some(())
-            .and(self.denials.as_ref())
-            .map(|d| (d, deny_key(&items)));
+        let cached = match &self.denials {
+            Some(d) if charging == Charging::AllOrNothing && !blocked => {
+                Some((d, deny_key(&items)))
+            }
+            _ => None,
+        };
         if let Some((denials, key)) = &cached {
             let now = since(self.epoch, Instant::now());
             let hit = lock(denials).get(key, 1, now);
