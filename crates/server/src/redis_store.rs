@@ -7,14 +7,19 @@
 //! and committed only if no key changed since the read; on a conflict the script answers
 //! with the new values and the decision is made again (bounded by `retry_for`). A denial
 //! writes nothing. Keys are `<prefix>{<domain>}<counter key>`: one hash tag per domain, so
-//! that every key of a request lives on one node of a Redis Cluster.
+//! that every key of a request lives on one node of a Redis Cluster
+//! ([`RedisStore::connect_cluster`]).
+//!
+//! A request that an enforced limit denied is remembered by the deny cache (the core's
+//! [`DenyCache`], see [`RedisStore::deny_cache`]) and answered from memory until it could
+//! pass, without a round trip.
 //!
 //! The stored values, their times to live, the commit's arguments, the read's answer and
 //! which failed calls fall back are the fleet protocol's, written once in the core
 //! ([`tollgate::store::fleet`]) and shared with `tollgate-redis`, its module and the npm
 //! entry. When Redis does not answer within `timeout`, or cannot serve (down, refused,
 //! `LOADING`, `BUSY`, ...), the request gets the declared [`Failure`] behaviour and its
-//! [`Source`] says so; nothing waits longer. Any other error reply, or a stored value that
+//! [`Source`] says so, with the reason (the core's [`Why`]); nothing waits longer. Any other error reply, or a stored value that
 //! is not a state, is the caller's error (never read as fresh).
 
 use std::time::{Duration, Instant};
@@ -80,7 +85,12 @@ pub struct RedisStore {
     /// nanoseconds since `epoch`.
     denials: Option<Mutex<DenyCache<String>>>,
     epoch: Instant,
+    /// Turns: this process's requests for the same keys go to Redis one after another.
+    turns: Vec<tokio::sync::Mutex<()>>,
 }
+
+/// How many locks the keys are spread over for [`RedisStore`]'s turns.
+const TURNS: usize = 64;
 
 impl RedisStore {
     /// Connects to `url` (fails when Redis cannot be reached now). `timeout` bounds each
@@ -149,6 +159,7 @@ impl RedisStore {
             commit: Script::new(COMMIT_SCRIPT),
             denials: Some(Mutex::new(DenyCache::new(DENY_CACHE_ENTRIES))),
             epoch: Instant::now(),
+            turns: (0..TURNS).map(|_| tokio::sync::Mutex::new(())).collect(),
         }
     }
 
@@ -244,6 +255,37 @@ impl RedisStore {
                 _ => return Err(unexpected_reply()),
             }
         }
+    }
+
+    /// Waits for this request's turn on its keys (their locks, in order, so two requests
+    /// never wait for each other), for at most `timeout`: without turns, concurrent requests
+    /// for one hot key all read the same version, and all but one commit conflict and start
+    /// over. Only a shortcut: the compare-and-set commit keeps decisions exact without it
+    /// (and across processes), so a request that waited `timeout` goes on without its turn
+    /// rather than queue behind a Redis that does not answer.
+    async fn turn(&self, keys: &[String]) -> Vec<tokio::sync::MutexGuard<'_, ()>> {
+        use std::hash::{BuildHasher, Hasher};
+        let hasher =
+            std::hash::BuildHasherDefault::<std::collections::hash_map::DefaultHasher>::default();
+        let mut which: Vec<usize> = keys
+            .iter()
+            .map(|k| {
+                let mut h = hasher.build_hasher();
+                h.write(k.as_bytes());
+                (h.finish() as usize) % TURNS
+            })
+            .collect();
+        which.sort_unstable();
+        which.dedup();
+        let deadline = tokio::time::Instant::now() + self.timeout;
+        let mut held = Vec::with_capacity(which.len());
+        for i in which {
+            match tokio::time::timeout_at(deadline, self.turns[i].lock()).await {
+                Ok(guard) => held.push(guard),
+                Err(_) => return Vec::new(),
+            }
+        }
+        held
     }
 
     fn fail(
@@ -401,16 +443,22 @@ impl Store for RedisStore {
             }
             _ => None,
         };
-        if let Some((denials, key)) = &cached {
-            let now = since(self.epoch, Instant::now());
-            let hit = lock(denials).get(key, 1, now);
-            if let Some(d) = hit {
-                let outcome = Outcome {
-                    each: d.each,
-                    writes: Vec::new(),
-                };
-                return Ok((outcome, Source::DenyCache));
-            }
+        let remembered = || {
+            let (denials, key) = cached.as_ref()?;
+            let d = lock(denials).get(key, 1, since(self.epoch, Instant::now()))?;
+            let outcome = Outcome {
+                each: d.each,
+                writes: Vec::new(),
+            };
+            Some((outcome, Source::DenyCache))
+        };
+        if let Some(answer) = remembered() {
+            return Ok(answer);
+        }
+        let _turn = self.turn(&keys).await;
+        // The request before this one in line may have been this very denial.
+        if let Some(answer) = remembered() {
+            return Ok(answer);
         }
         match self.on_redis(&items, &keys, charging, blocked).await {
             Ok((outcome, sent)) => {
