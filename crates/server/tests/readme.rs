@@ -14,9 +14,21 @@ use tollgate_server::config::Config;
 /// The descriptors `envoy-types` generated its types from (`src/generated/types.bin` of the
 /// package cargo resolved for this crate).
 fn envoy_pool() -> DescriptorPool {
+    // This machine's platform only: other platforms' dependencies need not be downloaded.
+    let rustc = std::env::var("RUSTC").unwrap_or_else(|_| "rustc".into());
+    let version = std::process::Command::new(rustc)
+        .arg("-vV")
+        .output()
+        .expect("rustc -vV");
+    let version = String::from_utf8_lossy(&version.stdout).to_string();
+    let host = version
+        .lines()
+        .find_map(|l| l.strip_prefix("host: "))
+        .expect("rustc names its host");
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let out = std::process::Command::new(cargo)
         .args(["metadata", "--format-version", "1", "--offline"])
+        .args(["--filter-platform", host])
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .output()
         .expect("cargo metadata");
