@@ -1,19 +1,19 @@
-//! gRPC `ShouldRateLimit` calls per second and latency of tollgate-server, next to the same
-//! tonic server answering OK without deciding (the ceiling: what tonic, HTTP/2 and the
-//! protos cost on this machine), in one run, rounds interleaved. Not a test: figures only.
+//! A benchmark (not a test): `ShouldRateLimit` calls per second and the p99 latency, over
+//! real gRPC on loopback, for one descriptor value and for 10,000, against:
+//!
+//! * the ceiling: the same tonic server and protos answering `OK` without deciding;
+//! * tollgate-server's service in memory;
+//! * the service on Redis (the fleet scripts), when `REDIS_URL` is set.
 //!
 //! ```sh
-//! cargo run --release -p tollgate-server --example bench -- [--seconds 3] [--rounds 3] [--in-flight 64]
+//! cargo run --release -p tollgate-server --example bench
+//! REDIS_URL=redis://127.0.0.1:6379/ cargo run --release -p tollgate-server --example bench
 //! ```
 //!
-//! Cases: the ceiling; tollgate-server in memory with one descriptor value (every call the
-//! same counter) and with 10k values (drawn at random). The policy is envoyproxy/ratelimit's
-//! `requests_per_unit: 1000000` per second per value, so every call is decided and nearly
-//! every one admitted. Client and server share this process and the machine's cores: the
-//! ratio to the ceiling is the figure, not the absolute calls per second. Each call's
-//! latency is measured at the client; p50 and p99 are over all the calls of a round.
-//! On Redis (with the module, one round trip a call), the round trip is the cost: run the
-//! binary with `REDIS_URL` and a load tool for that case.
+//! Settings by environment: `BENCH_SECS` (per run, default 3), `BENCH_CONCURRENCY` (calls in
+//! flight, default 64), `BENCH_CHANNELS` (HTTP/2 connections, default 4). The client runs in
+//! the same process and shares the machine: read the ratio to the ceiling, not the absolute
+//! numbers.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -21,49 +21,59 @@ use std::time::{Duration, Instant};
 
 use envoy_types::pb::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor::Entry;
 use envoy_types::pb::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
-use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::Code;
+use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::{Code, DescriptorStatus};
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_client::RateLimitServiceClient;
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_server::{
     RateLimitService, RateLimitServiceServer,
 };
 use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
-use tokio::net::TcpListener;
 use tollgate_server::config::Config;
+use tollgate_server::redis_store::RedisStore;
 use tollgate_server::service::{Service, Settings};
-use tollgate_server::store::Memory;
-use tonic::transport::Channel;
+use tollgate_server::store::{Memory, Store};
+use tollgate_server::Grpc;
 
-const CONFIG: &str = "
-domain: bench
-descriptors:
-  - key: user
-    rate_limit:
-      unit: second
-      requests_per_unit: 1000000
-";
+/// A limit that admits everything the benchmark sends: the decisions are made and written,
+/// never denied.
+const CONFIG: &str = "domain: bench\ndescriptors:\n  - key: client\n    rate_limit:\n      policy: \"token-bucket 100000000/s\"\n";
 
-/// The ceiling: a `RateLimitService` that answers OK without looking at the request.
-struct AlwaysOk;
+/// The ceiling: answers OK to every descriptor without deciding anything.
+struct Ceiling;
 
 #[tonic::async_trait]
-impl RateLimitService for AlwaysOk {
+impl RateLimitService for Ceiling {
     async fn should_rate_limit(
         &self,
-        _request: tonic::Request<RateLimitRequest>,
+        request: tonic::Request<RateLimitRequest>,
     ) -> Result<tonic::Response<RateLimitResponse>, tonic::Status> {
+        let statuses = request
+            .get_ref()
+            .descriptors
+            .iter()
+            .map(|_| DescriptorStatus {
+                code: Code::Ok as i32,
+                ..Default::default()
+            })
+            .collect();
         Ok(tonic::Response::new(RateLimitResponse {
             overall_code: Code::Ok as i32,
+            statuses,
             ..Default::default()
         }))
     }
 }
 
-/// Serves `service` on a free loopback port; returns the client's address.
-async fn serve<S: RateLimitService>(service: S) -> String {
-    let listener = TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("a loopback port");
-    let addr = listener.local_addr().expect("its address");
+fn env(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// Serves `service` on a free loopback port; returns its address.
+async fn serve<T: RateLimitService>(service: T) -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
     tokio::spawn(
         tonic::transport::Server::builder()
             .add_service(RateLimitServiceServer::new(service))
@@ -72,123 +82,109 @@ async fn serve<S: RateLimitService>(service: S) -> String {
     format!("http://{addr}")
 }
 
-/// Serves tollgate-server's gRPC face over the bench configuration, in memory.
-async fn serve_tollgate() -> String {
-    let config = Config::from_texts([("bench.yaml", CONFIG)]).expect("the bench configuration");
-    let service = Arc::new(Service::new(config, Memory::new(), Settings::default()));
-    serve(tollgate_server::Grpc(service)).await
+async fn service_of<S: Store>(store: S) -> String {
+    let config = Config::from_texts([("bench.yaml", CONFIG)]).unwrap();
+    serve(Grpc(Arc::new(Service::new(
+        config,
+        store,
+        Settings::default(),
+    ))))
+    .await
 }
 
-fn request(value: u64) -> RateLimitRequest {
-    RateLimitRequest {
-        domain: "bench".into(),
-        descriptors: vec![RateLimitDescriptor {
-            entries: vec![Entry {
-                key: "user".into(),
-                value: value.to_string(),
-            }],
-            ..Default::default()
-        }],
-        hits_addend: 1,
-    }
-}
-
-/// One round's figures.
-struct Figures {
-    per_sec: f64,
-    p50_us: f64,
-    p99_us: f64,
-    ok: f64,
-}
-
-/// `in_flight` callers over a few HTTP/2 connections, each calling with a value drawn from
-/// `values`, for `seconds`.
-async fn run(addr: &str, values: u64, in_flight: usize, seconds: f64) -> Figures {
-    let mut channels = Vec::new();
-    for _ in 0..4 {
-        let channel = Channel::from_shared(addr.to_string())
-            .expect("a URL")
-            .connect()
-            .await
-            .expect("connect");
-        channels.push(channel);
+/// Calls per second and the p99 latency of `secs` of calls with `values` descriptor values.
+async fn measure(url: &str, values: u64) -> (f64, Duration) {
+    let secs = env("BENCH_SECS", 3);
+    let concurrency = env("BENCH_CONCURRENCY", 64);
+    let channels = env("BENCH_CHANNELS", 4).max(1);
+    let mut clients = Vec::new();
+    for _ in 0..channels {
+        clients.push(
+            RateLimitServiceClient::connect(url.to_string())
+                .await
+                .unwrap(),
+        );
     }
     let stop = Arc::new(AtomicBool::new(false));
-    let started = Instant::now();
+    let measuring = Arc::new(AtomicBool::new(false));
     let mut tasks = Vec::new();
-    for i in 0..in_flight {
-        let mut client = RateLimitServiceClient::new(channels[i % channels.len()].clone());
-        let stop = stop.clone();
-        let mut rng = fastrand::Rng::with_seed(i as u64);
+    for t in 0..concurrency {
+        let mut client = clients[(t % channels) as usize].clone();
+        let (stop, measuring) = (stop.clone(), measuring.clone());
         tasks.push(tokio::spawn(async move {
-            let (mut latencies, mut ok) = (Vec::new(), 0u64);
+            let mut latencies = Vec::new();
+            let mut i = t;
             while !stop.load(Ordering::Relaxed) {
-                let t = Instant::now();
-                let r = client
-                    .should_rate_limit(request(rng.u64(0..values)))
-                    .await
-                    .expect("a call");
-                latencies.push(t.elapsed().as_secs_f64() * 1e6);
-                ok += u64::from(r.get_ref().overall_code == Code::Ok as i32);
+                let request = RateLimitRequest {
+                    domain: "bench".into(),
+                    descriptors: vec![RateLimitDescriptor {
+                        entries: vec![Entry {
+                            key: "client".into(),
+                            value: format!("c{}", i % values),
+                        }],
+                        ..Default::default()
+                    }],
+                    hits_addend: 0,
+                };
+                i = i.wrapping_add(concurrency);
+                let start = Instant::now();
+                let r = client.should_rate_limit(request).await.expect("answered");
+                assert_eq!(r.get_ref().overall_code, Code::Ok as i32);
+                if measuring.load(Ordering::Relaxed) {
+                    latencies.push(start.elapsed());
+                }
             }
-            (latencies, ok)
+            latencies
         }));
     }
-    tokio::time::sleep(Duration::from_secs_f64(seconds)).await;
+    tokio::time::sleep(Duration::from_millis(500)).await; // warm-up
+    measuring.store(true, Ordering::Relaxed);
+    let started = Instant::now();
+    tokio::time::sleep(Duration::from_secs(secs)).await;
+    measuring.store(false, Ordering::Relaxed);
+    let elapsed = started.elapsed();
     stop.store(true, Ordering::Relaxed);
-    let (mut all, mut ok) = (Vec::new(), 0u64);
+    let mut all = Vec::new();
     for t in tasks {
-        let (l, o) = t.await.expect("a caller");
-        all.extend(l);
-        ok += o;
+        all.extend(t.await.unwrap());
     }
-    let elapsed = started.elapsed().as_secs_f64();
-    all.sort_by(f64::total_cmp);
-    let pct = |p: f64| all[((all.len() as f64 * p) as usize).min(all.len() - 1)];
-    Figures {
-        per_sec: all.len() as f64 / elapsed,
-        p50_us: pct(0.5),
-        p99_us: pct(0.99),
-        ok: ok as f64 / all.len() as f64,
-    }
-}
-
-fn arg(name: &str, default: f64) -> f64 {
-    let args: Vec<String> = std::env::args().collect();
-    args.iter()
-        .position(|a| a == name)
-        .and_then(|i| args.get(i + 1))
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
+    all.sort_unstable();
+    let p99 = all
+        .get(all.len().saturating_sub(1) * 99 / 100)
+        .copied()
+        .unwrap_or_default();
+    (all.len() as f64 / elapsed.as_secs_f64(), p99)
 }
 
 #[tokio::main]
 async fn main() {
-    let seconds = arg("--seconds", 3.0);
-    let rounds = arg("--rounds", 3.0) as usize;
-    let in_flight = arg("--in-flight", 64.0) as usize;
-    let ceiling = serve(AlwaysOk).await;
-    let tollgate = serve_tollgate().await;
-    println!("in flight {in_flight}, {seconds} s a case, {rounds} rounds, client and servers in one process");
-    println!("| round | case | calls/s | ratio to ceiling | p50 µs | p99 µs | OK |");
-    println!("|---|---|---|---|---|---|---|");
-    for round in 1..=rounds {
-        for (case, values) in [("1 value", 1), ("10k values", 10_000)] {
-            let top = run(&ceiling, values, in_flight, seconds).await;
-            let got = run(&tollgate, values, in_flight, seconds).await;
-            for (name, f) in [
-                ("ceiling (no decision)", &top),
-                ("tollgate-server, memory", &got),
-            ] {
-                println!(
-                    "| {round} | {case}: {name} | {:.0} | {:.2} | {:.0} | {:.0} | {:.1}% |",
-                    f.per_sec,
-                    f.per_sec / top.per_sec,
-                    f.p50_us,
-                    f.p99_us,
-                    100.0 * f.ok
-                );
-            }
+    let mut targets = vec![
+        ("ceiling (OK, no decision)", serve(Ceiling).await),
+        ("memory", service_of(Memory::new()).await),
+    ];
+    if let Ok(url) = std::env::var("REDIS_URL") {
+        let store = RedisStore::connect(
+            &url,
+            "bench:",
+            Duration::from_millis(500),
+            tollgate::metrics::Behaviour::Closed,
+        )
+        .await
+        .expect("Redis at REDIS_URL");
+        targets.push(("redis (scripts)", service_of(store).await));
+    }
+    println!("| store | values | calls/s | p99 | of the ceiling |");
+    println!("|---|---|---|---|---|");
+    for values in [1, 10_000] {
+        let mut ceiling = None;
+        for (name, url) in &targets {
+            let (rate, p99) = measure(url, values).await;
+            let base = *ceiling.get_or_insert(rate);
+            println!(
+                "| {name} | {values} | {rate:.0} | {:.2} ms | {:.2}x |",
+                p99.as_secs_f64() * 1000.0,
+                rate / base
+            );
         }
     }
 }

@@ -9,7 +9,8 @@
 //!
 //! The extension: `rate_limit: { policy: "<tollgate policy>" }` instead of `unit` and
 //! `requests_per_unit` (`"sliding-window 600/10min"`, `"10/s burst 40"`, ...), parsed by the
-//! core's [`tollgate::Policy`].
+//! core's [`tollgate::Policy`]; and a fair share by a descriptor entry, `tenant_policy`
+//! (with an optional `tenant_key`): see [`TenantShare`].
 
 use std::collections::HashMap;
 use std::fmt;
@@ -19,6 +20,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_norway::Value;
+use tollgate::fair_share::FairShare;
 use tollgate::{Policy, Quota};
 
 mod yaml;
@@ -149,6 +151,24 @@ pub struct Rule {
     pub shadow_mode: bool,
     /// `detailed_metric`: the metric key carries the request's values.
     pub detailed_metric: bool,
+    /// The extension's fair share (`tenant_policy`): each tenant's own window on top of
+    /// this rule's limit, which every tenant then shares.
+    pub fair_share: Option<TenantShare>,
+}
+
+/// A fair share by a descriptor entry: the rule's limit is shared by every value of that
+/// entry (the tenants), and each tenant also has its own window; a request passes only
+/// when both have room (the core's [`FairShare`], decided all or nothing with the
+/// request's other limits). A tenant that is empty or `default` has no window of its own
+/// (the core's [`tollgate::fair_share::skips_tenant_window`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct TenantShare {
+    /// The shared policy and the per-tenant one, validated by the core (a tenant may not
+    /// have more than the shared limit).
+    pub policies: FairShare,
+    /// `tenant_key`: the key of the descriptor entry whose value is the tenant (`None`:
+    /// the entry the rule is on, the descriptor's last).
+    pub tenant_key: Option<String>,
 }
 
 /// A node of a domain's descriptor tree.

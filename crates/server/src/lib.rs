@@ -106,22 +106,14 @@ pub async fn watch_config<S: Store>(
             Ok(config) => {
                 let domains = config.domains.len();
                 service.set_config(config);
-                service.metrics.add(
-                    "tollgate_config_loads_total",
-                    vec![("result", "success".into())],
-                    1,
-                );
+                service.metrics.config_load(true);
                 log(
                     "info",
                     &format!("configuration reloaded: {domains} domain(s)"),
                 );
             }
             Err(e) => {
-                service.metrics.add(
-                    "tollgate_config_loads_total",
-                    vec![("result", "error".into())],
-                    1,
-                );
+                service.metrics.config_load(false);
                 log(
                     "error",
                     &format!("configuration not reloaded, the running one stays: {e}"),
@@ -144,6 +136,27 @@ pub async fn run<S: Store>(
     shutdown: impl Future<Output = ()> + Send + 'static,
     grace: Duration,
 ) -> std::io::Result<()> {
+    run_with_tls(service, grpc, http, reload, shutdown, grace, None).await
+}
+
+/// [`run`], with TLS on the gRPC listener when `tls` is given (its certificate and key, and
+/// optionally the CA that client certificates must be signed by). The HTTP side stays
+/// plain, as envoyproxy/ratelimit's.
+pub async fn run_with_tls<S: Store>(
+    service: Arc<Service<S>>,
+    grpc: TcpListener,
+    http: TcpListener,
+    reload: Option<(PathBuf, Duration)>,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+    grace: Duration,
+    tls: Option<tonic::transport::ServerTlsConfig>,
+) -> std::io::Result<()> {
+    let mut builder = tonic::transport::Server::builder();
+    if let Some(tls) = tls {
+        builder = builder
+            .tls_config(tls)
+            .map_err(|e| std::io::Error::other(format!("gRPC TLS: {e}")))?;
+    }
     let (stop_tx, stop_rx) = watch::channel(false);
     let healthy = Arc::new(AtomicBool::new(true));
     let (reporter, health_service) = tonic_health::server::health_reporter();
@@ -170,7 +183,7 @@ pub async fn run<S: Store>(
     let stopped = |mut rx: watch::Receiver<bool>| async move {
         let _ = rx.wait_for(|s| *s).await;
     };
-    let grpc_server = tonic::transport::Server::builder()
+    let grpc_server = builder
         .add_service(health_service)
         .add_service(RateLimitServiceServer::from_arc(Arc::new(Grpc(
             service.clone(),

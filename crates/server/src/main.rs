@@ -8,10 +8,11 @@ use std::time::Duration;
 use clap::Parser;
 use tollgate_server::config::Config;
 use tollgate_server::engine::Charging;
-use tollgate_server::redis_store::{Failure, RedisStore};
+use tollgate_server::redis_store::{parse_failure, RedisStore, DENY_CACHE_ENTRIES};
 use tollgate_server::service::{Service, Settings};
 use tollgate_server::store::Memory;
-use tollgate_server::{log, run};
+use tollgate_server::{log, run_with_tls};
+use tonic::transport::{Certificate, Identity, ServerTlsConfig};
 
 /// Envoy's global rate limit service (envoy.service.ratelimit.v3) on tollgate.
 ///
@@ -52,6 +53,18 @@ struct Args {
     /// HTTP port (0: any free port).
     #[arg(long, env = "PORT", default_value_t = 8080)]
     http_port: u16,
+    /// TLS on the gRPC listener (with --grpc-tls-cert and --grpc-tls-key).
+    #[arg(long, env = "GRPC_SERVER_USE_TLS", default_value_t = false, action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
+    grpc_tls: bool,
+    /// The gRPC listener's certificate chain (PEM).
+    #[arg(long, env = "GRPC_SERVER_TLS_CERT")]
+    grpc_tls_cert: Option<PathBuf>,
+    /// The gRPC listener's private key (PEM).
+    #[arg(long, env = "GRPC_SERVER_TLS_KEY")]
+    grpc_tls_key: Option<PathBuf>,
+    /// A CA (PEM): when set, gRPC clients must present a certificate it signed (mutual TLS).
+    #[arg(long, env = "GRPC_CLIENT_TLS_CACERT")]
+    grpc_tls_client_ca: Option<PathBuf>,
     /// Global shadow mode: count and report, never deny.
     #[arg(long, env = "SHADOW_MODE", default_value_t = false, action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
     shadow_mode: bool,
@@ -60,9 +73,13 @@ struct Args {
     #[arg(long, env = "TOLLGATE_CHARGE_EVERY_DESCRIPTOR", default_value_t = false, action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
     charge_every_descriptor: bool,
     /// Redis for the fleet store (`redis://host:port/`); without it, counters are kept in
-    /// this process's memory.
+    /// this process's memory. For a cluster, some of its nodes, comma-separated.
     #[arg(long, env = "REDIS_URL")]
     redis_url: Option<String>,
+    /// `single` (one Redis server) or `cluster` (a Redis Cluster; envoyproxy/ratelimit's
+    /// REDIS_TYPE, any case).
+    #[arg(long, env = "REDIS_TYPE", default_value = "single")]
+    redis_type: String,
     /// What requests get when Redis does not answer in time: open (admit), closed (deny)
     /// or local (this process's memory decides).
     #[arg(long, env = "TOLLGATE_REDIS_FAILURE", default_value = "closed")]
@@ -70,6 +87,10 @@ struct Args {
     /// How long one Redis round trip may take, in milliseconds.
     #[arg(long, env = "TOLLGATE_REDIS_TIMEOUT_MS", default_value_t = 200)]
     redis_timeout_ms: u64,
+    /// The Redis store's deny cache: at most this many denied requests remembered until
+    /// their retry time, answered without a round trip (0: off).
+    #[arg(long, env = "TOLLGATE_DENY_CACHE_ENTRIES", default_value_t = DENY_CACHE_ENTRIES)]
+    deny_cache_entries: usize,
     /// The prefix of every Redis key.
     #[arg(long, env = "CACHE_KEY_PREFIX", default_value = "tollgate:")]
     redis_prefix: String,
@@ -80,6 +101,27 @@ struct Args {
     /// never reload).
     #[arg(long, env = "TOLLGATE_RELOAD_INTERVAL_MS", default_value_t = 1000)]
     reload_interval_ms: u64,
+}
+
+/// The gRPC listener's TLS settings, read from their files; an error names the flag.
+fn grpc_tls(a: &Args) -> Result<Option<ServerTlsConfig>, String> {
+    if !a.grpc_tls {
+        return Ok(None);
+    }
+    let read = |flag: &str, path: &Option<PathBuf>| -> Result<Vec<u8>, String> {
+        let path = path
+            .as_ref()
+            .ok_or_else(|| format!("{flag}: required with --grpc-tls"))?;
+        std::fs::read(path).map_err(|e| format!("{flag}: cannot read {}: {e}", path.display()))
+    };
+    let cert = read("--grpc-tls-cert", &a.grpc_tls_cert)?;
+    let key = read("--grpc-tls-key", &a.grpc_tls_key)?;
+    let mut tls = ServerTlsConfig::new().identity(Identity::from_pem(cert, key));
+    if a.grpc_tls_client_ca.is_some() {
+        let ca = read("--grpc-tls-client-ca", &a.grpc_tls_client_ca)?;
+        tls = tls.client_ca_root(Certificate::from_pem(ca));
+    }
+    Ok(Some(tls))
 }
 
 fn config_dir(a: &Args) -> PathBuf {
@@ -144,6 +186,13 @@ fn main() -> ExitCode {
         },
         global_shadow: args.shadow_mode,
     };
+    let tls = match grpc_tls(&args) {
+        Ok(t) => t,
+        Err(e) => {
+            log("error", &e);
+            return ExitCode::FAILURE;
+        }
+    };
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -174,22 +223,45 @@ fn main() -> ExitCode {
             None => {
                 let service = Arc::new(Service::new(config, Memory::new(), settings));
                 println!("{listening}");
-                run(service, grpc, http, reload, shutdown_signal(), grace).await
+                run_with_tls(service, grpc, http, reload, shutdown_signal(), grace, tls).await
             }
             Some(url) => {
-                let failure = Failure::parse(&args.redis_failure).ok_or_else(|| {
+                let failure = parse_failure(&args.redis_failure).ok_or_else(|| {
                     std::io::Error::other(format!(
                         "--redis-failure: '{}' is not open, closed or local",
                         args.redis_failure
                     ))
                 })?;
                 let timeout = Duration::from_millis(args.redis_timeout_ms.max(1));
-                let store = RedisStore::connect(url, &args.redis_prefix, timeout, failure)
-                    .await
-                    .map_err(|e| std::io::Error::other(format!("redis at {url}: {e}")))?;
+                let prefix = &args.redis_prefix;
+                let store = match args.redis_type.to_ascii_lowercase().as_str() {
+                    "single" => RedisStore::connect(url, prefix, timeout, failure).await,
+                    "cluster" => {
+                        let nodes: Vec<String> = url
+                            .split(',')
+                            .map(str::trim)
+                            .filter(|n| !n.is_empty())
+                            .map(|n| {
+                                if n.contains("://") {
+                                    n.to_string()
+                                } else {
+                                    format!("redis://{n}/")
+                                }
+                            })
+                            .collect();
+                        RedisStore::connect_cluster(&nodes, prefix, timeout, failure).await
+                    }
+                    other => {
+                        return Err(std::io::Error::other(format!(
+                            "--redis-type: '{other}' is not single or cluster"
+                        )))
+                    }
+                }
+                .map_err(|e| std::io::Error::other(format!("redis at {url}: {e}")))?
+                .deny_cache(args.deny_cache_entries);
                 let service = Arc::new(Service::new(config, store, settings));
                 println!("{listening}");
-                run(service, grpc, http, reload, shutdown_signal(), grace).await
+                run_with_tls(service, grpc, http, reload, shutdown_signal(), grace, tls).await
             }
         }
     });

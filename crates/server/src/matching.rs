@@ -13,6 +13,8 @@
 
 use std::sync::Arc;
 
+use tollgate::fair_share::skips_tenant_window;
+
 use crate::config::{Config, Limit, Rule, Unit};
 
 /// A descriptor's matched rule.
@@ -26,6 +28,10 @@ pub struct Matched {
     /// The key its metrics are counted under (the rule's `full_key`, or with the request's
     /// values for `detailed_metric` and `value_to_metric`).
     pub metric_key: String,
+    /// A fair share's tenant window: its counter key (`key` is then the shared counter's:
+    /// the same key without the tenant's value). `None` without a fair share, or for a
+    /// tenant that has no window (empty, `default`, or no entry of the `tenant_key`).
+    pub tenant: Option<String>,
 }
 
 /// Whether `value` matches `parts` (a pattern split at its `*`s): it starts with the first
@@ -127,10 +133,27 @@ impl Config {
         } else {
             by_value
         };
+        let mut key = counter_key(domain, entries, &patterns);
+        let mut tenant = None;
+        if let Some(share) = &rule.fair_share {
+            let at = match &share.tenant_key {
+                Some(tk) => entries.iter().rposition(|(k, _)| k == tk),
+                None => entries.len().checked_sub(1),
+            };
+            if let Some(at) = at {
+                if !skips_tenant_window(Some(entries[at].1)) {
+                    tenant = Some(key.clone());
+                }
+                // The shared counter: every tenant's value left out.
+                patterns[at] = Some(String::new());
+                key = counter_key(domain, entries, &patterns);
+            }
+        }
         Some(Matched {
-            key: counter_key(domain, entries, &patterns),
+            key,
             rule,
             metric_key,
+            tenant,
         })
     }
 }
@@ -150,6 +173,7 @@ pub fn override_rule(domain: &str, entries: &[(&str, &str)], requests: u32, unit
     Matched {
         key: counter_key(domain, entries, &[]),
         metric_key: full_key.clone(),
+        tenant: None,
         rule: Arc::new(Rule {
             full_key,
             limit: Limit::per_unit(requests, unit),
@@ -157,6 +181,7 @@ pub fn override_rule(domain: &str, entries: &[(&str, &str)], requests: u32, unit
             replaces: Vec::new(),
             shadow_mode: false,
             detailed_metric: false,
+            fair_share: None,
         }),
     }
 }

@@ -1,94 +1,154 @@
-//! Counters, written as Prometheus text on `/metrics`.
+//! `/metrics`: the core's metric model ([`tollgate::metrics`]), one [`Tally`] per rule,
+//! written by the core's Prometheus text ([`tollgate::metrics::render`]); this module only
+//! keeps the tallies and says what the service counts in them:
 //!
-//! Minimal for now (a later issue defines the full metric model):
+//! * `tollgate_decisions_total{tollgate_policy,tollgate_outcome,tollgate_source}`: one per
+//!   matched descriptor of a request, as its status says (`admitted`, `denied`, or
+//!   `shadow_denied` for a shadow-mode limit that would have denied), where it was decided
+//!   (`store`: this process's memory or Redis; `deny_cache`; `fallback`: the declared
+//!   behaviour, Redis having failed). `unlimited` rules count as admitted and
+//!   `requests_per_unit: 0` rules as denied, both at the `store` (they need no state).
+//! * `tollgate_near_limit_total{tollgate_policy}`: admissions that left less than 20% of the
+//!   limit (envoyproxy/ratelimit's `near_limit`).
+//! * `tollgate_store_failures_total{tollgate_policy,tollgate_failure_behaviour,tollgate_failure_reason}`:
+//!   Redis calls that failed, per counted descriptor of the request, by the declared
+//!   behaviour (`open`, `closed`, `local`) and the reason (`unreachable`, `timeout`,
+//!   `indeterminate`).
 //!
-//! * `tollgate_decisions_total{policy,outcome,source}`: one per matched descriptor of a
-//!   request; `policy` is the rule's metric key (`domain.key_value.key`: bounded by the
-//!   configuration, unless `detailed_metric` or `value_to_metric` asks for the request's
-//!   values), `outcome` one of `ok`, `over_limit`, `shadow_over_limit`, `unlimited`;
-//!   `source` where it was decided (`memory`, `local` for limits needing no state).
-//! * `tollgate_requests_total{code}`: `ShouldRateLimit` answers by overall code (`ok`,
-//!   `over_limit`) or `error`.
-//! * `tollgate_config_loads_total{result}`: `success` or `error` (a reload that failed and
-//!   kept the running configuration).
+//! `tollgate_policy` is the rule's metric key (`domain.key_value.key`: bounded by the
+//! configuration, unless `detailed_metric` or `value_to_metric` asks for the request's
+//! values). Never a descriptor value by default (cardinality).
 //!
-//! Never a descriptor value as a label by default (cardinality).
+//! Two counters are the service's own, about the service rather than decisions (no other
+//! runtime has them, and the model does not name them):
+//!
+//! * [`REQUESTS`] `{code}`: `ShouldRateLimit` answers by overall code (`ok`, `over_limit`)
+//!   or `error`.
+//! * [`CONFIG_LOADS`] `{result}`: configuration loads, `success` or `error` (a reload that
+//!   failed and kept the running configuration).
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
-/// A counter's name and its labels, in order.
-type Series = (&'static str, Vec<(&'static str, String)>);
+use tollgate::metrics::{render, Series, Tally};
 
-/// A set of counters.
-#[derive(Debug, Default)]
-pub struct Metrics {
-    counters: Mutex<BTreeMap<Series, u64>>,
+/// `ShouldRateLimit` answers by overall code.
+pub const REQUESTS: &str = "tollgate_server_requests_total";
+/// Configuration loads by result.
+pub const CONFIG_LOADS: &str = "tollgate_server_config_loads_total";
+
+/// How a `ShouldRateLimit` call was answered (the `code` of [`REQUESTS`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RequestCode {
+    /// `OK`.
+    Ok,
+    /// `OVER_LIMIT`.
+    OverLimit,
+    /// Refused (a bad request) or failed (the store's error).
+    Error,
 }
 
-const HELP: &[(&str, &str)] = &[
-    (
-        "tollgate_config_loads_total",
-        "Configuration loads by result (an error keeps the running configuration).",
-    ),
-    (
-        "tollgate_decisions_total",
-        "Decisions per matched descriptor, by rule, outcome and where it was decided.",
-    ),
-    (
-        "tollgate_requests_total",
-        "ShouldRateLimit requests by overall code.",
-    ),
-];
+impl RequestCode {
+    const ALL: [RequestCode; 3] = [RequestCode::Ok, RequestCode::OverLimit, RequestCode::Error];
+
+    /// The label value: `ok`, `over_limit`, `error`.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            RequestCode::Ok => "ok",
+            RequestCode::OverLimit => "over_limit",
+            RequestCode::Error => "error",
+        }
+    }
+}
+
+/// The service's counts.
+#[derive(Debug, Default)]
+pub struct Metrics {
+    tallies: Mutex<BTreeMap<String, Tally>>,
+    requests: [AtomicU64; 3],
+    /// Successful loads, then failed ones.
+    config_loads: [AtomicU64; 2],
+}
 
 impl Metrics {
-    /// Adds `by` to the counter `name` with `labels`.
-    pub fn add(&self, name: &'static str, labels: Vec<(&'static str, String)>, by: u64) {
-        let mut c = self.counters.lock().unwrap_or_else(|p| p.into_inner());
-        *c.entry((name, labels)).or_insert(0) += by;
+    /// Counts into the tally of `policy` (created at the first count).
+    pub fn record(&self, policy: &str, count: impl FnOnce(&mut Tally)) {
+        let mut tallies = self.tallies.lock().unwrap_or_else(|p| p.into_inner());
+        match tallies.get_mut(policy) {
+            Some(t) => count(t),
+            None => count(tallies.entry(policy.to_string()).or_default()),
+        }
     }
 
-    /// A counter's value (0 when never counted).
-    pub fn get(&self, name: &str, labels: &[(&str, &str)]) -> u64 {
-        let c = self.counters.lock().unwrap_or_else(|p| p.into_inner());
-        c.iter()
-            .find(|((n, l), _)| {
-                *n == name
-                    && l.len() == labels.len()
-                    && l.iter().zip(labels).all(|(a, b)| a.0 == b.0 && a.1 == b.1)
-            })
-            .map_or(0, |(_, v)| *v)
+    /// The tally of `policy` (all zeros when never counted).
+    pub fn tally(&self, policy: &str) -> Tally {
+        let tallies = self.tallies.lock().unwrap_or_else(|p| p.into_inner());
+        tallies.get(policy).copied().unwrap_or_default()
     }
 
-    /// The Prometheus text exposition of every counter.
+    /// Counts one `ShouldRateLimit` answer.
+    pub fn request(&self, code: RequestCode) {
+        self.requests[code as usize].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// `ShouldRateLimit` answers counted with `code`.
+    pub fn requests(&self, code: RequestCode) -> u64 {
+        self.requests[code as usize].load(Ordering::Relaxed)
+    }
+
+    /// Counts one configuration load.
+    pub fn config_load(&self, success: bool) {
+        self.config_loads[usize::from(!success)].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Configuration loads counted with this result.
+    pub fn config_loads(&self, success: bool) -> u64 {
+        self.config_loads[usize::from(!success)].load(Ordering::Relaxed)
+    }
+
+    /// The Prometheus text exposition: the model's instruments for every rule counted so
+    /// far (in name order), then the service's own counters.
     pub fn render(&self) -> String {
-        let c = self.counters.lock().unwrap_or_else(|p| p.into_inner());
-        let mut out = String::new();
-        for (name, help) in HELP {
-            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter");
-            for ((n, labels), v) in c.iter().filter(|((n, _), _)| n == name) {
-                out.push_str(n);
-                if !labels.is_empty() {
-                    out.push('{');
-                    for (i, (k, val)) in labels.iter().enumerate() {
-                        if i > 0 {
-                            out.push(',');
-                        }
-                        let _ = write!(out, "{k}=\"{}\"", escape(val));
-                    }
-                    out.push('}');
-                }
-                let _ = writeln!(out, " {v}");
-            }
+        let tallies = self
+            .tallies
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        let series: Vec<Series<'_>> = tallies
+            .iter()
+            .map(|(policy, tally)| Series {
+                policy,
+                route: None,
+                tally,
+                concurrency_in_use: None,
+            })
+            .collect();
+        let mut out = render(&series);
+        let _ = writeln!(
+            out,
+            "# HELP {REQUESTS} ShouldRateLimit answers by overall code.\n# TYPE {REQUESTS} counter"
+        );
+        for code in RequestCode::ALL {
+            let _ = writeln!(
+                out,
+                "{REQUESTS}{{code=\"{}\"}} {}",
+                code.as_str(),
+                self.requests(code)
+            );
+        }
+        let _ = writeln!(
+            out,
+            "# HELP {CONFIG_LOADS} Configuration loads by result (an error keeps the running configuration).\n# TYPE {CONFIG_LOADS} counter"
+        );
+        for (result, success) in [("success", true), ("error", false)] {
+            let _ = writeln!(
+                out,
+                "{CONFIG_LOADS}{{result=\"{result}\"}} {}",
+                self.config_loads(success)
+            );
         }
         out
     }
-}
-
-/// A label value escaped for the text format (backslash, quote, newline).
-fn escape(v: &str) -> String {
-    v.replace('\\', "\\\\")
-        .replace('"', "\\\"")
-        .replace('\n', "\\n")
 }

@@ -7,55 +7,73 @@
 //! and committed only if no key changed since the read; on a conflict the script answers
 //! with the new values and the decision is made again (bounded by `retry_for`). A denial
 //! writes nothing. Keys are `<prefix>{<domain>}<counter key>`: one hash tag per domain, so
-//! that every key of a request lives on one node of a Redis Cluster.
+//! that every key of a request lives on one node of a Redis Cluster
+//! ([`RedisStore::connect_cluster`]).
+//!
+//! A request that an enforced limit denied is remembered by the deny cache (the core's
+//! [`DenyCache`], see [`RedisStore::deny_cache`]) and answered from memory until it could
+//! pass, without a round trip.
 //!
 //! The stored values, their times to live, the commit's arguments, the read's answer and
 //! which failed calls fall back are the fleet protocol's, written once in the core
 //! ([`tollgate::store::fleet`]) and shared with `tollgate-redis`, its module and the npm
 //! entry. When Redis does not answer within `timeout`, or cannot serve (down, refused,
 //! `LOADING`, `BUSY`, ...), the request gets the declared [`Failure`] behaviour and its
-//! [`Source`] says so; nothing waits longer. Any other error reply, or a stored value that
+//! [`Source`] says so, with the reason (the core's [`Why`]); nothing waits longer. Any other error reply, or a stored value that
 //! is not a state, is the caller's error (never read as fresh).
 
 use std::time::{Duration, Instant};
 
 use redis::aio::ConnectionManager;
-use redis::Script;
-use tollgate::store::fleet::{self, Call, Commit, Handling, Ttl};
-use tollgate::store::Limits;
+use redis::cluster_async::ClusterConnection;
+use redis::{RedisError, Script, ScriptInvocation};
+use std::fmt::Write as _;
+use std::sync::Mutex;
+
+use tollgate::metrics::Behaviour;
+use tollgate::stack::StackDecision;
+use tollgate::store::fleet::{self, Call, CallError, Commit, Handling, Ttl, Why};
+use tollgate::store::{DenyCache, Limits};
 use tollgate::{Nanos, State, NANOS_PER_SEC};
 use tollgate_redis::{COMMIT_SCRIPT, READ_SCRIPT};
 
 use crate::engine::{self, Charging, Item, Outcome};
 use crate::store::{Clock, Memory, Source, Store, StoreError, SystemClock};
 
-/// What a request gets when Redis cannot decide in time.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Failure {
-    /// Every limit admits (fail open); nothing is counted.
-    Open,
-    /// Every limit denies (fail closed).
-    Closed,
-    /// This process's memory decides with the same limits (each process then has its own
-    /// budget until Redis is back; counts are not copied back).
-    Local,
+/// What a request gets when Redis cannot decide in time: the model's declared behaviour
+/// ([`Behaviour`]): `open` admits every limit without counting; `closed` denies every
+/// limit; `local` decides in this process's memory with the same limits (each process then
+/// has its own budget until Redis is back; counts are not copied back).
+pub type Failure = Behaviour;
+
+/// The declared behaviour named `name` (`open`, `closed` or `local`, the model's names).
+pub fn parse_failure(name: &str) -> Option<Failure> {
+    Behaviour::ALL.into_iter().find(|b| b.as_str() == name)
 }
 
-impl Failure {
-    /// From its name: `open`, `closed` or `local`.
-    pub fn parse(name: &str) -> Option<Failure> {
-        match name {
-            "open" => Some(Failure::Open),
-            "closed" => Some(Failure::Closed),
-            "local" => Some(Failure::Local),
-            _ => None,
+/// The most denials the deny cache holds by default (as `tollgate-redis`'s).
+pub const DENY_CACHE_ENTRIES: usize = 100_000;
+
+/// A connection to Redis: one server, or a Redis Cluster (every key of a request shares
+/// its domain's hash tag, so a request's scripts run on one node).
+#[derive(Clone)]
+enum Conn {
+    Single(ConnectionManager),
+    Cluster(ClusterConnection),
+}
+
+impl Conn {
+    async fn invoke(&self, inv: &ScriptInvocation<'_>) -> Result<Vec<Vec<u8>>, RedisError> {
+        match self {
+            Conn::Single(c) => inv.invoke_async(&mut c.clone()).await,
+            Conn::Cluster(c) => inv.invoke_async(&mut c.clone()).await,
         }
     }
 }
 
 /// The Redis store.
 pub struct RedisStore {
-    conn: ConnectionManager,
+    conn: Conn,
     prefix: String,
     timeout: Duration,
     retry_for: Duration,
@@ -63,7 +81,16 @@ pub struct RedisStore {
     local: Memory<SystemClock>,
     read: Script,
     commit: Script,
+    /// Denials remembered until their retry time (`None`: off), on the clock of
+    /// nanoseconds since `epoch`.
+    denials: Option<Mutex<DenyCache<String>>>,
+    epoch: Instant,
+    /// Turns: this process's requests for the same keys go to Redis one after another.
+    turns: Vec<tokio::sync::Mutex<()>>,
 }
+
+/// How many locks the keys are spread over for [`RedisStore`]'s turns.
+const TURNS: usize = 64;
 
 impl RedisStore {
     /// Connects to `url` (fails when Redis cannot be reached now). `timeout` bounds each
@@ -73,7 +100,7 @@ impl RedisStore {
         prefix: &str,
         timeout: Duration,
         failure: Failure,
-    ) -> Result<RedisStore, redis::RedisError> {
+    ) -> Result<RedisStore, RedisError> {
         let client = redis::Client::open(url)?;
         let config = redis::aio::ConnectionManagerConfig::new()
             .set_connection_timeout(Some(timeout))
@@ -84,8 +111,44 @@ impl RedisStore {
             client.get_connection_manager_with_config(config),
         )
         .await
-        .map_err(|_| redis::RedisError::from((redis::ErrorKind::Io, "connect timed out")))??;
-        Ok(RedisStore {
+        .map_err(|_| connect_timed_out())??;
+        Ok(RedisStore::over(
+            Conn::Single(conn),
+            prefix,
+            timeout,
+            failure,
+        ))
+    }
+
+    /// Connects to the Redis Cluster that the nodes `urls` (any of its primaries, as
+    /// `redis://host:port/`) belong to; otherwise as [`RedisStore::connect`].
+    pub async fn connect_cluster(
+        urls: &[String],
+        prefix: &str,
+        timeout: Duration,
+        failure: Failure,
+    ) -> Result<RedisStore, RedisError> {
+        let client = redis::cluster::ClusterClientBuilder::new(urls.to_vec())
+            .connection_timeout(timeout)
+            .response_timeout(timeout)
+            .retries(1)
+            .build()?;
+        let conn = tokio::time::timeout(
+            timeout.max(Duration::from_secs(2)),
+            client.get_async_connection(),
+        )
+        .await
+        .map_err(|_| connect_timed_out())??;
+        Ok(RedisStore::over(
+            Conn::Cluster(conn),
+            prefix,
+            timeout,
+            failure,
+        ))
+    }
+
+    fn over(conn: Conn, prefix: &str, timeout: Duration, failure: Failure) -> RedisStore {
+        RedisStore {
             conn,
             prefix: prefix.to_string(),
             timeout,
@@ -94,7 +157,26 @@ impl RedisStore {
             local: Memory::new(),
             read: Script::new(READ_SCRIPT),
             commit: Script::new(COMMIT_SCRIPT),
-        })
+            denials: Some(Mutex::new(DenyCache::new(DENY_CACHE_ENTRIES))),
+            epoch: Instant::now(),
+            turns: (0..TURNS).map(|_| tokio::sync::Mutex::new(())).collect(),
+        }
+    }
+
+    /// Sets the deny cache: at most `entries` denials remembered, each until its retry
+    /// time, so that a request known to be denied is denied again without a round trip
+    /// (0: off). On by default, with [`DENY_CACHE_ENTRIES`].
+    ///
+    /// Only all-or-nothing requests that an enforced limit denied are remembered, by every
+    /// key, policy, cost and shadow flag of the request: such a request charged nothing,
+    /// and it cannot be admitted before every denying limit's retry time (more traffic only
+    /// pushes that later), so the remembered answer is the one Redis would give, except for
+    /// the `limit_remaining` of its limits that had room, which other processes may have
+    /// spent since. A counter deleted in Redis behind the service's back is seen at the
+    /// retry time.
+    pub fn deny_cache(mut self, entries: usize) -> RedisStore {
+        self.denials = (entries > 0).then(|| Mutex::new(DenyCache::new(entries)));
+        self
     }
 
     /// One script call, bounded by `timeout`; a failure sorted by the fleet protocol's rule
@@ -113,30 +195,33 @@ impl RedisStore {
         for a in args {
             inv.arg(a.as_slice());
         }
-        let mut conn = self.conn.clone();
-        match tokio::time::timeout(self.timeout, inv.invoke_async::<Vec<Vec<u8>>>(&mut conn)).await
-        {
+        match tokio::time::timeout(self.timeout, self.conn.invoke(&inv)).await {
             Ok(Ok(v)) => Ok(v),
             // redis-rs' `Script` already sent the body once on NOSCRIPT.
             Ok(Err(e)) => match tollgate_redis::handling(call, &e) {
-                Handling::FallBack(_) => Err(Failed::Unavailable),
+                Handling::FallBack(why) => Err(Failed::Unavailable(why)),
                 Handling::SendBody | Handling::Fatal => {
                     Err(Failed::Error(StoreError::Redis(e.to_string())))
                 }
             },
-            Err(_) => Err(Failed::Unavailable),
+            Err(_) => match fleet::handle(call, CallError::Timeout) {
+                Handling::FallBack(why) => Err(Failed::Unavailable(why)),
+                Handling::SendBody | Handling::Fatal => Err(Failed::Unavailable(Why::Timeout)),
+            },
         }
     }
 
     /// Decides on Redis: read with Redis's `TIME`, decide, commit all or nothing if no key
     /// changed since (a conflict answers the new values: decide again, for `retry_for`).
+    /// Also returns when the call whose values were decided on was sent.
     async fn on_redis(
         &self,
         items: &[Item],
         keys: &[String],
         charging: Charging,
         blocked: bool,
-    ) -> Result<Outcome, Failed> {
+    ) -> Result<(Outcome, Instant), Failed> {
+        let mut sent = Instant::now();
         let mut reply = self.eval(Call::Read, &self.read, keys, &[]).await?;
         let mut at = 0;
         let deadline = Instant::now() + self.retry_for;
@@ -147,7 +232,7 @@ impl RedisStore {
             let outcome = engine::decide(items, &loaded, now, charging, blocked)
                 .map_err(|e| Failed::Error(StoreError::Decide(e)))?;
             if outcome.writes.is_empty() {
-                return Ok(outcome);
+                return Ok((outcome, sent));
             }
             let writes = outcome
                 .writes
@@ -160,14 +245,47 @@ impl RedisStore {
                 })
                 .collect();
             let args = fleet::commit_args(Commit::Cas, &versions, writes);
+            sent = Instant::now();
             reply = self.eval(Call::Write, &self.commit, keys, &args).await?;
             match reply.first().map(Vec::as_slice) {
-                Some(b"ok") => return Ok(outcome),
+                Some(b"ok") => return Ok((outcome, sent)),
                 Some(b"conflict") if Instant::now() < deadline => at = 1,
-                Some(b"conflict") => return Err(Failed::Unavailable),
+                // Contended past its time: nothing was written (the commit said so).
+                Some(b"conflict") => return Err(Failed::Unavailable(Why::Timeout)),
                 _ => return Err(unexpected_reply()),
             }
         }
+    }
+
+    /// Waits for this request's turn on its keys (their locks, in order, so two requests
+    /// never wait for each other), for at most `timeout`: without turns, concurrent requests
+    /// for one hot key all read the same version, and all but one commit conflict and start
+    /// over. Only a shortcut: the compare-and-set commit keeps decisions exact without it
+    /// (and across processes), so a request that waited `timeout` goes on without its turn
+    /// rather than queue behind a Redis that does not answer.
+    async fn turn(&self, keys: &[String]) -> Vec<tokio::sync::MutexGuard<'_, ()>> {
+        use std::hash::{BuildHasher, Hasher};
+        let hasher =
+            std::hash::BuildHasherDefault::<std::collections::hash_map::DefaultHasher>::default();
+        let mut which: Vec<usize> = keys
+            .iter()
+            .map(|k| {
+                let mut h = hasher.build_hasher();
+                h.write(k.as_bytes());
+                (h.finish() as usize) % TURNS
+            })
+            .collect();
+        which.sort_unstable();
+        which.dedup();
+        let deadline = tokio::time::Instant::now() + self.timeout;
+        let mut held = Vec::with_capacity(which.len());
+        for i in which {
+            match tokio::time::timeout_at(deadline, self.turns[i].lock()).await {
+                Ok(guard) => held.push(guard),
+                Err(_) => return Vec::new(),
+            }
+        }
+        held
     }
 
     fn fail(
@@ -175,12 +293,14 @@ impl RedisStore {
         items: &[Item],
         charging: Charging,
         blocked: bool,
+        why: Why,
     ) -> Result<(Outcome, Source), StoreError> {
+        let source = Source::Fallback(self.failure, why);
         if self.failure == Failure::Local {
             return self
                 .local
                 .decide_now(items, charging, blocked)
-                .map(|o| (o, Source::FallbackLocal))
+                .map(|o| (o, source))
                 .map_err(StoreError::Decide);
         }
         let policies: Vec<_> = items.iter().map(|i| i.policy).collect();
@@ -188,11 +308,6 @@ impl RedisStore {
             Ok(limits) if self.failure == Failure::Open => fleet::fail_open(&limits).each,
             Ok(limits) => fleet::fail_closed(&limits, NANOS_PER_SEC).each,
             Err(_) => Vec::new(), // no counted limit
-        };
-        let source = if self.failure == Failure::Open {
-            Source::FallbackOpen
-        } else {
-            Source::FallbackClosed
         };
         let outcome = Outcome {
             each,
@@ -202,11 +317,15 @@ impl RedisStore {
     }
 }
 
+fn connect_timed_out() -> RedisError {
+    RedisError::from((redis::ErrorKind::Io, "connect timed out"))
+}
+
 /// Why a call to Redis gave no decision.
 enum Failed {
-    /// Redis cannot serve now (down, refused, slow, or it said so): the declared
-    /// [`Failure`] behaviour decides.
-    Unavailable,
+    /// Redis cannot serve now (down, refused, slow, or it said so), for this reason: the
+    /// declared [`Failure`] behaviour decides.
+    Unavailable(Why),
     /// An answer the protocol does not allow, or a refusal of the core: the caller's error.
     Error(StoreError),
 }
@@ -251,6 +370,58 @@ fn decode(keys: &[String], values: &[Vec<u8>]) -> Result<Decoded, Failed> {
     Ok((versions, states))
 }
 
+/// The deny cache's key of a request: every item's key, policy, cost and shadow flag.
+fn deny_key(items: &[Item]) -> String {
+    let mut key = String::new();
+    for i in items {
+        let _ = write!(
+            key,
+            "{}\x1f{}\x1f{}\x1f{}\x1e",
+            i.key, i.policy, i.cost, i.shadow
+        );
+    }
+    key
+}
+
+/// Remembers a request that an enforced limit denied, decided on values read at `at`,
+/// until the latest retry time of its denying limits (it cannot pass before).
+fn remember(
+    denials: &Mutex<DenyCache<String>>,
+    key: String,
+    items: &[Item],
+    outcome: &Outcome,
+    at: Nanos,
+) {
+    let denying = || {
+        items
+            .iter()
+            .zip(&outcome.each)
+            .filter(|(i, d)| !i.shadow && !d.allowed)
+    };
+    let Some(retry) = denying().map(|(_, d)| d.retry_after).max() else {
+        return; // admitted: nothing to remember
+    };
+    let decision = denying()
+        .map(|(_, d)| *d)
+        .max_by_key(|d| d.retry_after)
+        .unwrap_or_default();
+    let decided = StackDecision {
+        decision,
+        each: outcome.each.clone(),
+    };
+    lock(denials).remember(key, 1, at, &decided, retry);
+}
+
+fn lock(m: &Mutex<DenyCache<String>>) -> std::sync::MutexGuard<'_, DenyCache<String>> {
+    // Each call is one get or insert: a poisoned cache is still consistent.
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// The deny cache's clock: nanoseconds from `epoch` to `t`.
+fn since(epoch: Instant, t: Instant) -> Nanos {
+    u64::try_from(t.saturating_duration_since(epoch).as_nanos()).unwrap_or(u64::MAX)
+}
+
 impl Store for RedisStore {
     async fn decide(
         &self,
@@ -263,9 +434,40 @@ impl Store for RedisStore {
             .iter()
             .map(|i| format!("{}{{{domain}}}{}", self.prefix, i.key))
             .collect();
+        // Only an all-or-nothing request is remembered (in the other mode a denied request
+        // still charges the limits with room), and not one with a blocking limit (denied
+        // without a store decision).
+        let cached = match &self.denials {
+            Some(d) if charging == Charging::AllOrNothing && !blocked => {
+                Some((d, deny_key(&items)))
+            }
+            _ => None,
+        };
+        let remembered = || {
+            let (denials, key) = cached.as_ref()?;
+            let d = lock(denials).get(key, 1, since(self.epoch, Instant::now()))?;
+            let outcome = Outcome {
+                each: d.each,
+                writes: Vec::new(),
+            };
+            Some((outcome, Source::DenyCache))
+        };
+        if let Some(answer) = remembered() {
+            return Ok(answer);
+        }
+        let _turn = self.turn(&keys).await;
+        // The request before this one in line may have been this very denial.
+        if let Some(answer) = remembered() {
+            return Ok(answer);
+        }
         match self.on_redis(&items, &keys, charging, blocked).await {
-            Ok(outcome) => Ok((outcome, Source::Redis)),
-            Err(Failed::Unavailable) => self.fail(&items, charging, blocked),
+            Ok((outcome, sent)) => {
+                if let Some((denials, key)) = cached {
+                    remember(denials, key, &items, &outcome, since(self.epoch, sent));
+                }
+                Ok((outcome, Source::Store))
+            }
+            Err(Failed::Unavailable(why)) => self.fail(&items, charging, blocked, why),
             Err(Failed::Error(e)) => Err(e),
         }
     }

@@ -21,12 +21,13 @@ use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::{
 use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
 use envoy_types::pb::google::protobuf::Duration as PbDuration;
 use tollgate::headers::{response_headers, Named};
-use tollgate::{Decision, Nanos, NANOS_PER_SEC};
+use tollgate::stack::combine;
+use tollgate::{metrics, Decision, Nanos, Policy, NANOS_PER_SEC};
 
 use crate::config::{Config, Limit, Unit};
 use crate::engine::{Charging, Item};
 use crate::matching::{override_rule, Matched};
-use crate::metrics::Metrics;
+use crate::metrics::{Metrics, RequestCode};
 use crate::store::{Source, Store};
 
 /// Settings that change how requests are decided.
@@ -74,8 +75,8 @@ enum Plan {
     Unlimited(Matched),
     /// Always over the limit (`requests_per_unit: 0`).
     Block(Matched, Unit),
-    /// Counted: index of its item.
-    Counted(Matched, usize),
+    /// Counted: the index of its item, and of its tenant window's item for a fair share.
+    Counted(Matched, usize, Option<usize>),
 }
 
 impl<S: Store> Service<S> {
@@ -113,13 +114,11 @@ impl<S: Store> Service<S> {
         request: &RateLimitRequest,
     ) -> Result<RateLimitResponse, RequestError> {
         let result = self.decide(request).await;
-        let code = match &result {
-            Ok(r) if r.overall_code == Code::OverLimit as i32 => "over_limit",
-            Ok(_) => "ok",
-            Err(_) => "error",
-        };
-        self.metrics
-            .add("tollgate_requests_total", vec![("code", code.into())], 1);
+        self.metrics.request(match &result {
+            Ok(r) if r.overall_code == Code::OverLimit as i32 => RequestCode::OverLimit,
+            Ok(_) => RequestCode::Ok,
+            Err(_) => RequestCode::Error,
+        });
         result
     }
 
@@ -200,29 +199,18 @@ impl<S: Store> Service<S> {
                         Some(h) => h.value,
                         None => u64::from(request.hits_addend.max(1)),
                     };
-                    // The same counter twice in one request: one item, both costs.
-                    match items.iter().position(|it| it.key == m.key) {
-                        Some(at) => {
-                            items[at].cost = items[at].cost.saturating_add(cost);
-                            items[at].shadow &= shadow;
-                            Plan::Counted(m.clone(), at)
-                        }
-                        None => {
-                            items.push(Item {
-                                key: m.key.clone(),
-                                policy: *policy,
-                                cost,
-                                shadow,
-                            });
-                            Plan::Counted(m.clone(), items.len() - 1)
-                        }
-                    }
+                    let at = add_item(&mut items, &m.key, *policy, cost, shadow);
+                    let tenant = m.tenant.as_ref().zip(m.rule.fair_share.as_ref());
+                    let tenant_at = tenant.map(|(key, share)| {
+                        add_item(&mut items, key, *share.policies.tenant(), cost, shadow)
+                    });
+                    Plan::Counted(m.clone(), at, tenant_at)
                 }
             });
         }
         let now = self.store.now();
         let (outcome, source) = if items.is_empty() {
-            (Default::default(), Source::Memory)
+            (Default::default(), Source::Store)
         } else {
             let (o, s) = self
                 .store
@@ -236,6 +224,14 @@ impl<S: Store> Service<S> {
                 .map_err(|e| RequestError::Store(e.to_string()))?;
             (o.each, s)
         };
+        if let Source::Fallback(behaviour, why) = source {
+            for plan in &plans {
+                if let Plan::Counted(m, ..) = plan {
+                    self.metrics
+                        .record(&m.metric_key, |t| t.failure(behaviour, why));
+                }
+            }
+        }
         let mut response = RateLimitResponse {
             overall_code: Code::Ok as i32,
             ..Default::default()
@@ -249,7 +245,16 @@ impl<S: Store> Service<S> {
                     ..Default::default()
                 },
                 Plan::Unlimited(m) => {
-                    self.count(m, "unlimited", "local");
+                    let all = u64::from(u32::MAX);
+                    let admitted = Decision {
+                        allowed: true,
+                        limit: all,
+                        remaining: all,
+                        ..Decision::default()
+                    };
+                    self.metrics.record(&m.metric_key, |t| {
+                        t.decision(&admitted, false, metrics::Source::Store)
+                    });
                     DescriptorStatus {
                         code: Code::Ok as i32,
                         limit_remaining: u32::MAX,
@@ -263,15 +268,10 @@ impl<S: Store> Service<S> {
                         response.overall_code = Code::OverLimit as i32;
                         block_wait = Some(block_wait.unwrap_or(0).max(wait));
                     }
-                    self.count(
-                        m,
-                        if shadow {
-                            "shadow_over_limit"
-                        } else {
-                            "over_limit"
-                        },
-                        "local",
-                    );
+                    let denied = Decision::default(); // allowed: false, a limit of 0
+                    self.metrics.record(&m.metric_key, |t| {
+                        t.decision(&denied, shadow, metrics::Source::Store)
+                    });
                     DescriptorStatus {
                         code: if shadow { Code::Ok } else { Code::OverLimit } as i32,
                         current_limit: Some(pb_limit(m, 0, Some(*unit))),
@@ -280,19 +280,23 @@ impl<S: Store> Service<S> {
                         ..Default::default()
                     }
                 }
-                Plan::Counted(m, at) => {
-                    let d: &Decision = &outcome[*at];
+                Plan::Counted(m, at, tenant_at) => {
+                    // A fair share: both windows' decision, as the core combines a stack's.
+                    let combined;
+                    let d: &Decision = match tenant_at {
+                        Some(t) => {
+                            combined = combine(&[outcome[*at], outcome[*t]]);
+                            &combined
+                        }
+                        None => &outcome[*at],
+                    };
                     let shadow = items[*at].shadow;
                     let over = !d.allowed;
                     if over && !shadow {
                         response.overall_code = Code::OverLimit as i32;
                     }
-                    let label = match (over, shadow) {
-                        (false, _) => "ok",
-                        (true, false) => "over_limit",
-                        (true, true) => "shadow_over_limit",
-                    };
-                    self.count(m, label, source.name());
+                    self.metrics
+                        .record(&m.metric_key, |t| t.decision(d, shadow, source.model()));
                     let Limit::Counted { policy, unit } = &m.rule.limit else {
                         unreachable!("a counted plan has a counted rule")
                     };
@@ -302,6 +306,9 @@ impl<S: Store> Service<S> {
                             .name
                             .clone()
                             .unwrap_or_else(|| m.rule.full_key.clone());
+                        if let Some(t) = tenant_at {
+                            named.push((format!("{name}.tenant"), *t));
+                        }
                         named.push((name, *at));
                     }
                     let reset = match unit {
@@ -314,7 +321,16 @@ impl<S: Store> Service<S> {
                         } else {
                             Code::Ok
                         } as i32,
-                        current_limit: Some(pb_limit(m, policy.limit(), *unit)),
+                        // A fair share's count is its binding window's (shared or tenant).
+                        current_limit: Some(pb_limit(
+                            m,
+                            if tenant_at.is_some() {
+                                d.limit
+                            } else {
+                                policy.limit()
+                            },
+                            *unit,
+                        )),
                         limit_remaining: u32::try_from(d.remaining).unwrap_or(u32::MAX),
                         duration_until_reset: Some(duration(reset)),
                         ..Default::default()
@@ -349,17 +365,27 @@ impl<S: Store> Service<S> {
             .collect();
         Ok(response)
     }
+}
 
-    fn count(&self, m: &Matched, outcome: &'static str, source: &'static str) {
-        self.metrics.add(
-            "tollgate_decisions_total",
-            vec![
-                ("policy", m.metric_key.clone()),
-                ("outcome", outcome.into()),
-                ("source", source.into()),
-            ],
-            1,
-        );
+/// Adds a counted limit to a request's `items` and returns its index: the same counter
+/// twice in one request (two descriptors, or a fair share's shared window reached by two
+/// tenants) is one item with both costs.
+fn add_item(items: &mut Vec<Item>, key: &str, policy: Policy, cost: u64, shadow: bool) -> usize {
+    match items.iter().position(|it| it.key == key) {
+        Some(at) => {
+            items[at].cost = items[at].cost.saturating_add(cost);
+            items[at].shadow &= shadow;
+            at
+        }
+        None => {
+            items.push(Item {
+                key: key.to_string(),
+                policy,
+                cost,
+                shadow,
+            });
+            items.len() - 1
+        }
     }
 }
 

@@ -16,6 +16,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use tollgate::metrics::{self, Behaviour};
+use tollgate::store::fleet::Why;
 use tollgate::store::Write;
 use tollgate::{DecideError, Nanos, State};
 
@@ -63,30 +65,25 @@ impl Clock for ManualClock {
     }
 }
 
-/// Where a decision was made (the `source` label of the metrics).
+/// Where a decision was made: the model's [`tollgate::metrics::Source`], with the failure
+/// that made the declared behaviour decide.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Source {
-    /// In this process's memory.
-    Memory,
-    /// On the states held by Redis, at Redis's clock.
-    Redis,
-    /// Redis did not answer in time: admitted by the declared fail-open behaviour.
-    FallbackOpen,
-    /// Redis did not answer in time: denied by the declared fail-closed behaviour.
-    FallbackClosed,
-    /// Redis did not answer in time: decided in this process's memory.
-    FallbackLocal,
+    /// By the core on the store's states (this process's memory, or Redis).
+    Store,
+    /// From a denial the deny cache remembers (no round trip to Redis).
+    DenyCache,
+    /// By the declared behaviour, because a call to Redis failed for this reason.
+    Fallback(Behaviour, Why),
 }
 
 impl Source {
-    /// The label value.
-    pub const fn name(self) -> &'static str {
+    /// The model's source (the `tollgate_source` label).
+    pub const fn model(self) -> metrics::Source {
         match self {
-            Source::Memory => "memory",
-            Source::Redis => "redis",
-            Source::FallbackOpen => "fallback_open",
-            Source::FallbackClosed => "fallback_closed",
-            Source::FallbackLocal => "fallback_local",
+            Source::Store => metrics::Source::Store,
+            Source::DenyCache => metrics::Source::DenyCache,
+            Source::Fallback(..) => metrics::Source::Fallback,
         }
     }
 }
@@ -260,7 +257,7 @@ impl<C: Clock> Store for Memory<C> {
     ) -> impl Future<Output = Result<(Outcome, Source), StoreError>> + Send {
         std::future::ready(
             self.decide_now(&items, charging, blocked)
-                .map(|o| (o, Source::Memory))
+                .map(|o| (o, Source::Store))
                 .map_err(StoreError::Decide),
         )
     }

@@ -110,7 +110,7 @@ async fn reload_swaps_limits_and_a_bad_file_keeps_the_running_config() {
     let mut reported = false;
     for _ in 0..500 {
         let metrics = http_get(&server.http, "/metrics").await;
-        if metrics.contains("tollgate_config_loads_total{result=\"error\"} 1") {
+        if metrics.contains("tollgate_server_config_loads_total{result=\"error\"} 1") {
             reported = true;
             break;
         }
@@ -157,5 +157,172 @@ async fn reload_swaps_limits_and_a_bad_file_keeps_the_running_config() {
     drop((client, health));
     let exit = server.terminate();
     assert!(exit.success(), "graceful shutdown: {exit:?}");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// Runs `openssl` in `dir` (a test's own certificates, made when it runs).
+fn openssl(dir: &std::path::Path, args: &[&str]) {
+    let out = Command::new("openssl")
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("openssl on PATH");
+    assert!(
+        out.status.success(),
+        "openssl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[tokio::test]
+async fn grpc_over_tls_with_client_certificates() {
+    use tonic::transport::{Certificate, Channel, ClientTlsConfig, Identity};
+    let dir = temp_dir("tls");
+    put(&dir, "limits.yaml", GOOD);
+    // A CA, the server's certificate for 127.0.0.1 and a client's, both signed by it.
+    openssl(
+        &dir,
+        &[
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            "ca.key",
+            "-out",
+            "ca.pem",
+            "-days",
+            "1",
+            "-subj",
+            "/CN=test ca",
+        ],
+    );
+    // (With extensions, so that the certificates are X.509 v3, which rustls requires.)
+    std::fs::write(dir.join("server.ext"), "subjectAltName=IP:127.0.0.1\n").unwrap();
+    std::fs::write(dir.join("client.ext"), "extendedKeyUsage=clientAuth\n").unwrap();
+    for (name, ext) in [("server", "server.ext"), ("client", "client.ext")] {
+        let (key, csr, pem) = (
+            format!("{name}.key"),
+            format!("{name}.csr"),
+            format!("{name}.pem"),
+        );
+        openssl(
+            &dir,
+            &[
+                "req",
+                "-newkey",
+                "rsa:2048",
+                "-nodes",
+                "-keyout",
+                &key,
+                "-out",
+                &csr,
+                "-subj",
+                &format!("/CN={name}"),
+            ],
+        );
+        let sign = [
+            "x509",
+            "-req",
+            "-in",
+            &csr,
+            "-CA",
+            "ca.pem",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-out",
+            &pem,
+            "-days",
+            "1",
+            "-extfile",
+            ext,
+        ];
+        openssl(&dir, &sign);
+    }
+    let path = |f: &str| dir.join(f).display().to_string();
+    let (cert, key, ca) = (path("server.pem"), path("server.key"), path("ca.pem"));
+    let d = dir.display().to_string();
+    let server = Server::start(&[
+        "--config-dir",
+        &d,
+        "--reload-interval-ms",
+        "0",
+        "--grpc-tls",
+        "--grpc-tls-cert",
+        &cert,
+        "--grpc-tls-key",
+        &key,
+        "--grpc-tls-client-ca",
+        &ca,
+    ]);
+    let read = |f: &str| std::fs::read(dir.join(f)).unwrap();
+    let url = server.grpc.replace("http://", "https://");
+    let connect = |tls: ClientTlsConfig| {
+        let url = url.clone();
+        async move {
+            Channel::from_shared(url)
+                .unwrap()
+                .tls_config(tls)
+                .unwrap()
+                .connect()
+                .await
+        }
+    };
+    let trusted = ClientTlsConfig::new().ca_certificate(Certificate::from_pem(read("ca.pem")));
+    let call = req("app", vec![desc(&[("a", "x")])]);
+    // With the client's certificate: decided.
+    let channel = connect(
+        trusted
+            .clone()
+            .identity(Identity::from_pem(read("client.pem"), read("client.key"))),
+    )
+    .await
+    .expect("a TLS connection");
+    let mut client = support::RateLimitServiceClient::new(channel);
+    let r = client
+        .should_rate_limit(call.clone())
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(code(r.overall_code), Code::Ok);
+    // Without one: no answer.
+    let refused = match connect(trusted).await {
+        Err(_) => true,
+        Ok(ch) => support::RateLimitServiceClient::new(ch)
+            .should_rate_limit(call.clone())
+            .await
+            .is_err(),
+    };
+    assert!(refused, "a client without a certificate was served");
+    // In plain text: no answer either.
+    let plain = match Channel::from_shared(server.grpc.clone())
+        .unwrap()
+        .connect()
+        .await
+    {
+        Err(_) => true,
+        Ok(ch) => support::RateLimitServiceClient::new(ch)
+            .should_rate_limit(call)
+            .await
+            .is_err(),
+    };
+    assert!(plain, "plain text was served");
+    // A missing key file is an error naming the flag.
+    let out = Command::new(env!("CARGO_BIN_EXE_tollgate-server"))
+        .args([
+            "--config-dir",
+            &d,
+            "--grpc-tls",
+            "--grpc-tls-cert",
+            &cert,
+            "--grpc-tls-key",
+        ])
+        .arg(dir.join("nope.key"))
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--grpc-tls-key: cannot read"));
     let _ = std::fs::remove_dir_all(dir);
 }

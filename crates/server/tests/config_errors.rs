@@ -164,3 +164,44 @@ fn a_valid_file_loads() {
     assert_eq!(m.rule.full_key, "d.k_50");
     assert_eq!(m.key, "d_k_50_");
 }
+
+#[test]
+fn fair_share_errors() {
+    let rule = |extra: &str| {
+        format!("domain: d\ndescriptors:\n  - key: org\n    rate_limit:\n      {extra}\n")
+    };
+    let path = "descriptors[0].rate_limit.tenant_policy";
+    // The core's rule: a tenant may not have more than the shared limit.
+    check(
+        &rule("policy: \"10/min\"\n      tenant_policy: \"20/min\""),
+        path,
+        "20/min",
+    );
+    check(
+        &rule("unlimited: true\n      tenant_policy: \"2/min\""),
+        path,
+        "a fair share needs a counted limit",
+    );
+    check(
+        &rule("policy: \"10/min\"\n      tenant_policy: \"concurrency 2\""),
+        path,
+        "no release",
+    );
+    check(
+        &rule("policy: \"10/min\"\n      tenant_policy: \"2 per fortnight\""),
+        path,
+        "",
+    );
+    check(
+        &rule("policy: \"10/min\"\n      tenant_key: org"),
+        "descriptors[0].rate_limit.tenant_key",
+        "a tenant_key needs a tenant_policy",
+    );
+    // A shared unit limit is fine too.
+    Config::from_texts([(
+        "ok.yaml",
+        rule("unit: minute\n      requests_per_unit: 10\n      tenant_policy: \"fixed-window 4/min\"")
+            .as_str(),
+    )])
+    .unwrap();
+}

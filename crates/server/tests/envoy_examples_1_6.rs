@@ -6,6 +6,7 @@ mod support;
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::rate_limit::Unit;
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::Code;
 use support::*;
+use tollgate::metrics::{Outcome, Source};
 use tollgate::NANOS_PER_SEC;
 use tollgate_server::service::Settings;
 
@@ -266,19 +267,10 @@ async fn example_6_shadow_mode() {
         vec![desc(&[("service", "auth-service"), ("user", "user-a")])],
     );
     assert_eq!(s.codes(&a, 15).await, [Code::Ok; 15]);
-    let m = &s.service.metrics;
-    let labels = |o| {
-        [
-            ("policy", "example6.service.user_user-a"),
-            ("outcome", o),
-            ("source", "memory"),
-        ]
-    };
-    assert_eq!(m.get("tollgate_decisions_total", &labels("ok")), 10);
-    assert_eq!(
-        m.get("tollgate_decisions_total", &labels("shadow_over_limit")),
-        5
-    );
+    let t = s.service.metrics.tally("example6.service.user_user-a");
+    assert_eq!(t.decisions(Outcome::Admitted, Source::Store), 10);
+    assert_eq!(t.decisions(Outcome::ShadowDenied, Source::Store), 5);
+    assert_eq!(t.decisions(Outcome::Denied, Source::Store), 0);
     let b = req(
         "example6",
         vec![desc(&[("service", "auth-service"), ("user", "user-b")])],

@@ -92,7 +92,7 @@ async fn example_8_detailed_metric() {
     ] {
         assert!(text.contains(key), "{key} in\n{text}");
     }
-    assert!(!text.contains("policy=\"example8.key1\""));
+    assert!(!text.contains("tollgate_policy=\"example8.key1\""));
     s.stop().await;
 }
 
@@ -174,11 +174,11 @@ async fn example_10_value_to_metric() {
     }
     let text = s.service.metrics.render();
     assert!(
-        text.contains("policy=\"example10.route_api.http_method_GET.subject_id\""),
+        text.contains("tollgate_policy=\"example10.route_api.http_method_GET.subject_id\""),
         "{text}"
     );
     assert!(
-        text.contains("policy=\"example10.route_web.http_method_POST.subject_id\""),
+        text.contains("tollgate_policy=\"example10.route_web.http_method_POST.subject_id\""),
         "{text}"
     );
     s.stop().await;

@@ -1,5 +1,5 @@
-//! The Redis fleet store: two server processes sharing one real redis-server decide one
-//! exact limit between them; and when redis-server is killed, each answers with its
+//! The Redis fleet store: two server processes sharing one real redis-server, or a local
+//! Redis Cluster of three primaries, decide one exact limit between them; and when redis-server is killed, each answers with its
 //! declared behaviour at once (no hang).
 
 mod support;
@@ -7,8 +7,10 @@ mod support;
 use std::time::Duration;
 
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::Code;
-use support::binary::{temp_dir, Redis, Server};
-use support::{code, desc, req};
+use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_client::RateLimitServiceClient;
+use support::binary::{temp_dir, Server};
+use support::redis_server::{Cluster, Server as Redis};
+use support::{code, desc, desc_hits, req};
 
 // A token bucket of 50 that refills one token a week: no refill, and no window boundary,
 // can fall inside the test.
@@ -21,20 +23,16 @@ fn config_dir() -> std::path::PathBuf {
     dir
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn two_processes_one_redis_400_calls_against_50() {
-    let redis = Redis::start();
+/// Two server processes started with `redis` (the store's flags), 400 concurrent calls
+/// spread over both against a limit of 50: exactly 50 admitted, and the next call denied.
+async fn two_processes_admit_exactly_the_limit(redis: &[&str]) {
     let dir = config_dir();
     let d = dir.display().to_string();
-    let url = redis.url();
     let args = [
-        "--config-dir",
-        &d,
-        "--redis-url",
-        &url,
-        "--reload-interval-ms",
-        "0",
-    ];
+        &["--config-dir", &d, "--reload-interval-ms", "0"][..],
+        redis,
+    ]
+    .concat();
     let servers = [Server::start(&args), Server::start(&args)];
     let mut tasks = Vec::new();
     for i in 0..400 {
@@ -63,6 +61,33 @@ async fn two_processes_one_redis_400_calls_against_50() {
         .into_inner();
     assert_eq!(code(r.overall_code), Code::OverLimit);
     let _ = std::fs::remove_dir_all(dir);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn two_processes_one_redis_400_calls_against_50() {
+    let redis = Redis::start();
+    two_processes_admit_exactly_the_limit(&["--redis-url", &redis.url()]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn two_processes_one_redis_cluster_400_calls_against_50() {
+    let cluster = Cluster::start();
+    let nodes = cluster.urls().join(",");
+    two_processes_admit_exactly_the_limit(&["--redis-type", "cluster", "--redis-url", &nodes])
+        .await;
+    // The counter is on the cluster: one key, on the node that owns the domain's hash tag.
+    let keys: Vec<String> = cluster
+        .nodes
+        .iter()
+        .flat_map(|n| {
+            n.cli(&["KEYS", "*"])
+                .lines()
+                .map(str::to_string)
+                .collect::<Vec<_>>()
+        })
+        .filter(|k| !k.is_empty())
+        .collect();
+    assert_eq!(keys, ["tollgate:{fleet}fleet_tenant_acme_"]);
 }
 
 #[tokio::test]
@@ -109,17 +134,27 @@ async fn redis_killed_gives_the_declared_behaviour_without_hanging() {
         answers.push(code(r.overall_code));
     }
     assert_eq!(answers, [Code::OverLimit, Code::Ok, Code::Ok]);
-    // Each said where it was decided.
-    for (server, source) in [
-        (&closed, "fallback_closed"),
-        (&open, "fallback_open"),
-        (&local, "fallback_local"),
-    ] {
+    // Each said where it was decided, and counted the failure under its behaviour.
+    let admitted = ["denied", "admitted", "admitted"];
+    for ((server, behaviour), outcome) in [(&closed, "closed"), (&open, "open"), (&local, "local")]
+        .into_iter()
+        .zip(admitted)
+    {
         let metrics = http_get(&server.http, "/metrics").await;
-        assert!(
-            metrics.contains(&format!("source=\"{source}\"")),
-            "{source} in {metrics}"
+        let policy = "tollgate_policy=\"fleet.tenant\"";
+        let fallback = format!(
+            "tollgate_decisions_total{{{policy},tollgate_outcome=\"{outcome}\",tollgate_source=\"fallback\"}} 1\n"
         );
+        assert!(metrics.contains(&fallback), "{fallback} in {metrics}");
+        let failures: u64 = metrics
+            .lines()
+            .filter(|l| {
+                l.starts_with("tollgate_store_failures_total{")
+                    && l.contains(&format!("tollgate_failure_behaviour=\"{behaviour}\""))
+            })
+            .map(|l| l.rsplit(' ').next().unwrap().parse::<u64>().unwrap())
+            .sum();
+        assert_eq!(failures, 1, "{behaviour}: {metrics}");
     }
     let _ = std::fs::remove_dir_all(dir);
 }
@@ -132,4 +167,90 @@ async fn http_get(addr: &str, path: &str) -> String {
     let mut out = String::new();
     s.read_to_string(&mut out).await.unwrap();
     out
+}
+
+/// Two tokens, one back every 2 s: a second request of 2 is denied for 4 s (no machine
+/// stalls that long between two calls), and nothing refills within a call.
+const DENY: &str = "domain: dc\ndescriptors:\n  - key: client\n    rate_limit:\n      policy: \"token-bucket 2/4s\"\n";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_deny_cache_answers_a_known_denial_and_forgets_it_at_the_retry_time() {
+    let redis = Redis::start();
+    let dir = temp_dir("deny");
+    std::fs::write(dir.join("dc.yaml"), DENY).unwrap();
+    let d = dir.display().to_string();
+    let url = redis.url();
+    let base = [
+        "--config-dir",
+        &d,
+        "--redis-url",
+        &url,
+        "--reload-interval-ms",
+        "0",
+    ];
+    let cached = Server::start(&base);
+    let plain = Server::start(&[&base[..], &["--deny-cache-entries", "0"]].concat());
+    let (mut a, mut b) = (cached.client().await, plain.client().await);
+    let two = || req("dc", vec![desc_hits(&[("client", "c")], 2)]);
+    let ask = |c: &mut RateLimitServiceClient<tonic::transport::Channel>| {
+        let mut c = c.clone();
+        async move { c.should_rate_limit(two()).await.unwrap().into_inner() }
+    };
+    assert_eq!(code(ask(&mut a).await.overall_code), Code::Ok);
+    let denied = ask(&mut a).await;
+    assert_eq!(code(denied.overall_code), Code::OverLimit);
+    // Asked again: the same answer, from memory.
+    let again = ask(&mut a).await;
+    assert_eq!(code(again.overall_code), Code::OverLimit);
+    assert_eq!(
+        again.statuses[0].limit_remaining,
+        denied.statuses[0].limit_remaining
+    );
+    assert_eq!(
+        again.statuses[0].current_limit,
+        denied.statuses[0].current_limit
+    );
+    let metrics = http_get(&cached.http, "/metrics").await;
+    let line = |outcome: &str, source: &str| {
+        format!("tollgate_decisions_total{{tollgate_policy=\"dc.client\",tollgate_outcome=\"{outcome}\",tollgate_source=\"{source}\"}} ")
+    };
+    for (outcome, source, n) in [
+        ("admitted", "store", 1),
+        ("denied", "store", 1),
+        ("denied", "deny_cache", 1),
+    ] {
+        assert!(
+            metrics.contains(&format!("{}{n}\n", line(outcome, source))),
+            "{outcome} {source} in {metrics}"
+        );
+    }
+    // The process without the cache asks Redis, which says the same.
+    assert_eq!(code(ask(&mut b).await.overall_code), Code::OverLimit);
+    assert!(!http_get(&plain.http, "/metrics")
+        .await
+        .contains(&format!("{}1", line("denied", "deny_cache"))));
+    // At the retry time the memory is gone: admitted, by Redis, and charged there (the
+    // other process finds the bucket empty again).
+    let retry: u64 = denied
+        .response_headers_to_add
+        .iter()
+        .find(|h| h.key == "Retry-After")
+        .expect("Retry-After on a denial")
+        .value
+        .parse()
+        .unwrap();
+    assert!((1..=4).contains(&retry), "{retry}");
+    tokio::time::sleep(Duration::from_secs(retry)).await;
+    assert_eq!(
+        code(ask(&mut a).await.overall_code),
+        Code::Ok,
+        "not denied past the retry time"
+    );
+    assert_eq!(code(ask(&mut b).await.overall_code), Code::OverLimit);
+    let metrics = http_get(&cached.http, "/metrics").await;
+    assert!(
+        metrics.contains(&format!("{}2\n", line("admitted", "store"))),
+        "{metrics}"
+    );
+    let _ = std::fs::remove_dir_all(dir);
 }

@@ -6,6 +6,7 @@ mod support;
 
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::Code;
 use support::*;
+use tollgate::metrics::{Outcome, Source};
 use tollgate::NANOS_PER_SEC;
 use tollgate_server::engine::Charging;
 use tollgate_server::service::Settings;
@@ -185,13 +186,8 @@ async fn a_shadow_descriptor_never_denies_nor_blocks_the_others() {
             "the tenant is charged"
         );
     }
-    let m = &s.service.metrics;
-    let labels = [
-        ("policy", "api.canary"),
-        ("outcome", "shadow_over_limit"),
-        ("source", "memory"),
-    ];
-    assert_eq!(m.get("tollgate_decisions_total", &labels), 2);
+    let t = s.service.metrics.tally("api.canary");
+    assert_eq!(t.decisions(Outcome::ShadowDenied, Source::Store), 2);
     s.stop().await;
 }
 
@@ -204,15 +200,9 @@ async fn global_shadow_mode_answers_ok_and_counts() {
     let mut s = start(&[TWO_LIMITS], settings).await;
     let r = req("api", vec![desc(&[("user", "eve")])]);
     assert_eq!(s.codes(&r, 5).await, [Code::Ok; 5]);
-    let labels = [
-        ("policy", "api.user"),
-        ("outcome", "shadow_over_limit"),
-        ("source", "memory"),
-    ];
-    assert_eq!(
-        s.service.metrics.get("tollgate_decisions_total", &labels),
-        2
-    );
+    let t = s.service.metrics.tally("api.user");
+    assert_eq!(t.decisions(Outcome::ShadowDenied, Source::Store), 2);
+    assert_eq!(t.decisions(Outcome::Denied, Source::Store), 0);
     s.stop().await;
 }
 
@@ -261,14 +251,199 @@ async fn http_json_healthcheck_and_metrics() {
     let (status, text) = s.http("GET", "/metrics", "").await;
     assert_eq!(status, 200);
     assert!(
-        text.contains("tollgate_requests_total{code=\"over_limit\"} 1"),
+        text.contains("tollgate_server_requests_total{code=\"over_limit\"} 1"),
         "{text}"
     );
     assert!(text.contains(
-        "tollgate_decisions_total{policy=\"api.user\",outcome=\"over_limit\",source=\"memory\"} 1"
+        "tollgate_decisions_total{tollgate_policy=\"api.user\",tollgate_outcome=\"denied\",tollgate_source=\"store\"} 1\n"
     ));
     // The gRPC health service answers too.
     let r = s.call(req("api", vec![desc(&[("user", "h")])])).await;
     assert_eq!(code(r.overall_code), Code::Ok);
+    s.stop().await;
+}
+
+const SHOP: &str = r#"
+domain: shop
+descriptors:
+  - key: user
+    rate_limit: { unit: minute, requests_per_unit: 5 }
+  - key: canary
+    shadow_mode: true
+    rate_limit: { unit: minute, requests_per_unit: 1 }
+  - key: internal
+    rate_limit: { unlimited: true }
+  - key: banned
+    rate_limit: { unit: hour, requests_per_unit: 0 }
+"#;
+
+/// Every sample of a Prometheus text scrape by its name and labels, checking that every
+/// instrument is declared once.
+fn samples(text: &str) -> std::collections::BTreeMap<String, u64> {
+    let mut declared = std::collections::HashSet::new();
+    let mut out = std::collections::BTreeMap::new();
+    for line in text.lines() {
+        if let Some(rest) = line.strip_prefix("# TYPE ") {
+            let name = rest.split(' ').next().unwrap();
+            assert!(declared.insert(name.to_string()), "{name} declared twice");
+        } else if !line.starts_with('#') && !line.is_empty() {
+            let (series, value) = line.rsplit_once(' ').unwrap();
+            if let Ok(v) = value.parse::<u64>() {
+                assert!(
+                    out.insert(series.to_string(), v).is_none(),
+                    "{series} twice"
+                );
+            }
+        }
+    }
+    out
+}
+
+#[tokio::test]
+async fn metrics_after_a_scripted_run_are_the_model_exactly() {
+    let mut s = start(&[SHOP], Settings::default()).await;
+    let one = |k: &str| req("shop", vec![desc(&[(k, "x")])]);
+    let codes = s.codes(&one("user"), 6).await;
+    assert_eq!(codes[..5], [Code::Ok; 5]);
+    assert_eq!(codes[5], Code::OverLimit);
+    assert_eq!(s.codes(&one("canary"), 2).await, [Code::Ok; 2]);
+    assert_eq!(s.codes(&one("internal"), 1).await, [Code::Ok]);
+    assert_eq!(s.codes(&one("banned"), 1).await, [Code::OverLimit]);
+    assert!(s.client.should_rate_limit(req("", vec![])).await.is_err());
+
+    let (status, text) = s.http("GET", "/metrics", "").await;
+    assert_eq!(status, 200);
+    let got = samples(&text);
+    let decisions = |policy: &str, outcome: &str, source: &str| {
+        format!("tollgate_decisions_total{{tollgate_policy=\"shop.{policy}\",tollgate_outcome=\"{outcome}\",tollgate_source=\"{source}\"}}")
+    };
+    let near =
+        |policy: &str| format!("tollgate_near_limit_total{{tollgate_policy=\"shop.{policy}\"}}");
+    let mut want = std::collections::BTreeMap::new();
+    for policy in ["banned", "canary", "internal", "user"] {
+        for outcome in ["admitted", "denied", "shadow_denied"] {
+            for source in ["store", "deny_cache", "fallback"] {
+                want.insert(decisions(policy, outcome, source), 0);
+            }
+        }
+        want.insert(near(policy), 0);
+        for behaviour in ["open", "closed", "local"] {
+            for reason in ["unreachable", "timeout", "indeterminate"] {
+                want.insert(format!("tollgate_store_failures_total{{tollgate_policy=\"shop.{policy}\",tollgate_failure_behaviour=\"{behaviour}\",tollgate_failure_reason=\"{reason}\"}}"), 0);
+            }
+        }
+    }
+    // 5 admitted (the last one left 0 of 5: near the limit), then 1 denied.
+    want.insert(decisions("user", "admitted", "store"), 5);
+    want.insert(decisions("user", "denied", "store"), 1);
+    want.insert(near("user"), 1);
+    // Shadow mode: 1 admitted (0 of 1 left: near), then 1 that would have been denied.
+    want.insert(decisions("canary", "admitted", "store"), 1);
+    want.insert(decisions("canary", "shadow_denied", "store"), 1);
+    want.insert(near("canary"), 1);
+    want.insert(decisions("internal", "admitted", "store"), 1);
+    want.insert(decisions("banned", "denied", "store"), 1);
+    for (code, n) in [("ok", 8), ("over_limit", 2), ("error", 1)] {
+        want.insert(
+            format!("tollgate_server_requests_total{{code=\"{code}\"}}"),
+            n,
+        );
+    }
+    for result in ["success", "error"] {
+        want.insert(
+            format!("tollgate_server_config_loads_total{{result=\"{result}\"}}"),
+            0,
+        );
+    }
+    let counted: std::collections::BTreeMap<String, u64> = got
+        .into_iter()
+        .filter(|(k, _)| !k.starts_with("tollgate_wait_duration_seconds"))
+        .collect();
+    assert_eq!(counted, want);
+    s.stop().await;
+}
+
+const FAIR: &str = r#"
+domain: search
+descriptors:
+  - key: route
+    value: /search
+    descriptors:
+      - key: org
+        rate_limit:
+          policy: "fixed-window 10/min"          # every org on /search together
+          tenant_policy: "fixed-window 4/min"    # and each org on its own
+  - key: plan
+    value: free
+    descriptors:
+      - key: org
+        descriptors:
+          - key: path
+            rate_limit:
+              policy: "fixed-window 3/min"
+              tenant_policy: "fixed-window 2/min"
+              tenant_key: org                    # the tenant: an earlier entry's value
+"#;
+
+#[tokio::test]
+async fn fair_share_by_a_descriptor_entry() {
+    let mut s = start(&[FAIR], Settings::default()).await;
+    let org = |o: &str| req("search", vec![desc(&[("route", "/search"), ("org", o)])]);
+    // Each org gets its 4; a denied request charges neither window.
+    let a = s.codes(&org("a"), 6).await;
+    assert_eq!(a[..4], [Code::Ok; 4]);
+    assert_eq!(a[4..], [Code::OverLimit; 2]);
+    assert_eq!(s.codes(&org("b"), 4).await, [Code::Ok; 4]);
+    // 8 of the shared 10 are spent: c gets 2, then the shared window denies.
+    let r = s.call(org("c")).await;
+    assert_eq!(code(r.overall_code), Code::Ok);
+    assert_eq!(
+        r.statuses[0].limit_remaining, 1,
+        "the shared window binds: 10 - 9"
+    );
+    assert_eq!(code(s.call(org("c")).await.overall_code), Code::Ok);
+    let r = s.call(org("c")).await;
+    assert_eq!(code(r.overall_code), Code::OverLimit);
+    assert_eq!(
+        r.statuses[0]
+            .current_limit
+            .as_ref()
+            .unwrap()
+            .requests_per_unit,
+        10
+    );
+    // `default` has no window of its own, and the shared one is full.
+    assert_eq!(
+        code(s.call(org("default")).await.overall_code),
+        Code::OverLimit
+    );
+    // The headers name both windows.
+    let policy = r
+        .response_headers_to_add
+        .iter()
+        .find(|h| h.key == "RateLimit-Policy")
+        .unwrap();
+    assert!(policy.value.contains(".tenant"), "{}", policy.value);
+
+    // tenant_key: the tenant is the `org` entry, the rule is on `path`.
+    let free = |o: &str, p: &str| {
+        req(
+            "search",
+            vec![desc(&[("plan", "free"), ("org", o), ("path", p)])],
+        )
+    };
+    // Counters are per descriptor values, as everywhere: on each path, the orgs share 3
+    // and each org has 2.
+    assert_eq!(
+        s.codes(&free("x", "/a"), 3).await,
+        [Code::Ok, Code::Ok, Code::OverLimit]
+    );
+    assert_eq!(s.codes(&free("y", "/a"), 1).await, [Code::Ok]);
+    assert_eq!(
+        s.codes(&free("z", "/a"), 1).await,
+        [Code::OverLimit],
+        "the shared 3 are spent"
+    );
+    assert_eq!(code(s.call(free("z", "/b")).await.overall_code), Code::Ok);
     s.stop().await;
 }

@@ -1,12 +1,13 @@
 //! Reading one file's YAML tree: every key checked against envoyproxy/ratelimit's (and the
-//! `policy` extension's), every error naming the path in the file.
+//! `policy` and `tenant_policy` extensions'), every error naming the path in the file.
 
 use std::sync::Arc;
 
-use serde_norway::Value;
+use serde_norway::{Mapping, Value};
+use tollgate::fair_share::FairShare;
 use tollgate::{Algorithm, Policy};
 
-use super::{ConfigError, Limit, Node, Rule, Unit};
+use super::{ConfigError, Limit, Node, Rule, TenantShare, Unit};
 
 const DESCRIPTOR_KEYS: &[&str] = &[
     "key",
@@ -27,6 +28,8 @@ const RATE_LIMIT_KEYS: &[&str] = &[
     "name",
     "replaces",
     "policy",
+    "tenant_policy",
+    "tenant_key",
 ];
 
 pub(super) struct Loader<'a> {
@@ -220,21 +223,7 @@ impl Loader<'_> {
                     "a policy replaces unit and requests_per_unit: give one or the other",
                 ));
             }
-            let policy: Policy = policy_text
-                .parse()
-                .map_err(|e| self.err(&join(path, "policy"), format!("{e}")))?;
-            match policy.algorithm() {
-                Algorithm::Concurrency | Algorithm::LeakyQueue => {
-                    return Err(self.err(
-                        &join(path, "policy"),
-                        format!(
-                            "{} cannot be used here: Envoy's protocol has no release and no delay",
-                            policy.algorithm()
-                        ),
-                    ))
-                }
-                _ => {}
-            }
+            let policy = self.policy(&policy_text, &join(path, "policy"))?;
             Limit::Counted { policy, unit: None }
         } else {
             let Some(unit) = unit else {
@@ -245,6 +234,7 @@ impl Loader<'_> {
             };
             Limit::per_unit(requests.unwrap_or(0), unit)
         };
+        let fair_share = self.fair_share(m, path, &limit)?;
         let name = self.string(m, path, "name")?;
         let mut replaces = Vec::new();
         for (i, r) in self.list(m, path, "replaces")?.iter().enumerate() {
@@ -266,7 +256,61 @@ impl Loader<'_> {
             replaces,
             shadow_mode,
             detailed_metric,
+            fair_share,
         })
+    }
+
+    /// A `policy` (or `tenant_policy`) text at `path`: the core's parse, and none that
+    /// needs a release or a delay.
+    fn policy(&self, text: &str, path: &str) -> Result<Policy, ConfigError> {
+        let policy: Policy = text.parse().map_err(|e| self.err(path, format!("{e}")))?;
+        match policy.algorithm() {
+            Algorithm::Concurrency | Algorithm::LeakyQueue => Err(self.err(
+                path,
+                format!(
+                    "{} cannot be used here: Envoy's protocol has no release and no delay",
+                    policy.algorithm()
+                ),
+            )),
+            _ => Ok(policy),
+        }
+    }
+
+    /// `tenant_policy` and `tenant_key`: a fair share over the rule's counted `limit`.
+    fn fair_share(
+        &self,
+        m: &Mapping,
+        path: &str,
+        limit: &Limit,
+    ) -> Result<Option<TenantShare>, ConfigError> {
+        let text = self.string(m, path, "tenant_policy")?;
+        let key = self.string(m, path, "tenant_key")?;
+        if text.is_empty() {
+            if m.contains_key("tenant_key") {
+                return Err(self.err(
+                    &join(path, "tenant_key"),
+                    "a tenant_key needs a tenant_policy",
+                ));
+            }
+            return Ok(None);
+        }
+        let here = join(path, "tenant_policy");
+        let Limit::Counted { policy: shared, .. } = limit else {
+            return Err(self.err(
+                &here,
+                "a fair share needs a counted limit to share (a policy, or unit and requests_per_unit above 0)",
+            ));
+        };
+        let tenant = self.policy(&text, &here)?;
+        let policies =
+            FairShare::new(*shared, tenant).map_err(|e| self.err(&here, e.to_string()))?;
+        if m.contains_key("tenant_key") && key.is_empty() {
+            return Err(self.err(&join(path, "tenant_key"), "should not be empty"));
+        }
+        Ok(Some(TenantShare {
+            policies,
+            tenant_key: (!key.is_empty()).then_some(key),
+        }))
     }
 }
 

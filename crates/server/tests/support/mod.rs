@@ -5,6 +5,10 @@
 #![allow(dead_code)]
 
 pub mod binary;
+/// Real redis-server processes and a local Redis Cluster: tollgate-redis' test launcher,
+/// one file shared by both crates' tests.
+#[path = "../../../redis/tests/support/redis_server.rs"]
+pub mod redis_server;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -12,7 +16,7 @@ use std::sync::Arc;
 use envoy_types::pb::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor::Entry;
 use envoy_types::pb::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::{Code, DescriptorStatus};
-use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_client::RateLimitServiceClient;
+pub use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_client::RateLimitServiceClient;
 use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
 use envoy_types::pb::google::protobuf::UInt64Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};

@@ -1,0 +1,185 @@
+//! The README's YAML, read as what it claims to be: the rate limit configurations load, and
+//! every Envoy part (the bootstrap; the values that Istio's `EnvoyFilter` and Envoy
+//! Gateway's `EnvoyPatchPolicy` patch in) parses as the Envoy protos of `envoy-types` (its
+//! descriptors, in the proto3 JSON mapping that Envoy reads YAML with: unknown fields are
+//! errors, enum values must exist, `@type` is resolved). No Envoy binary runs here; this is
+//! what keeps the examples in the protos' field names.
+
+use std::path::{Path, PathBuf};
+
+use prost_reflect::{DescriptorPool, DynamicMessage};
+use serde_json::Value;
+use tollgate_server::config::Config;
+
+/// The descriptors `envoy-types` generated its types from (`src/generated/types.bin` of the
+/// package cargo resolved for this crate).
+fn envoy_pool() -> DescriptorPool {
+    // This machine's platform only: other platforms' dependencies need not be downloaded.
+    let rustc = std::env::var("RUSTC").unwrap_or_else(|_| "rustc".into());
+    let version = std::process::Command::new(rustc)
+        .arg("-vV")
+        .output()
+        .expect("rustc -vV");
+    let version = String::from_utf8_lossy(&version.stdout).to_string();
+    let host = version
+        .lines()
+        .find_map(|l| l.strip_prefix("host: "))
+        .expect("rustc names its host");
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let out = std::process::Command::new(cargo)
+        .args(["metadata", "--format-version", "1", "--offline"])
+        .args(["--filter-platform", host])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("cargo metadata");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let meta: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let manifest = meta["packages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == "envoy-types")
+        .expect("envoy-types is a dependency")["manifest_path"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let bin: PathBuf = Path::new(&manifest)
+        .parent()
+        .unwrap()
+        .join("src/generated/types.bin");
+    DescriptorPool::decode(std::fs::read(&bin).unwrap().as_slice()).expect("a descriptor set")
+}
+
+/// Parses `value` as the message `name`, or says where it is not one.
+fn parse(pool: &DescriptorPool, name: &str, value: &Value) -> Result<(), String> {
+    let desc = pool
+        .get_message_by_name(name)
+        .ok_or_else(|| format!("no message {name}"))?;
+    DynamicMessage::deserialize(desc, value.clone())
+        .map(|_| ())
+        .map_err(|e| format!("{name}: {e}"))
+}
+
+/// Every ```yaml block of the README, with its line.
+fn yaml_blocks(readme: &str) -> Vec<(usize, String)> {
+    let mut blocks = Vec::new();
+    let mut current: Option<(usize, String)> = None;
+    for (n, line) in readme.lines().enumerate() {
+        match &mut current {
+            None if line.trim_start() == "```yaml" => current = Some((n + 1, String::new())),
+            Some(_) if line.trim_start() == "```" => blocks.push(current.take().unwrap()),
+            Some((_, text)) => {
+                text.push_str(line);
+                text.push('\n');
+            }
+            None => {}
+        }
+    }
+    blocks
+}
+
+/// What one YAML document holds, checked; returns its kind.
+fn check_document(pool: &DescriptorPool, doc: &Value, text: &str) -> Result<&'static str, String> {
+    if doc.get("domain").is_some() {
+        Config::from_texts([("README.md", text)]).map_err(|e| e.to_string())?;
+        return Ok("rate limit configuration");
+    }
+    if doc.get("static_resources").is_some() {
+        parse(pool, "envoy.config.bootstrap.v3.Bootstrap", doc)?;
+        return Ok("Envoy bootstrap");
+    }
+    match doc["kind"].as_str() {
+        Some("EnvoyFilter") => {
+            for patch in doc["spec"]["configPatches"].as_array().unwrap() {
+                let message = match patch["applyTo"].as_str().unwrap() {
+                    "HTTP_FILTER" => {
+                        "envoy.extensions.filters.network.http_connection_manager.v3.HttpFilter"
+                    }
+                    "VIRTUAL_HOST" => "envoy.config.route.v3.VirtualHost",
+                    "CLUSTER" => "envoy.config.cluster.v3.Cluster",
+                    other => return Err(format!("applyTo {other}: not known to this test")),
+                };
+                parse(pool, message, &patch["patch"]["value"])?;
+            }
+            Ok("Istio EnvoyFilter")
+        }
+        Some("EnvoyPatchPolicy") => {
+            for patch in doc["spec"]["jsonPatches"].as_array().unwrap() {
+                let op = &patch["operation"];
+                let path = op["path"].as_str().unwrap();
+                let value = &op["value"];
+                let parent = path.rsplit('/').nth(1).unwrap_or("");
+                if parent == "http_filters" {
+                    let filter =
+                        "envoy.extensions.filters.network.http_connection_manager.v3.HttpFilter";
+                    parse(pool, filter, value)?;
+                } else if path.ends_with("/rate_limits") {
+                    for limit in value.as_array().unwrap() {
+                        parse(pool, "envoy.config.route.v3.RateLimit", limit)?;
+                    }
+                } else {
+                    return Err(format!("patch path {path}: not known to this test"));
+                }
+            }
+            Ok("Envoy Gateway EnvoyPatchPolicy")
+        }
+        // Kubernetes objects that carry no Envoy proto.
+        Some("Service" | "ConfigMap" | "Deployment") => Ok("Kubernetes object"),
+        _ => Err("a YAML block this test does not know how to check".into()),
+    }
+}
+
+#[test]
+fn the_readme_yaml_is_valid_config_and_envoy_protos() {
+    let pool = envoy_pool();
+    let readme =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
+    let mut kinds = Vec::new();
+    for (line, text) in yaml_blocks(&readme) {
+        for doc in serde_norway::Deserializer::from_str(&text) {
+            let doc: Value = serde::Deserialize::deserialize(doc)
+                .unwrap_or_else(|e| panic!("README.md:{line}: not YAML: {e}"));
+            let doc_text = serde_norway::to_string(&doc).unwrap();
+            match check_document(&pool, &doc, &doc_text) {
+                Ok(kind) => kinds.push(kind),
+                Err(e) => panic!("README.md, the YAML block at line {line}: {e}"),
+            }
+        }
+    }
+    for want in [
+        "rate limit configuration",
+        "Envoy bootstrap",
+        "Istio EnvoyFilter",
+        "Envoy Gateway EnvoyPatchPolicy",
+    ] {
+        assert!(kinds.contains(&want), "no {want} checked: {kinds:?}");
+    }
+}
+
+#[test]
+fn a_misspelled_field_or_enum_value_is_caught() {
+    let pool = envoy_pool();
+    let filter = |field: &str, version: &str| {
+        serde_json::json!({
+            "name": "envoy.filters.http.ratelimit",
+            "typed_config": {
+                "@type": "type.googleapis.com/envoy.extensions.filters.http.ratelimit.v3.RateLimit",
+                "domain": "d",
+                field: false,
+                "rate_limit_service": {
+                    "transport_api_version": version,
+                    "grpc_service": { "envoy_grpc": { "cluster_name": "tollgate" } }
+                }
+            }
+        })
+    };
+    let http_filter = "envoy.extensions.filters.network.http_connection_manager.v3.HttpFilter";
+    parse(&pool, http_filter, &filter("failure_mode_deny", "V3")).unwrap();
+    let e = parse(&pool, http_filter, &filter("failure_mode_deny_typo", "V3")).unwrap_err();
+    assert!(e.contains("failure_mode_deny_typo"), "{e}");
+    assert!(parse(&pool, http_filter, &filter("failure_mode_deny", "V4")).is_err());
+}
