@@ -395,6 +395,24 @@ impl Tally {
         self.waits[result as usize].record(waited);
     }
 
+    /// A tally holding these counts, as read from another one through the getters below
+    /// (indices in the order of [`Outcome::ALL`], [`Source::ALL`], [`Behaviour::ALL`],
+    /// [`REASONS`] and [`WaitResult::ALL`]): for a runtime whose counts reach [`render`] as
+    /// plain numbers (the npm package's counts, kept by several wasm instances).
+    pub fn from_counts(
+        decisions: [[u64; Source::ALL.len()]; Outcome::ALL.len()],
+        near_limit: u64,
+        failures: [[u64; REASONS.len()]; Behaviour::ALL.len()],
+        waits: [Histogram; WaitResult::ALL.len()],
+    ) -> Tally {
+        Tally {
+            decisions,
+            near_limit,
+            failures,
+            waits,
+        }
+    }
+
     /// Decisions counted with this outcome and source.
     pub fn decisions(&self, outcome: Outcome, source: Source) -> u64 {
         self.decisions[outcome as usize][source as usize]
