@@ -187,15 +187,13 @@ impl Core {
         }
     }
 
-    /// Counts `result` in series `series` (a decision made here, in the store: the core's
-    /// [`Tally::decision`]); errors count nothing. Not inlined: one copy for every call
-    /// that decides (smaller `.wasm`, the same speed).
+    /// Counts `decision` in series `series` (a decision made here, in the store: the core's
+    /// [`Tally::decision`]). Not inlined: one copy for every call that decides (a smaller
+    /// `.wasm`, the same speed).
     #[inline(never)]
-    fn count(&self, series: u32, result: &Result<Decision, DecideError>) {
-        if let Ok(d) = result {
-            if let Some(t) = self.tallies.borrow_mut().get_mut(series as usize) {
-                t.decision(d, false, Source::Store);
-            }
+    fn count(&self, series: u32, decision: &Decision) {
+        if let Some(t) = self.tallies.borrow_mut().get_mut(series as usize) {
+            t.decision(decision, false, Source::Store);
         }
     }
 
@@ -309,7 +307,9 @@ impl Core {
         let result = self.with_key(len, |key| {
             self.limiter.check(key, now_ns(now), cost_units(cost))
         });
-        self.count(0, &result);
+        if let Ok(d) = &result {
+            self.count(0, d);
+        }
         self.emit(result)
     }
 
@@ -325,10 +325,15 @@ impl Core {
         let result = self.with_key(len, |key| {
             self.limiter.check(key, now_ns(now), cost_units(cost))
         });
-        self.count(0, &result);
         match result {
-            Ok(d) if d.allowed => ALLOWED,
-            Ok(_) => DENIED,
+            Ok(d) => {
+                self.count(0, &d);
+                if d.allowed {
+                    ALLOWED
+                } else {
+                    DENIED
+                }
+            }
             Err(e) => {
                 *self.error.borrow_mut() = Some(e);
                 FAILED
@@ -389,7 +394,7 @@ impl Core {
             )
         });
         if let Ok(d) = &d {
-            self.count(series, &Ok(d.decision));
+            self.count(series, &d.decision);
         }
         let d = d.map_err(|e| errors::decide_error(&e))?;
         Ok(std::iter::once(&d.decision)
@@ -537,7 +542,9 @@ impl Core {
                 .check_detailed(key, Some(tenant), now_ns(now), cost_units(cost))
                 .map(|d| d.decision)
         });
-        self.count(0, &result);
+        if let Ok(d) = &result {
+            self.count(0, d);
+        }
         self.emit(result)
     }
 
