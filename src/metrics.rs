@@ -533,4 +533,26 @@ mod tests {
         assert_eq!(a.failures(Behaviour::Local, Why::Timeout), 1);
         assert_eq!(a.waits(WaitResult::GaveUp).sum, 7);
     }
+
+    #[test]
+    fn a_tally_read_out_through_its_getters_is_rebuilt_by_from_counts() {
+        let mut t = Tally::default();
+        let d = |allowed, remaining| Decision {
+            allowed,
+            limit: 10,
+            remaining,
+            ..Decision::default()
+        };
+        t.decision(&d(true, 1), false, Source::Fallback);
+        t.decision(&d(false, 0), true, Source::Store);
+        t.failure(Behaviour::Closed, Why::Indeterminate);
+        t.wait(WaitResult::Admitted, 30_000_000);
+        let decisions = Outcome::ALL.map(|o| Source::ALL.map(|s| t.decisions(o, s)));
+        let failures = Behaviour::ALL.map(|b| REASONS.map(|w| t.failures(b, w)));
+        let waits = WaitResult::ALL.map(|r| *t.waits(r));
+        assert_eq!(
+            Tally::from_counts(decisions, t.near_limit(), failures, waits),
+            t
+        );
+    }
 }
