@@ -71,7 +71,11 @@ export interface CheckOptions {
   now?: number;
   /** The tenant, for a {@link Limiter.fairShare} limiter (ignored by others). */
   tenant?: string;
-  /** Count this decision under this route in {@link Limiter.metrics} (the middleware's `route`). */
+  /**
+   * Count this decision under this route in {@link Limiter.metrics} (the middleware's
+   * `route`): a route pattern such as `"/users/:id"`, never a path with ids in it (each
+   * route is a series kept for the limiter's life).
+   */
   route?: string;
 }
 
