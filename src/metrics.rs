@@ -403,6 +403,24 @@ impl Tally {
         self.waits[result as usize].record(waited);
     }
 
+    /// A tally holding these counts, as read from another one through the getters below
+    /// (indices in the order of [`Outcome::ALL`], [`Source::ALL`], [`Behaviour::ALL`],
+    /// [`REASONS`] and [`WaitResult::ALL`]): for a runtime whose counts reach [`render`] as
+    /// plain numbers (the npm package's counts, kept by several wasm instances).
+    pub fn from_counts(
+        decisions: [[u64; Source::ALL.len()]; Outcome::ALL.len()],
+        near_limit: u64,
+        failures: [[u64; REASONS.len()]; Behaviour::ALL.len()],
+        waits: [Histogram; WaitResult::ALL.len()],
+    ) -> Tally {
+        Tally {
+            decisions,
+            near_limit,
+            failures,
+            waits,
+        }
+    }
+
     /// Decisions counted with this outcome and source.
     pub fn decisions(&self, outcome: Outcome, source: Source) -> u64 {
         self.decisions[outcome as usize][source as usize]
@@ -614,5 +632,27 @@ mod tests {
         let mut all = Vec::new();
         let _ = Handles::new(|i, a| all.push((i.name, a.len())));
         assert_eq!(all.len(), 9 + 1 + 9, "every series once");
+    }
+
+    #[test]
+    fn a_tally_read_out_through_its_getters_is_rebuilt_by_from_counts() {
+        let mut t = Tally::default();
+        let d = |allowed, remaining| Decision {
+            allowed,
+            limit: 10,
+            remaining,
+            ..Decision::default()
+        };
+        t.decision(&d(true, 1), false, Source::Fallback);
+        t.decision(&d(false, 0), true, Source::Store);
+        t.failure(Behaviour::Closed, Why::Indeterminate);
+        t.wait(WaitResult::Admitted, 30_000_000);
+        let decisions = Outcome::ALL.map(|o| Source::ALL.map(|s| t.decisions(o, s)));
+        let failures = Behaviour::ALL.map(|b| REASONS.map(|w| t.failures(b, w)));
+        let waits = WaitResult::ALL.map(|r| *t.waits(r));
+        assert_eq!(
+            Tally::from_counts(decisions, t.near_limit(), failures, waits),
+            t
+        );
     }
 }

@@ -56,6 +56,9 @@ done
 cp "$here/js/api.js" "$pkg/web/api.js"
 # The wait of `acquire` (lines of waiters, timers), shared by api.js and redis.js.
 cp "$here/js/waiting.js" "$pkg/web/waiting.js"
+# The counts as plain objects around the core's metric model, shared by api.js, redis.js and
+# metrics.js (tollgate/metrics).
+cp "$here/js/counts.js" "$pkg/web/counts.js"
 api=$(node --input-type=module -e '
   const { pathToFileURL } = await import("node:url");
   const { bind } = await import(pathToFileURL(process.argv[1]));
@@ -148,7 +151,7 @@ cp "$here/js/index.d.ts" "$here/js/web.d.ts" "$here/js/wasm.d.ts" "$here/js/expr
 # Lua scripts of crates/redis/lua/ (shared with the Rust crate tollgate-redis) are embedded
 # as strings. Only for the main package (not for TOLLGATE_WASM_FEATURES builds).
 if [ -z "$features" ]; then
-  cargo build --quiet --profile wasm --target wasm32-unknown-unknown -p tollgate-wasm --features store
+  cargo build --quiet --profile wasm --target wasm32-unknown-unknown -p tollgate-wasm --features store,metrics-text
   wasm-bindgen --target nodejs --out-dir "$pkg/redis" "$raw"
   rm -f "$pkg/redis/.gitignore" "$pkg/redis/package.json" "$pkg/redis/"*.d.ts
   mv "$pkg/redis/tollgate_wasm.js" "$pkg/redis/tollgate_wasm.cjs"
@@ -164,6 +167,9 @@ export const COMMIT_SCRIPT = ${JSON.stringify(commit)};
 `);
   ' "$root/crates/redis/lua" "$pkg/redis/scripts.js"
   cp "$here/js/redis.js" "$here/js/redis.d.ts" "$pkg/"
+  # tollgate/metrics (Prometheus text, the names; on this .wasm, which has `metrics-text`)
+  # and tollgate/otel (OpenTelemetry instruments under those names): Node only.
+  cp "$here/js/metrics.js" "$here/js/metrics.d.ts" "$here/js/otel.js" "$here/js/otel.d.ts" "$pkg/"
   # redis.js' parts (clients, deadlines, merged calls, the core's side, ...), next to the glue.
   cp "$here/js/redis/"*.js "$pkg/redis/"
   echo "built pkg/redis/: wasm $(wc -c < "$pkg/redis/tollgate_wasm_bg.wasm") bytes raw, $(gzip -9 -c "$pkg/redis/tollgate_wasm_bg.wasm" | wc -c) gzipped"

@@ -17,6 +17,7 @@ cargo fmt -p tollgate-wasm --check
 cargo clippy -q -p tollgate-wasm --all-targets --target wasm32-unknown-unknown -- -D warnings
 cargo clippy -q -p tollgate-wasm --all-targets -- -D warnings
 cargo clippy -q -p tollgate-wasm --all-targets --features state-json --target wasm32-unknown-unknown -- -D warnings
+cargo clippy -q -p tollgate-wasm --all-targets --features store,metrics-text --target wasm32-unknown-unknown -- -D warnings
 
 echo "--- build"
 crates/wasm/build.sh

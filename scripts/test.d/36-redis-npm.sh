@@ -15,7 +15,7 @@ npm_ci crates/wasm
 
 echo "--- lint"
 cargo fmt -p tollgate-wasm -p tollgate-redis --check
-cargo clippy -q -p tollgate-wasm --all-targets --features store --target wasm32-unknown-unknown -- -D warnings
+cargo clippy -q -p tollgate-wasm --all-targets --features store,metrics-text --target wasm32-unknown-unknown -- -D warnings
 cargo clippy -q -p tollgate-redis --examples -- -D warnings
 
 echo "--- build (pkg/ with pkg/redis/, the Rust client of the cross-runtime test, the module)"

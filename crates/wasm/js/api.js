@@ -4,6 +4,7 @@
 // file only adapts arguments and builds the result objects.
 
 import { WaitTimeoutError, TIMERS, sleep, waitInLine } from "./waiting.js";
+import { WAIT_LISTENERS, countsObject, notifyWait } from "./counts.js";
 
 const ALLOWED = 1;
 const FAILED = 2;
@@ -63,10 +64,25 @@ function hasTenant(opts) {
   return opts !== undefined && opts.tenant !== undefined && opts.tenant !== null;
 }
 
+/** The `name` option: the policy's name in the limiter's counts (default "default"). */
+function nameOf(options) {
+  const name = options?.name ?? "default";
+  if (typeof name !== "string") throw optionError(TypeError, "name", name, "not-a-string", "must be a string");
+  return name;
+}
+
+/** The `route` option of a check: a string, or undefined for none. */
+function checkRoute(route) {
+  if (typeof route !== "string" || route === "") {
+    throw optionError(TypeError, "route", route, "not-a-string", "must be a non-empty string");
+  }
+  return route;
+}
+
 function maxKeysOf(options) {
   if (options === undefined || options === null) return DEFAULT_MAX_KEYS;
   if (typeof options !== "object") {
-    throw optionError(TypeError, "options", options, "not-an-object", "must be an object like { maxKeys }");
+    throw optionError(TypeError, "options", options, "not-an-object", "must be an object like { maxKeys, name }");
   }
   const m = options.maxKeys;
   if (m === undefined) return DEFAULT_MAX_KEYS;
@@ -158,14 +174,21 @@ export function bind(glue) {
     #room = KEY_MAX;
     /** `acquire`'s lines of waiters: id of key and tenant -> waiters, the first deciding. */
     #lines = new Map();
+    /** The policy's name in the counts (the `name` option). */
+    #name;
+    /** Route -> the core's series of counts for it (series 0: calls without a route). */
+    #routes = new Map();
+    /** Called when an `acquire` ends (the OpenTelemetry adapter's histogram). */
+    [WAIT_LISTENERS] = new Set();
 
     /**
      * @param {string | object} policy `"10/s burst 20"` or `{ algorithm, limit, window, burst }`
-     * @param {{ maxKeys?: number }} [options]
+     * @param {{ maxKeys?: number, name?: string }} [options]
      */
     constructor(policy, options) {
       // Limiter.all / Limiter.fairShare hand over a ready core.
       const core = policy instanceof CoreHandle ? policy.core : glue.Core.single(policy, maxKeysOf(options));
+      this.#name = nameOf(policy instanceof CoreHandle ? policy.options : options);
       this.#core = core;
       this.#out = core.outPtr() >>> 3;
       this.#key = core.keyPtr();
@@ -194,7 +217,7 @@ export function bind(glue) {
       if (!Array.isArray(policies)) {
         throw optionError(TypeError, "policies", policies, "not-an-array", "must be an array of policies");
       }
-      return new Limiter(new CoreHandle(glue.Core.stack(policies, maxKeysOf(options))));
+      return new Limiter(new CoreHandle(glue.Core.stack(policies, maxKeysOf(options)), options));
     }
 
     /**
@@ -202,7 +225,7 @@ export function bind(glue) {
      * (requests without a tenant, or with tenant `"default"`, skip the tenant policy).
      */
     static fairShare(shared, tenant, options) {
-      return new Limiter(new CoreHandle(glue.Core.fairShare(shared, tenant, maxKeysOf(options))));
+      return new Limiter(new CoreHandle(glue.Core.fairShare(shared, tenant, maxKeysOf(options)), options));
     }
 
     #decision(status) {
@@ -225,7 +248,7 @@ export function bind(glue) {
      * a denial is a decision with `allowed: false`, never an exception.
      */
     check(key, opts) {
-      if (hasTenant(opts)) {
+      if (hasTenant(opts) || opts?.route !== undefined) {
         // A tenant's check is a fair share's: the detailed call, without `each`.
         const { each, ...decision } = this.checkDetailed(key, opts);
         return decision;
@@ -243,7 +266,7 @@ export function bind(glue) {
      * a cost above the capacity throw as in `check`.
      */
     allow(key, opts) {
-      if (hasTenant(opts)) return this.checkDetailed(key, opts).allowed;
+      if (hasTenant(opts) || opts?.route !== undefined) return this.checkDetailed(key, opts).allowed;
       if (typeof key !== "string") checkKey(key);
       const now = opts?.now === undefined ? Date.now() : checkNow(opts.now);
       const cost = opts?.cost === undefined ? 1 : checkCost(opts.cost);
@@ -267,9 +290,10 @@ export function bind(glue) {
         throw optionError(TypeError, "tenant", tenant, "not-a-string", "must be a string");
       }
       const hasTenant = typeof tenant === "string";
+      const series = opts?.route === undefined ? 0 : this.#series(checkRoute(opts.route));
       const k = this.#put(key, 0);
       const t = hasTenant ? this.#put(tenant, k) : 0;
-      const n = this.#core.checkDetailed(k, t, hasTenant, now, cost);
+      const n = this.#core.checkDetailed(k, t, hasTenant, now, cost, series);
       const at = (i) => ({
         allowed: n[i] === 1,
         limit: n[i + 1],
@@ -309,6 +333,26 @@ export function bind(glue) {
       const id = tenant === "" ? "-" + key : `${tenant.length}:${tenant}:${key}`;
       const timers = opts?.[TIMERS];
       const clock = timers?.clock ?? Date.now;
+      const start = clock();
+      let d;
+      try {
+        d = await this.#wait(id, key, tenant, cost, maxWait, jitter, opts, timers, clock);
+      } catch (e) {
+        if (e instanceof WaitTimeoutError) this.#waited(false, clock() - start);
+        throw e;
+      }
+      this.#waited(true, clock() - start, d);
+      return d;
+    }
+
+    /** Counts a finished wait (one decision and the histogram) and tells the listeners. */
+    #waited(admitted, ms, d) {
+      this.#core.waited(0, admitted, ms, d?.limit ?? 0, d?.remaining ?? 0);
+      notifyWait(this[WAIT_LISTENERS], admitted, ms, undefined);
+    }
+
+    /** `acquire`'s wait in line `id` (waiting.js around the core's rule). */
+    #wait(id, key, tenant, cost, maxWait, jitter, opts, timers, clock) {
       return waitInLine(this.#lines, id, {
         maxWait,
         signal: opts?.signal,
@@ -409,18 +453,38 @@ export function bind(glue) {
       return n;
     }
 
+    /** The core's series of counts for `route` (made on its first use). */
+    #series(route) {
+      let series = this.#routes.get(route);
+      if (series === undefined) this.#routes.set(route, (series = this.#core.addSeries()));
+      return series;
+    }
+
+    /**
+     * What the limiter decided so far, in the core's metric model: one counts object for
+     * the calls without a route, then one per route (see index.d.ts, `Counts`). As
+     * Prometheus text or OpenTelemetry metrics: `tollgate/metrics`, `tollgate/otel`.
+     */
+    metrics() {
+      const out = [countsObject(this.#name, undefined, this.#core.counts(0))];
+      for (const [route, series] of this.#routes) out.push(countsObject(this.#name, route, this.#core.counts(series)));
+      return out;
+    }
+
     /** Frees the limiter's wasm memory now (otherwise it is freed when garbage collected). */
     free() {
       this.#core.free();
     }
   }
 
-  /** Hands a prepared core to the Limiter constructor. */
+  /** Hands a prepared core (and the limiter's options) to the Limiter constructor. */
   class CoreHandle {
-    constructor(core) {
+    constructor(core, options) {
       this.core = core;
+      this.options = options;
     }
   }
+
 
   /**
    * The response headers for `decision` under the policy named `policyName`, as an object.

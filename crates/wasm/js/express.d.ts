@@ -14,6 +14,8 @@ export interface RateLimitOptions<Req = any> {
   cost?: number | ((req: Req) => number);
   /** Add `X-RateLimit-Limit/Remaining/Reset` too. */
   legacy?: boolean;
+  /** Count the decisions under this route (a fixed pattern, e.g. `"/api"`) in the limiter's `metrics()` (`tollgate.route`). */
+  route?: string;
   /** Paths never limited: a string matches itself and below, a RegExp or a predicate. */
   exempt?: Array<string | RegExp | ((path: string) => boolean)>;
 }

@@ -6,7 +6,8 @@ import { decide, isExempt, options as normalise, problem } from "./middleware.js
  * per header value (`header: "x-api-key"`; requests without it fall back to the IP) or per
  * `key(req)`. Allowed requests get `RateLimit-Policy`/`RateLimit` headers; denied ones a 429
  * with `Retry-After`, `Cache-Control: no-store` and an application/problem+json body.
- * `exempt` paths are never counted.
+ * `exempt` paths are never counted. With `route`, the limiter counts the decisions under that
+ * route in its `metrics()` (the `tollgate.route` attribute).
  */
 export function rateLimit(opts) {
   const o = normalise(opts);
@@ -18,7 +19,7 @@ export function rateLimit(opts) {
     let decision;
     try {
       const cost = typeof o.cost === "function" ? o.cost(req) : o.cost;
-      decision = decide(o.limiter, String(key), cost);
+      decision = decide(o.limiter, String(key), cost, o.route);
     } catch (err) {
       return next(err);
     }

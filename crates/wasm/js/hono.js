@@ -21,7 +21,7 @@ export function rateLimiter(opts) {
     if (key === undefined && o.header) key = c.req.header(o.header);
     if (key === undefined) key = clientIp(c);
     const cost = typeof o.cost === "function" ? o.cost(c) : o.cost;
-    const decision = decide(o.limiter, String(key), cost);
+    const decision = decide(o.limiter, String(key), cost, o.route);
     const h = o.limiter.headers(decision, o.name, { legacy: o.legacy });
     if (!decision.allowed) {
       return new Response(problem(o.limiter, decision, o.name), {

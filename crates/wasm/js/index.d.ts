@@ -59,6 +59,8 @@ export interface LimiterOptions {
    * Keys found fresh are never stored.
    */
   maxKeys?: number;
+  /** The policy's name in {@link Limiter.metrics} (the `tollgate.policy` attribute; default `"default"`). */
+  name?: string;
 }
 
 /** Options of {@link Limiter.check}. */
@@ -69,6 +71,12 @@ export interface CheckOptions {
   now?: number;
   /** The tenant, for a {@link Limiter.fairShare} limiter (ignored by others). */
   tenant?: string;
+  /**
+   * Count this decision under this route in {@link Limiter.metrics} (the middleware's
+   * `route`): a route pattern such as `"/users/:id"`, never a path with ids in it (each
+   * route is a series kept for the limiter's life).
+   */
+  route?: string;
 }
 
 /** Options of {@link Limiter.acquire} and {@link Limiter.throttle}. */
@@ -207,9 +215,76 @@ export class Limiter {
    * quota-exceeded, `detail` with the wait, `violated-policies`); `undefined` when allowed.
    */
   problem(decision: Decision | DetailedDecision, name?: string): string | undefined;
+  /**
+   * What the limiter decided so far, in the core's metric model: the counts of the calls
+   * without a route, then one {@link Counts} per route (`route` option). Every `check`,
+   * `allow` and `checkDetailed` is one decision at source `store`; every `acquire` that
+   * ends is one decision (admitted, or denied when it gave up) and one wait; `peek` is none.
+   */
+  metrics(): Counts[];
   /** Frees the wasm memory now instead of at garbage collection. */
   free(): void;
 }
+
+/** Counts by where the decision was made. */
+export interface BySource {
+  /** Decided by the core on the stored state (this process's memory; Redis or its module). */
+  store: number;
+  /** Denied again from a remembered denial, without a round trip (`tollgate/redis`). */
+  denyCache: number;
+  /** Decided by the declared fallback because the store failed (`tollgate/redis`). */
+  fallback: number;
+}
+
+/** Failed store calls by reason. */
+export interface ByReason {
+  /** The store could not be reached (connection refused or lost). */
+  unreachable: number;
+  /** No answer within the timeout. */
+  timeout: number;
+  /** A write whose answer was lost: it may have been applied (never sent again). */
+  indeterminate: number;
+}
+
+/** A histogram of wait times. */
+export interface WaitHistogram {
+  /** How many waits. */
+  count: number;
+  /** Their sum, in seconds. */
+  sum: number;
+  /**
+   * Waits per bucket (not cumulative): one per bound of `metricModel().waitBuckets` (tollgate/metrics: 0.005 s to 60 s)
+   * (a wait falls in the first bucket whose bound it does not exceed), then one above them.
+   */
+  buckets: number[];
+}
+
+/**
+ * One policy's counts (on one route), in the core's metric model (the instruments
+ * `tollgate.decisions`, `tollgate.near_limit`, `tollgate.store.failures`,
+ * `tollgate.wait.duration`, `tollgate.concurrency.in_use`; Prometheus
+ * `tollgate_decisions_total`, ...). Counters only grow.
+ */
+export interface Counts {
+  /** The policy's name (`tollgate.policy`). */
+  policy: string;
+  /** The route (`tollgate.route`), when the decisions were counted under one. */
+  route?: string;
+  /** Decisions by outcome, then by source (`tollgate.outcome`, `tollgate.source`). */
+  decisions: { admitted: BySource; denied: BySource; shadowDenied: BySource };
+  /** Admissions that left less than 20% of the limit remaining. */
+  nearLimit: number;
+  /** Failed store calls by the declared fallback that then decided, then by reason (`tollgate/redis`). */
+  storeFailures: { open: ByReason; closed: ByReason; local: ByReason };
+  /** Waits of `acquire`/`throttle` by how they ended (`tollgate.wait.result`). */
+  wait: { admitted: WaitHistogram; gaveUp: WaitHistogram };
+  /** Slots of a concurrency limit held now, where the runtime knows it (not reported by this package yet). */
+  concurrencyInUse?: number;
+}
+
+/** Something whose counts can be exported: a `Limiter`, a `RedisLimiter`, their `metrics()`, or counts. */
+export type MetricsSource = { metrics(): Counts[] } | Counts[] | Counts;
+
 
 /** A decision with each limit's own (stack order; a fair share: shared, then tenant). */
 export interface DetailedDecision extends Decision {

@@ -29,8 +29,15 @@ export function options(o) {
     e.rule = "not-an-array";
     throw e;
   }
+  if (o.route !== undefined && (typeof o.route !== "string" || o.route === "")) {
+    const e = new TypeError("invalid option: route: must be a non-empty string [not-a-string]");
+    e.field = "route";
+    e.rule = "not-a-string";
+    throw e;
+  }
   return {
     limiter: o.limiter,
+    route: o.route,
     name: o.name ?? "default",
     header: o.header?.toLowerCase(),
     key: o.key,
@@ -42,10 +49,11 @@ export function options(o) {
 
 /**
  * Decides a request with the limiter's `checkDetailed` (each limit's decision, which a
- * stack's headers and 429 body need), or `check` for a limiter-like object without it.
+ * stack's headers and 429 body need), or `check` for a limiter-like object without it;
+ * counted under `route` in the limiter's metrics when the middleware was given one.
  */
-export function decide(limiter, key, cost) {
-  const opts = cost === undefined ? undefined : { cost };
+export function decide(limiter, key, cost, route) {
+  const opts = cost === undefined && route === undefined ? undefined : { cost, route };
   return typeof limiter.checkDetailed === "function" ? limiter.checkDetailed(key, opts) : limiter.check(key, opts);
 }
 

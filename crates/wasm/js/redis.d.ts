@@ -1,5 +1,5 @@
 // Types of `tollgate/redis`: one exact limit for a fleet of processes sharing one Redis.
-import type { Decision, Policy } from "./index.js";
+import type { Counts, Decision, Policy } from "./index.js";
 import { WaitTimeoutError } from "./index.js";
 
 /** The rejection of `acquire` when the request cannot proceed within `maxWait` (the package's class). */
@@ -64,6 +64,8 @@ export interface RedisLimiterOptions {
   namespace: string;
   /** The first part of every key (default `"tollgate"`); no braces. */
   prefix?: string;
+  /** The policy's name in {@link RedisLimiter.metrics} (`tollgate.policy`; default `"default"`). */
+  name?: string;
   /**
    * What decides when Redis cannot be reached in time. No default: `"local"` (this process's
    * memory, with the same limits: each process then enforces its own budget), `"open"`
@@ -177,11 +179,24 @@ export class RedisLimiter {
   reset(key: string): Promise<boolean>;
   /** Where decisions were made so far. */
   stats(): RedisLimiterStats;
+  /**
+   * What the limiter decided so far, in the core's metric model (as `Limiter.metrics()`):
+   * each `check` one decision by where it was made (`store`: Redis or its module;
+   * `denyCache`; `fallback`), each failed call to Redis one store failure under the declared
+   * fallback and its reason, each `acquire` that ends one decision and one wait. One
+   * {@link Counts}, in an array.
+   */
+  metrics(): Counts[];
+  /** {@link RedisLimiter.metrics} as Prometheus text (`prometheus` of `tollgate/metrics`). */
+  prometheus(): string;
   /** The policies in canonical compact form, in slot order. */
   readonly policies: string[];
   /** Frees the wasm memory now instead of at garbage collection. */
   free(): void;
 }
+
+/** `tollgate/metrics`' `prometheus`, re-exported. */
+export { prometheus } from "./metrics.js";
 
 /** Test-only options key (see the package README). */
 export const TESTING: unique symbol;

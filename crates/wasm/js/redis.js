@@ -8,6 +8,8 @@
 
 import { WaitTimeoutError, checkMs, throttled } from "./web/api.js";
 import { waitInLine, LOOK, TIMERS } from "./web/waiting.js";
+import { WAIT_LISTENERS, behaviourIndex, countsObject, notifyWait, reasonIndex, sourceIndex } from "./web/counts.js";
+import { prometheus } from "./metrics.js";
 import { adapter, oneServer, number, text } from "./redis/clients.js";
 import { Deadlines, Timeout } from "./redis/deadlines.js";
 import { RedisLimiterError, Unavailable, fatal, optionError } from "./redis/errors.js";
@@ -35,7 +37,11 @@ import { Group } from "./redis/group.js";
 import { Scripts } from "./redis/merged.js";
 import { TESTING, readOptions } from "./redis/options.js";
 
-export { WaitTimeoutError, RedisLimiterError, TESTING };
+export { WaitTimeoutError, RedisLimiterError, TESTING, prometheus };
+
+/** The core's `Source` index of the deny cache and the fallback. */
+const DENY_CACHE = 1;
+const FALLBACK = 2;
 
 /** The module's command for each request kind. */
 const MODULE_COMMAND = ["TOLLGATE.CHECK", "TOLLGATE.PEEK", "TOLLGATE.RELEASE", "TOLLGATE.CHECK"];
@@ -72,6 +78,8 @@ export class RedisLimiter {
   #denials = 0;
   #downUntil = 0;
   #stats = { redis: 0, denyCache: 0, fallback: 0, indeterminate: 0, conflicts: 0, roundTrips: 0 };
+  /** Called when an `acquire` ends (the OpenTelemetry adapter's histogram). */
+  [WAIT_LISTENERS] = new Set();
 
   constructor(client, spec, options) {
     if (options === null || typeof options !== "object") {
@@ -133,7 +141,10 @@ export class RedisLimiter {
     // capacity can be refused: then the core is not asked).
     if (cost > this.#capacity) this.#limits.checkCost(cost, group.tenant);
     const remembered = this.#remembered(group, cost);
-    if (remembered !== undefined) return remembered;
+    if (remembered !== undefined) {
+      this.#limits.record(DENY_CACHE, false, remembered.limit, remembered.remaining);
+      return remembered;
+    }
     return this.#submit(group, OP_CHECK, cost);
   }
 
@@ -161,17 +172,39 @@ export class RedisLimiter {
     this.#limits.checkCost(cost, group.tenant);
     const step = (d, waited, max, drawn) => waitStep(d.allowed, d.retryAfter, d.delay, waited, max, drawn);
     const timers = options?.[TIMERS];
-    return waitInLine(this.#lines, group.id, {
-      maxWait,
-      signal: options?.signal,
-      clock: timers?.clock ?? (() => performance.now()),
-      // `left` ms before the deadline (LOOK: keep nothing), sent with the request: the round
-      // (or the module's MAXDELAY) keeps the charge only as the core's rule says.
-      decide: (left) => this.#remembered(group, cost) ?? this.#submit(group, OP_ACQUIRE, cost, left),
-      step,
-      jitter: () => (jitter === 0 || timers !== undefined ? jitter : Math.random() * jitter),
-      wait: timers?.sleep,
-    });
+    const clock = timers?.clock ?? (() => performance.now());
+    const start = clock();
+    // Where the last decision was made: a wait that gives up is counted there.
+    let source = "redis";
+    let d;
+    try {
+      d = await waitInLine(this.#lines, group.id, {
+        maxWait,
+        signal: options?.signal,
+        clock,
+        // `left` ms before the deadline (LOOK: keep nothing), sent with the request: the round
+        // (or the module's MAXDELAY) keeps the charge only as the core's rule says.
+        decide: async (left) => {
+          const d = this.#remembered(group, cost) ?? (await this.#submit(group, OP_ACQUIRE, cost, left));
+          source = d.source;
+          return d;
+        },
+        step,
+        jitter: () => (jitter === 0 || timers !== undefined ? jitter : Math.random() * jitter),
+        wait: timers?.sleep,
+      });
+    } catch (e) {
+      if (e instanceof WaitTimeoutError) this.#waited(source, false, clock() - start);
+      throw e;
+    }
+    this.#waited(d.source, true, clock() - start, d);
+    return d;
+  }
+
+  /** Counts a finished wait (one decision at `source`, and the histogram) and tells the listeners. */
+  #waited(source, admitted, ms, d) {
+    this.#limits.waited(sourceIndex(source), admitted, ms, d?.limit ?? 0, d?.remaining ?? 0);
+    notifyWait(this[WAIT_LISTENERS], admitted, ms, undefined);
   }
 
   /**
@@ -206,6 +239,26 @@ export class RedisLimiter {
   /** Where decisions were made so far: `{ redis, denyCache, fallback, indeterminate, conflicts, roundTrips }`. */
   stats() {
     return { ...this.#stats };
+  }
+
+  /**
+   * What the limiter decided so far, in the core's metric model (as `Limiter.metrics()` of
+   * `tollgate`): decisions by outcome and source (`store`: Redis or its module decided;
+   * `denyCache`; `fallback`), store failures by the declared fallback and reason, waits.
+   * One counts object, in an array.
+   */
+  metrics() {
+    return [countsObject(this.#o.name, undefined, this.#limits.counts())];
+  }
+
+  /** `metrics()` as Prometheus text (the core's names and rendering). */
+  prometheus() {
+    return prometheus([this]);
+  }
+
+  /** Counts a failed store call (`why`: unreachable, timeout, indeterminate), after which the declared fallback decides. */
+  #failed(why) {
+    this.#limits.recordFailure(behaviourIndex(this.#o.fallback), reasonIndex(why));
   }
 
   /** Frees the wasm memory now (otherwise at garbage collection). */
@@ -286,6 +339,7 @@ export class RedisLimiter {
     } catch (e) {
       const c = classify(e, false);
       if (!(c instanceof Unavailable)) throw c;
+      this.#failed(c.why);
       this.#downUntil = performance.now() + this.#o.probeEvery;
       return this.#fallBack(group, round, c.why);
     }
@@ -318,6 +372,7 @@ export class RedisLimiter {
           if (!(c instanceof Unavailable)) throw c;
           // The commit may have been applied: never sent again; the fallback decides.
           this.#stats.indeterminate++;
+          this.#failed(c.why);
           this.#downUntil = performance.now() + this.#o.probeEvery;
           return this.#fallBack(group, round, c.why);
         }
@@ -349,6 +404,7 @@ export class RedisLimiter {
             this.#stats.redis++;
             if (!d.allowed) this.#remember(group, p.cost, sent, out.slice(at + 1, at + stride));
           }
+          if (p.kind === OP_CHECK) this.#limits.record(0, d.allowed, d.limit, d.remaining);
           p.resolve(d);
         }
       }
@@ -408,6 +464,7 @@ export class RedisLimiter {
       if (c instanceof Unavailable) {
         // The command may have run: never sent again; the fallback decides it.
         this.#stats.indeterminate++;
+        this.#failed(c.why);
         this.#downUntil = performance.now() + this.#o.probeEvery;
         return this.#fallBack(group, [p], c.why);
       }
@@ -426,6 +483,7 @@ export class RedisLimiter {
       this.#stats.redis++;
       if (!d.allowed) this.#remember(group, p.cost, sent, out.slice(1));
     }
+    if (p.kind === OP_CHECK) this.#limits.record(0, d.allowed, d.limit, d.remaining);
     p.resolve(d);
   }
 
@@ -440,7 +498,9 @@ export class RedisLimiter {
           continue;
         }
         if (p.kind === OP_CHECK || p.kind === OP_ACQUIRE) this.#stats.fallback++;
-        p.resolve(fallbackDecision(this.#limits, this.#o.fallback, this.#o.probeEvery, performance.now() - this.#epoch, group, p.cost, why, p.maxDelay));
+        const d = fallbackDecision(this.#limits, this.#o.fallback, this.#o.probeEvery, performance.now() - this.#epoch, group, p.cost, why, p.maxDelay);
+        if (p.kind === OP_CHECK) this.#limits.record(FALLBACK, d.allowed, d.limit, d.remaining);
+        p.resolve(d);
       } catch (e) {
         p.reject(e);
       }

@@ -23,6 +23,7 @@ use std::cell::{Cell, RefCell};
 
 use tollgate::fair_share::FairShare;
 use tollgate::keyed::KeyedLimiter;
+use tollgate::metrics::{Behaviour, Tally, REASONS};
 use tollgate::stack::StackDecision;
 use tollgate::store::fleet::{self, KeyWrite, Ttl, DECISION_FIELDS};
 use tollgate::store::{Batch, DenyCache, Limits, Op};
@@ -30,7 +31,7 @@ use tollgate::{DecideError, Decision, Policy, NANOS_PER_SEC};
 use wasm_bindgen::prelude::*;
 
 use crate::{
-    cost_units, errors, keeps_within, max_keys, ms, now_ns, spec, ALLOWED, DENIED, FAILED,
+    cost_units, errors, keeps_within, max_keys, metrics, ms, now_ns, spec, ALLOWED, DENIED, FAILED,
 };
 
 mod protocol;
@@ -76,6 +77,9 @@ pub struct FleetLimits {
     ids: RefCell<fastrand::Rng>,
     /// Denials remembered until their retry time, on `performance.now()`'s clock.
     denials: RefCell<DenyCache<Denied>>,
+    /// The limiter's counts ([`crate::metrics`]), told by JavaScript, which knows where each
+    /// decision came from and which calls failed.
+    tally: RefCell<Tally>,
 }
 
 /// [`FleetLimits::decide`]'s input and output, reused from call to call.
@@ -181,7 +185,46 @@ impl FleetLimits {
             })),
             ids: RefCell::new(fastrand::Rng::with_seed(getrandom::u64().unwrap_or(0))),
             denials: RefCell::new(DenyCache::new(MAX_DENIALS)),
+            tally: RefCell::default(),
         })
+    }
+
+    /// Counts a decision made at source `source` (its index in
+    /// [`tollgate::metrics::Source::ALL`]: store, deny cache, fallback), sorted by the core
+    /// from its `allowed`, `limit` and `remaining`.
+    pub fn record(&self, source: u32, allowed: bool, limit: f64, remaining: f64) {
+        let t = &mut *self.tally.borrow_mut();
+        metrics::decision(t, metrics::source(source), allowed, limit, remaining);
+    }
+
+    /// Counts a failed store call after which the declared behaviour `behaviour` decided
+    /// (its index in [`Behaviour::ALL`]: open, closed, local), for the reason `why` (its
+    /// index in [`REASONS`]: unreachable, timeout, indeterminate).
+    #[wasm_bindgen(js_name = recordFailure)]
+    pub fn record_failure(&self, behaviour: u32, why: u32) {
+        let behaviour = Behaviour::ALL.get(behaviour as usize);
+        if let (Some(b), Some(w)) = (behaviour, REASONS.get(why as usize)) {
+            self.tally.borrow_mut().failure(*b, *w);
+        }
+    }
+
+    /// Counts a finished `acquire`: admitted at source `source` after `waited` ms with the
+    /// admitting decision's `limit` and `remaining`, or given up.
+    pub fn waited(&self, source: u32, admitted: bool, waited: f64, limit: f64, remaining: f64) {
+        let t = &mut *self.tally.borrow_mut();
+        metrics::wait(
+            t,
+            metrics::source(source),
+            admitted,
+            waited,
+            limit,
+            remaining,
+        );
+    }
+
+    /// The counts as plain numbers ([`crate::metrics::numbers`]).
+    pub fn counts(&self) -> Vec<f64> {
+        metrics::numbers(&self.tally.borrow())
     }
 
     /// One policy (a string or a `PolicyObject`). `localMaxKeys`: the size of the `local`

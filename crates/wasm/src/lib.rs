@@ -33,6 +33,7 @@ use std::num::NonZeroUsize;
 
 use tollgate::fair_share::FairShare;
 use tollgate::keyed::KeyedLimiter;
+use tollgate::metrics::{Source, Tally};
 use tollgate::wait::Step;
 use tollgate::{DecideError, Decision, Nanos, Policy};
 use wasm_bindgen::prelude::*;
@@ -41,6 +42,7 @@ mod errors;
 #[cfg(feature = "store")]
 mod fleet;
 mod http;
+mod metrics;
 mod spec;
 #[cfg(feature = "state-json")]
 mod stateless;
@@ -152,6 +154,9 @@ pub struct Core {
     error: RefCell<Option<DecideError>>,
     /// A fair share (its last policy is the tenant window, named `<name>.tenant`).
     fair_share: bool,
+    /// The decisions' counts ([`metrics`]): the first for calls without a route, then one
+    /// per route ([`Core::add_series`]).
+    tallies: RefCell<Vec<Tally>>,
 }
 
 fn max_keys(value: f64) -> Result<NonZeroUsize, JsValue> {
@@ -178,6 +183,44 @@ impl Core {
             key: RefCell::new(vec![0; KEY_MAX].into_boxed_slice()),
             error: RefCell::new(None),
             fair_share: false,
+            tallies: RefCell::new(vec![Tally::default()]),
+        }
+    }
+
+    /// Counts `decision` in series `series` (a decision made here, in the store: the core's
+    /// [`Tally::decision`]). Not inlined: one copy for every call that decides (a smaller
+    /// `.wasm`, the same speed).
+    #[inline(never)]
+    fn count(&self, series: u32, decision: &Decision) {
+        if let Some(t) = self.tallies.borrow_mut().get_mut(series as usize) {
+            t.decision(decision, false, Source::Store);
+        }
+    }
+
+    /// A new series of counts (for a route); its index for [`Core::check_detailed_buf`].
+    #[wasm_bindgen(js_name = addSeries)]
+    pub fn add_series(&self) -> u32 {
+        let mut tallies = self.tallies.borrow_mut();
+        tallies.push(Tally::default());
+        (tallies.len() - 1) as u32
+    }
+
+    /// Series `series`' counts as plain numbers ([`metrics::numbers`]; empty when there is
+    /// no such series).
+    pub fn counts(&self, series: u32) -> Vec<f64> {
+        self.tallies
+            .borrow()
+            .get(series as usize)
+            .map(metrics::numbers)
+            .unwrap_or_default()
+    }
+
+    /// Counts a finished `acquire` in series `series`: admitted after `waited` ms with the
+    /// admitting decision's `limit` and `remaining`, or given up (one decision, and the
+    /// wait in the histogram).
+    pub fn waited(&self, series: u32, admitted: bool, waited: f64, limit: f64, remaining: f64) {
+        if let Some(t) = self.tallies.borrow_mut().get_mut(series as usize) {
+            metrics::wait(t, Source::Store, admitted, waited, limit, remaining);
         }
     }
 
@@ -264,6 +307,9 @@ impl Core {
         let result = self.with_key(len, |key| {
             self.limiter.check(key, now_ns(now), cost_units(cost))
         });
+        if let Ok(d) = &result {
+            self.count(0, d);
+        }
         self.emit(result)
     }
 
@@ -276,11 +322,18 @@ impl Core {
     /// (measured 2026-12-03: 50,828 against 44,320 bytes), over the package's budget.
     #[wasm_bindgen(js_name = allowBuf)]
     pub fn allow_buf(&self, len: usize, now: f64, cost: f64) -> u32 {
-        match self.with_key(len, |key| {
+        let result = self.with_key(len, |key| {
             self.limiter.check(key, now_ns(now), cost_units(cost))
-        }) {
-            Ok(d) if d.allowed => ALLOWED,
-            Ok(_) => DENIED,
+        });
+        match result {
+            Ok(d) => {
+                self.count(0, &d);
+                if d.allowed {
+                    ALLOWED
+                } else {
+                    DENIED
+                }
+            }
             Err(e) => {
                 *self.error.borrow_mut() = Some(e);
                 FAILED
@@ -321,6 +374,7 @@ impl Core {
     /// The full decision for the key in the key buffer (`key_len` bytes, then `tenant_len`
     /// bytes of tenant when `has_tenant`): the combined decision, then each limit's in stack
     /// order ([`tollgate::stack`]), [`DECISION_LEN`] numbers each (see [`http::decision`]).
+    /// Counted in series `series` (0: no route; [`Core::add_series`]).
     #[wasm_bindgen(js_name = checkDetailed)]
     pub fn check_detailed_buf(
         &self,
@@ -329,6 +383,7 @@ impl Core {
         has_tenant: bool,
         now: f64,
         cost: f64,
+        series: u32,
     ) -> Result<Vec<f64>, JsValue> {
         let d = self.keys(key_len, tenant_len, |key, tenant| {
             self.limiter.check_detailed(
@@ -338,6 +393,9 @@ impl Core {
                 cost_units(cost),
             )
         });
+        if let Ok(d) = &d {
+            self.count(series, &d.decision);
+        }
         let d = d.map_err(|e| errors::decide_error(&e))?;
         Ok(std::iter::once(&d.decision)
             .chain(&d.each)
@@ -484,6 +542,9 @@ impl Core {
                 .check_detailed(key, Some(tenant), now_ns(now), cost_units(cost))
                 .map(|d| d.decision)
         });
+        if let Ok(d) = &result {
+            self.count(0, d);
+        }
         self.emit(result)
     }
 

@@ -35,6 +35,11 @@ test("npm pack -> npm install -> import works; the tarball holds every build and
       "pkg/redis/fleet.js",
       "pkg/redis/merged.js",
       "pkg/redis/tollgate_wasm.cjs",
+      "pkg/web/counts.js",
+      "pkg/metrics.js",
+      "pkg/metrics.d.ts",
+      "pkg/otel.js",
+      "pkg/otel.d.ts",
     ]) {
       assert.ok(files.includes(f), `${f} missing from the tarball`);
     }
@@ -55,10 +60,12 @@ test("npm pack -> npm install -> import works; the tarball holds every build and
        import { rateLimit } from "tollgate/express";
        import { rateLimiter } from "tollgate/hono";
        import { RedisLimiter } from "tollgate/redis";
-       const l = new Limiter("3/min");
+       import { prometheus } from "tollgate/metrics";
+       const l = new Limiter("3/min", { name: "p" });
        const d = l.check("x", { now: 0 });
+       const scraped = prometheus(l).split(String.fromCharCode(10)).includes('tollgate_decisions_total{tollgate_policy="p",tollgate_outcome="admitted",tollgate_source="store"} 1');
        const r = new RedisLimiter({ sendCommand: async () => [] }, "3/min", { namespace: "n", fallback: "open" });
-       console.log(JSON.stringify({ d, express: typeof rateLimit, hono: typeof rateLimiter, fetch: typeof fetchWithBackoff, redis: r.policies }));`,
+       console.log(JSON.stringify({ d, express: typeof rateLimit, hono: typeof rateLimiter, fetch: typeof fetchWithBackoff, redis: r.policies, scraped }));`,
     );
     const out = JSON.parse(execFileSync("node", ["main.js"], { cwd: app, encoding: "utf8" }));
     assert.deepEqual(out, {
@@ -67,6 +74,7 @@ test("npm pack -> npm install -> import works; the tarball holds every build and
       hono: "function",
       fetch: "function",
       redis: ["token-bucket 3/min"],
+      scraped: true,
     });
     console.log(`# tarball ${info.filename}: ${statSync(join(dir, info.filename)).size} bytes packed, ${info.unpackedSize} unpacked, ${files.length} files`);
   } finally {

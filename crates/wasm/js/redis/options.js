@@ -68,5 +68,7 @@ export function readOptions(options) {
     throw optionError(TypeError, "maxKeys", options.maxKeys, "not-a-number", "must be a whole number");
   }
   const localMaxKeys = fallback === "local" ? options.maxKeys ?? 100_000 : undefined;
-  return { head, fallback, timeout, retryFor, probeEvery, grace, lease, denyCache, useModule, clock, blind, localMaxKeys };
+  const name = options.name ?? "default";
+  if (typeof name !== "string") throw optionError(TypeError, "name", name, "not-a-string", "must be a string");
+  return { name, head, fallback, timeout, retryFor, probeEvery, grace, lease, denyCache, useModule, clock, blind, localMaxKeys };
 }

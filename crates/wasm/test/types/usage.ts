@@ -77,3 +77,22 @@ async function fleetUse(): Promise<void> {
   }
 }
 void fleetUse;
+
+// Counts (tollgate/metrics, tollgate/otel).
+import type { Counts } from "tollgate";
+import { prometheus, metricModel, type MetricModel } from "tollgate/metrics";
+import { registerMetrics } from "tollgate/otel";
+import { metrics as otelMetrics } from "@opentelemetry/api";
+{
+  const named = new Limiter("10/s", { name: "api" });
+  named.check("k", { route: "/api" });
+  const [c]: Counts[] = named.metrics();
+  const n: number = c.decisions.admitted.store + c.decisions.denied.denyCache + c.decisions.shadowDenied.fallback + c.nearLimit;
+  const f: number = c.storeFailures.local.unreachable + c.storeFailures.open.timeout + c.storeFailures.closed.indeterminate;
+  const w: number[] = c.wait.gaveUp.buckets;
+  const text: string = prometheus([named, fleet, ...fleet.metrics()]) + fleet.prometheus();
+  const model: MetricModel = metricModel();
+  const registration = registerMetrics([named, fleet], { meter: otelMetrics.getMeter("app") });
+  registration.unregister();
+  void [n, f, w, text, model.instruments.decisions.name, c.route, c.concurrencyInUse];
+}
