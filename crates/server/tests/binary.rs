@@ -1,5 +1,6 @@
 //! The built binary: `--check-config`, a configuration reload that swaps limits while it
-//! serves (and a bad file that keeps the running one), gRPC health, graceful shutdown.
+//! serves (and a bad file that keeps the running one; and under load, without a failed
+//! call), gRPC health, graceful shutdown.
 
 mod support;
 
@@ -161,6 +162,79 @@ async fn reload_swaps_limits_and_a_bad_file_keeps_the_running_config() {
 }
 
 /// Runs `openssl` in `dir` (a test's own certificates, made when it runs).
+/// Callers that never stop while the file is swapped four times: every call answered (OK or
+/// OVER_LIMIT, never an error), and each swap seen taking effect.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reload_under_load_swaps_limits_without_a_failed_call() {
+    use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+    use std::sync::Arc;
+    let dir = temp_dir("reload-load");
+    put(&dir, "limits.yaml", GOOD);
+    let dir_arg = dir.display().to_string();
+    let server = Server::start(&["--config-dir", &dir_arg, "--reload-interval-ms", "10"]);
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut callers = Vec::new();
+    for i in 0..8 {
+        let mut client = server.client().await;
+        let stop = stop.clone();
+        callers.push(tokio::spawn(async move {
+            let (mut calls, mut failed) = (0u64, Vec::new());
+            let value = i.to_string();
+            while !stop.load(Relaxed) {
+                let key = if calls % 2 == 0 { "a" } else { "b" };
+                match client
+                    .should_rate_limit(req("app", vec![desc(&[(key, &value)])]))
+                    .await
+                {
+                    Ok(r) => {
+                        let c = code(r.get_ref().overall_code);
+                        assert!(matches!(c, Code::Ok | Code::OverLimit), "{c:?}");
+                    }
+                    Err(status) => failed.push(status.to_string()),
+                }
+                calls += 1;
+            }
+            (calls, failed)
+        }));
+    }
+    // `b` is limited only by SWAPPED: the probe tells which file the server answers by.
+    let mut probe = server.client().await;
+    let b = req("app", vec![desc(&[("b", "probe")])]);
+    for (text, b_limited) in [
+        (SWAPPED, true),
+        (GOOD, false),
+        (SWAPPED, true),
+        (GOOD, false),
+    ] {
+        put(&dir, "limits.yaml", text);
+        // Bounded only so that a reload that never comes fails the test instead of hanging it.
+        tokio::time::timeout(Duration::from_secs(60), async {
+            loop {
+                let r = probe.should_rate_limit(b.clone()).await.unwrap();
+                if r.get_ref().statuses[0].current_limit.is_some() == b_limited {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        })
+        .await
+        .expect("the swapped file was never loaded");
+    }
+    stop.store(true, Relaxed);
+    let mut calls = 0;
+    for caller in callers {
+        let (n, failed) = caller.await.unwrap();
+        assert!(
+            failed.is_empty(),
+            "failed calls during the reloads: {failed:?}"
+        );
+        calls += n;
+    }
+    assert!(calls >= 8, "the callers called ({calls})");
+    assert!(server.terminate().success());
+    let _ = std::fs::remove_dir_all(dir);
+}
+
 fn openssl(dir: &std::path::Path, args: &[&str]) {
     let out = Command::new("openssl")
         .args(args)
