@@ -222,7 +222,7 @@ impl FleetLimits {
         );
     }
 
-    /// The counts as plain numbers ([`crate::metrics::numbers`]).
+    /// The counts as plain numbers (`metrics::numbers`).
     pub fn counts(&self) -> Vec<f64> {
         metrics::numbers(&self.tally.borrow())
     }

@@ -205,7 +205,7 @@ impl Core {
         (tallies.len() - 1) as u32
     }
 
-    /// Series `series`' counts as plain numbers ([`metrics::numbers`]; empty when there is
+    /// Series `series`' counts as plain numbers (`metrics::numbers`; empty when there is
     /// no such series).
     pub fn counts(&self, series: u32) -> Vec<f64> {
         self.tallies
