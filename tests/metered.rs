@@ -1,7 +1,7 @@
 //! `tollgate::metrics::Metered` (feature `metrics`): the keyed limiter's decisions, waits and
 //! slots as a real recorder of the `metrics` facade sees them (metrics-util's debugging
-//! recorder, the one the Prometheus exporter's own tests read), after scripted sequences
-//! whose every count is known.
+//! recorder; metrics-util is the registry the Prometheus exporter is built on), after
+//! scripted sequences whose every count is known.
 #![cfg(feature = "metrics")]
 
 use std::cell::Cell;
