@@ -15,8 +15,8 @@
 //!   recorder installed (built, not served: no thread, no listener), each decision an add
 //!   on its atomic counter through the facade's handle. Building the recorder reads the
 //!   clock (its calibration runs for a time, not a number of instructions), so its set-up
-//!   count varies by about a million instructions from run to run: the script runs this path
-//!   for 400k rounds, which leaves about 3 instructions of noise per check.
+//!   count varies by one to two million instructions from run to run: the script runs this
+//!   path for 400k rounds, which leaves a few instructions of noise per check (404-410 seen).
 
 use std::hint::black_box;
 use std::num::NonZeroUsize;
