@@ -22,7 +22,8 @@
 //! by the core's mapping onto the facade ([`tollgate::metrics::facade`], shared with
 //! `tollgate-tower` and the core's [`Metered`](tollgate::metrics::Metered) keyed limiter).
 //! The series are registered with the recorder installed at the limiter's first decision
-//! (install it before); without one they are the facade's no-op handles.
+//! (the wait histograms at its first wait; install the recorder before); without one they
+//! are the facade's no-op handles.
 
 use tollgate::metrics::facade::PolicySeries;
 use tollgate::metrics::{Behaviour, WaitResult};

@@ -22,7 +22,8 @@
 //! by the core's mapping onto the facade ([`tollgate::metrics::facade`], shared with
 //! `tollgate-redis` and the core's [`Metered`](tollgate::metrics::Metered) keyed limiter). The
 //! series of a route are registered with the recorder installed when the route's first
-//! request is decided (install the recorder before serving); without one they are the
+//! request is decided (the concurrency gauge at its first slot taken; install the recorder
+//! before serving); without one they are the
 //! facade's no-op handles, and a decision costs an index and a branch.
 
 use tollgate::metrics::facade::PolicySeries;
