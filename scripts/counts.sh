@@ -25,15 +25,19 @@ esac
 [ $# -gt 0 ] && mode=only
 
 cargo build -j2 --quiet --release -p tollgate-counts
+# The metered paths' binary: the core with its `metrics` feature (crates/counts/src/metered.rs),
+# built on its own so that the binaries above keep the core without it.
+cargo build -j2 --quiet --release -p tollgate-counts --features metered --bin tollgate-counts-metered
 BIN="${CARGO_TARGET_DIR:-target}/release/tollgate-counts"
 VALGRIND=$(command -v valgrind)
 
 # The instructions of one run of `tollgate-counts PATH ROUNDS`, in an empty environment (the
 # store's hash seed comes from stack addresses, which the environment's size moves). The
-# fleet's paths have a binary of their own (crates/counts/src/fleet.rs says why).
+# fleet's paths have a binary of their own (crates/counts/src/fleet.rs says why), and so have
+# the metered ones (crates/counts/src/metered.rs).
 total() {
   local bin=$BIN
-  case $1 in fleet-*) bin=$BIN-fleet ;; esac
+  case $1 in fleet-*) bin=$BIN-fleet ;; *metered*) bin=$BIN-metered ;; esac
   env -i "$VALGRIND" --tool=cachegrind --cache-sim=no --cachegrind-out-file=/dev/null \
     "$bin" "$1" "$2" 2>&1 >/dev/null | awk '/I +refs:/ {gsub(",", "", $NF); print $NF}'
 }
@@ -61,6 +65,9 @@ keyed-admit-1m 100000
 keyed-check-1m 100000
 keyed-stack-1 20000
 fleet-round-1 20000
+keyed-check-unmetered-1 20000
+keyed-check-metered-1 20000
+keyed-check-metered-prometheus-1 400000
 LIST
 }
 

@@ -7,6 +7,10 @@
 //! only hands them to its exporter (the `metrics` crate facade, OpenTelemetry, Prometheus
 //! text, the Redis module's `INFO`).
 //!
+//! With the feature `metrics`, [`facade`] is the model on the `metrics` crate's facade
+//! (what `tollgate-tower` and `tollgate-redis` record through), and [`Metered`] the keyed
+//! in-memory limiter recording its decisions there.
+//!
 //! # The instruments
 //!
 //! Names and attributes follow the OpenTelemetry conventions ([`INSTRUMENTS`]); the
@@ -45,8 +49,14 @@
 use crate::store::fleet::Why;
 use crate::{Decision, Nanos};
 
+#[cfg(feature = "metrics")]
+pub mod facade;
+#[cfg(feature = "metrics")]
+mod metered;
 mod prometheus;
 
+#[cfg(feature = "metrics")]
+pub use metered::Metered;
 pub use prometheus::{render, Series};
 
 /// What an instrument measures.

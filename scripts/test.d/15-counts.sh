@@ -8,4 +8,5 @@ source scripts/tools.sh
 apt_packages valgrind
 cargo fmt -p tollgate-counts --check
 cargo clippy -q -p tollgate-counts -- -D warnings
+cargo clippy -q -p tollgate-counts --features metered -- -D warnings
 scripts/counts.sh

@@ -1,6 +1,7 @@
 //! `tollgate redis inspect` against a real redis-server (a free loopback port, a temporary
-//! directory) whose keys were written by checks through tollgate's Redis module: the
-//! printed numbers are the core's, and nothing is written.
+//! directory) whose keys were written by checks through tollgate's Redis module, the Rust
+//! crate's Lua scripts and the npm entry (`tollgate/redis` run by Node): the printed numbers
+//! are the core's, and nothing is written.
 
 #[path = "../../redis/tests/support/mod.rs"]
 mod support;
@@ -218,4 +219,85 @@ async fn keys_written_by_the_scripts_client_read_the_same() {
     );
     assert!(text.contains("remaining: 1 of 4"), "{text}");
     assert!(text.ends_with("2 keys matching *:{scripts:*\n"), "{text}");
+}
+
+/// The npm package's crate (crates/wasm), with its build (`pkg/`, from crates/wasm/build.sh)
+/// and its `node_modules` (ioredis): scripts/test.d/20-cli.sh prepares both first.
+fn npm_package() -> PathBuf {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../wasm");
+    for need in ["pkg/redis.js", "node_modules/ioredis"] {
+        assert!(
+            dir.join(need).exists(),
+            "{} (crates/wasm/build.sh; npm ci in crates/wasm)",
+            dir.join(need).display()
+        );
+    }
+    dir
+}
+
+/// The npm entry's layout (`tollgate/redis` in Node, on ioredis, scripts without the module):
+/// the keys its checks wrote are the ones the CLI lists, read as the core reads them.
+#[test]
+fn keys_written_by_the_npm_entry_read_the_same() {
+    let package = npm_package();
+    let server = support::Server::with_args(&["--save", ""]);
+    let url = server.url();
+    // Three checks of a fair share for tenant acme, run by Node from the package's own
+    // directory (so `tollgate/redis` resolves to this build, as the package's tests import it).
+    let script = r#"
+        import Redis from "ioredis";
+        import { RedisLimiter } from "tollgate/redis";
+        const client = new Redis(process.argv[1]);
+        const limiter = new RedisLimiter(
+          client,
+          { fairShare: { shared: "token-bucket 10/h burst 20", tenant: "sliding-window 4/h" } },
+          { namespace: "npm", fallback: "closed", useModule: false },
+        );
+        for (let i = 0; i < 3; i++) {
+          const d = await limiter.check("k", { tenant: "acme" });
+          if (!d.allowed || d.source !== "redis") throw new Error(JSON.stringify(d));
+        }
+        client.disconnect();
+    "#;
+    let node = std::process::Command::new("node")
+        .current_dir(&package)
+        .args(["--input-type=module", "-e", script, &url])
+        .output()
+        .expect("node on PATH");
+    assert!(
+        node.status.success(),
+        "node: {}",
+        String::from_utf8_lossy(&node.stderr)
+    );
+
+    let out = Command::cargo_bin("tollgate")
+        .unwrap()
+        .args([
+            "redis",
+            "inspect",
+            &url,
+            "npm",
+            "-p",
+            "token-bucket 10/h burst 20",
+        ])
+        .args(["--tenant-policy", "sliding-window 4/h"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        text.contains("tollgate:{npm:k}:0\n  slot: limit 0 of the stack"),
+        "{text}"
+    );
+    assert!(text.contains("remaining: 17 of 20"), "{text}");
+    assert!(
+        text.contains("tollgate:{npm:k}:t:acme\n  slot: tenant window of \"acme\""),
+        "{text}"
+    );
+    assert!(text.contains("remaining: 1 of 4"), "{text}");
+    assert!(text.ends_with("2 keys matching *:{npm:*\n"), "{text}");
 }

@@ -18,83 +18,38 @@
 //! * `tollgate_wait_duration_seconds` by wait result (`admitted`, `gave_up`): how long
 //!   `acquire`'s callers waited.
 //!
-//! The names are the model's Prometheus forms ([`tollgate::metrics::INSTRUMENTS`]). The
-//! series are registered with the recorder installed at the limiter's first decision
-//! (install it before); without one they are the facade's no-op handles.
+//! The names are the model's Prometheus forms ([`tollgate::metrics::INSTRUMENTS`]), written
+//! by the core's mapping onto the facade ([`tollgate::metrics::facade`], shared with
+//! `tollgate-tower` and the core's [`Metered`](tollgate::metrics::Metered) keyed limiter).
+//! The series are registered with the recorder installed at the limiter's first decision
+//! (the wait histograms at its first wait; install the recorder before); without one they
+//! are the facade's no-op handles.
 
-use std::sync::OnceLock;
-
-use metrics::{Counter, Histogram, Label, Unit};
-use tollgate::metrics::{
-    Attribute, Behaviour, Handles, Instrument, Kind, WaitResult, INSTRUMENTS, POLICY,
-    WAIT_DURATION, WAIT_RESULT,
-};
+use tollgate::metrics::facade::PolicySeries;
+use tollgate::metrics::{Behaviour, WaitResult};
 use tollgate::{Decision, Nanos};
 
 use crate::{Fallback, Source, Why};
 
-/// Describes the model's instruments to the installed recorder (`# HELP` lines, units):
-/// call it once after installing the recorder.
-pub fn describe() {
-    for i in INSTRUMENTS {
-        let (name, description) = (i.prometheus, i.description);
-        match i.kind {
-            Kind::Counter => metrics::describe_counter!(name, Unit::Count, description),
-            Kind::Gauge => metrics::describe_gauge!(name, Unit::Count, description),
-            Kind::Histogram => metrics::describe_histogram!(name, Unit::Seconds, description),
-        }
-    }
-}
-
-/// The upper bounds of the wait histogram's buckets in seconds
-/// ([`tollgate::metrics::WAIT_BUCKETS`]), for an exporter's bucket setting.
-pub fn wait_buckets() -> [f64; tollgate::metrics::WAIT_BUCKETS.len()] {
-    tollgate::metrics::WAIT_BUCKETS.map(|nanos| nanos as f64 / 1e9)
-}
+pub use tollgate::metrics::facade::{describe, wait_buckets};
 
 /// One limiter's series, registered on first use.
 pub(crate) struct Recorded {
-    policy: String,
+    series: PolicySeries,
     behaviour: Behaviour,
-    series: OnceLock<Series>,
-}
-
-struct Series {
-    handles: Handles<Counter>,
-    waits: [Histogram; WaitResult::ALL.len()],
 }
 
 impl Recorded {
     /// The series of the limiter of `policy` whose store failures `fallback` decides.
     pub(crate) fn new(policy: &str, fallback: &Fallback) -> Recorded {
         Recorded {
-            policy: policy.to_string(),
+            series: PolicySeries::new(policy, None),
             behaviour: match fallback {
                 Fallback::Open => Behaviour::Open,
                 Fallback::Closed => Behaviour::Closed,
                 Fallback::Local { .. } => Behaviour::Local,
             },
-            series: OnceLock::new(),
         }
-    }
-
-    fn series(&self) -> &Series {
-        self.series.get_or_init(|| {
-            let labels = |attributes: &[(Attribute, &'static str)]| -> Vec<Label> {
-                std::iter::once(Label::new(POLICY.label, self.policy.clone()))
-                    .chain(attributes.iter().map(|(a, v)| Label::new(a.label, *v)))
-                    .collect()
-            };
-            Series {
-                handles: Handles::new(|i: &Instrument, a| {
-                    metrics::counter!(i.prometheus, labels(a))
-                }),
-                waits: WaitResult::ALL.map(|result| {
-                    let attributes = [(WAIT_RESULT, result.as_str())];
-                    metrics::histogram!(WAIT_DURATION.prometheus, labels(&attributes))
-                }),
-            }
-        })
     }
 
     /// Counts a decision made at `source`.
@@ -104,23 +59,16 @@ impl Recorded {
             Source::DenyCache => tollgate::metrics::Source::DenyCache,
             Source::Fallback(_) => tollgate::metrics::Source::Fallback,
         };
-        let (counted, near) = self.series().handles.decision(decision, false, source);
-        counted.increment(1);
-        if let Some(near) = near {
-            near.increment(1);
-        }
+        self.series.decision(decision, false, source);
     }
 
     /// Counts a failed call to Redis, after which the declared fallback decides.
     pub(crate) fn failure(&self, why: Why) {
-        self.series()
-            .handles
-            .failure(self.behaviour, why)
-            .increment(1);
+        self.series.failure(self.behaviour, why);
     }
 
     /// Counts a wait of `waited` nanoseconds that ended as `result`.
     pub(crate) fn wait(&self, result: WaitResult, waited: Nanos) {
-        self.series().waits[result as usize].record(waited as f64 / 1e9);
+        self.series.wait(result, waited);
     }
 }
