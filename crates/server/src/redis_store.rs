@@ -212,13 +212,16 @@ impl RedisStore {
 
     /// Chooses how requests are decided (the scripts until this is called): with
     /// [`ModuleUse::Auto`], asks Redis once (`COMMAND INFO tollgate.request`, within
-    /// `timeout`) whether tollgate's module is loaded and uses it if so; with
+    /// `timeout`, at least 2 s) whether tollgate's module is loaded and uses it if so (no
+    /// answer: the scripts); with
     /// [`ModuleUse::On`], a Redis without it is an error. On a Redis Cluster, the node asked
     /// stands for all of them (load the module on every node).
     pub async fn use_module(mut self, choice: ModuleUse) -> Result<RedisStore, RedisError> {
         self.module = match choice {
             ModuleUse::Off => false,
-            ModuleUse::Auto => self.has_module().await?,
+            // A Redis that will not say (a renamed COMMAND, an ACL, no answer in time) is
+            // taken as one without the module: the scripts work on any Redis.
+            ModuleUse::Auto => self.has_module().await.unwrap_or(false),
             ModuleUse::On if self.has_module().await? => true,
             ModuleUse::On => {
                 return Err(RedisError::from((
