@@ -666,7 +666,10 @@ async fn a_request_of_separate_keys_is_decided_together() {
             let mut c = conn.clone();
             tokio::spawn(async move {
                 let user = format!("u{}", i % 7);
-                let limits = [(user.as_str(), "50/350d", 1, false), ("all", "50/350d", 1, false)];
+                let limits = [
+                    (user.as_str(), "50/350d", 1, false),
+                    ("all", "50/350d", 1, false),
+                ];
                 request(&mut c, "t:{x}", &limits, &[]).await.unwrap()
             })
         })
@@ -678,6 +681,8 @@ async fn a_request_of_separate_keys_is_decided_together() {
     assert_eq!(admitted, 50);
     let refused = request(&mut conn, "t:api", &both, &[]).await.unwrap_err();
     assert!(refused.to_string().contains("hash tag"), "{refused}");
-    let refused = request(&mut conn, base, &both, &["LATER"]).await.unwrap_err();
+    let refused = request(&mut conn, base, &both, &["LATER"])
+        .await
+        .unwrap_err();
     assert!(refused.to_string().contains("unknown option"), "{refused}");
 }
