@@ -132,3 +132,65 @@ fn pass(
     }
     Ok(batch.writes().map(|(k, w)| (which[k], w)).collect())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn limit(policy: &str, cost: u64, shadow: bool) -> Counted {
+        Counted {
+            policy: policy.parse().unwrap(),
+            cost,
+            shadow,
+        }
+    }
+
+    /// `items` decided `n` times in a row from nothing, each time on the states written;
+    /// the last outcome.
+    fn run(items: &[Counted], charging: Charging, blocked: bool, n: usize) -> Outcome {
+        let mut states: Vec<Option<State>> = alloc::vec![None; items.len()];
+        let mut last = None;
+        for _ in 0..n {
+            let o = decide(items, &states, 0, charging, blocked).unwrap();
+            for (i, w) in &o.writes {
+                states[*i] = match w {
+                    Write::Put { state, .. } => Some(state.clone()),
+                    Write::Delete => None,
+                };
+            }
+            last = Some(o);
+        }
+        last.unwrap()
+    }
+
+    #[test]
+    fn an_enforced_denial_charges_nothing_and_a_shadow_one_stops_nothing() {
+        let both = [limit("2/350d", 1, false), limit("5/350d", 1, false)];
+        let third = run(&both, Charging::AllOrNothing, false, 3);
+        assert!(!third.each[0].allowed && third.writes.is_empty());
+        assert_eq!(third.each[1].remaining, 3, "the second limit uncharged");
+        let shadowed = [limit("2/350d", 1, true), limit("5/350d", 1, false)];
+        let third = run(&shadowed, Charging::AllOrNothing, false, 3);
+        assert!(!third.each[0].allowed);
+        assert_eq!((third.each[1].remaining, third.writes.len()), (2, 1));
+    }
+
+    #[test]
+    fn each_charges_the_limits_with_room_and_blocked_charges_none() {
+        let both = [limit("2/350d", 1, false), limit("5/350d", 1, false)];
+        let third = run(&both, Charging::Each, false, 3);
+        assert!(!third.each[0].allowed);
+        assert_eq!((third.each[1].remaining, third.writes.len()), (2, 1));
+        let blocked = run(&both, Charging::AllOrNothing, true, 1);
+        assert!(blocked.writes.is_empty());
+        assert_eq!(blocked.each[1].remaining, 5);
+    }
+
+    #[test]
+    fn a_cost_above_the_capacity_is_that_limits_denial() {
+        let items = [limit("2/350d", 3, false), limit("5/350d", 1, false)];
+        let o = run(&items, Charging::AllOrNothing, false, 1);
+        assert!(!o.each[0].allowed && o.each[0].retry_after == o.each[0].reset_after);
+        assert!(o.writes.is_empty());
+    }
+}
