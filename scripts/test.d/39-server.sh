@@ -4,11 +4,14 @@
 # real tonic client of the Envoy protos against the server on free loopback ports, the
 # config validation errors, the built binary itself (--check-config, reload, shutdown),
 # and the Redis fleet store: two binaries sharing one real redis-server started by the tests
-# on a free port, and redis-server killed under them.
+# on a free port, and redis-server killed under them; each on the scripts and on tollgate's
+# Redis module (built here, loaded into redis-server; bindgen needs libclang).
 set -euo pipefail
 source scripts/tools.sh
-apt_packages redis-server
+apt_packages redis-server libclang-dev
 cargo fmt -p tollgate-server --check
 cargo clippy -p tollgate-server --all-targets --locked -- -D warnings
+# The tests load target/debug/libtollgate_redis_module.so: build it first.
+cargo build -p tollgate-redis-module --locked
 cargo test -p tollgate-server --locked
 RUSTDOCFLAGS="-D warnings" cargo doc --quiet --no-deps -p tollgate-server --locked

@@ -66,6 +66,7 @@ mod bytes;
 mod deny;
 pub mod fleet;
 mod keys;
+pub mod request;
 
 pub use bytes::{StateBytesError, STATE_BYTES_VERSION};
 pub use deny::DenyCache;

@@ -6,7 +6,9 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{LazyLock, Mutex};
 
 use tollgate::fair_share::FairShare;
+use tollgate::stack::combine;
 use tollgate::store::fleet;
+use tollgate::store::request::{self, Charging, Counted};
 use tollgate::store::{Batch, Limits, Op as BatchOp, Slot};
 use tollgate::{millis, Decision, Nanos, Policy, State, MAX_COUNT};
 
@@ -249,6 +251,129 @@ pub fn run(
     Ok(Outcome { decided, writes })
 }
 
+/// The most limits one `TOLLGATE.REQUEST` may have.
+pub const MAX_REQUEST: u64 = 64;
+
+/// `TOLLGATE.REQUEST`'s arguments after the base, parsed: limits on separate keys (an Envoy
+/// request's descriptors), decided by the core's [`tollgate::store::request`].
+#[derive(Debug, PartialEq, Eq)]
+pub struct KeysRequest {
+    /// Each limit's key suffix (appended to the base) and what decides it.
+    pub items: Vec<(Vec<u8>, Counted)>,
+    /// All or nothing (the default) or each charged (`EACH`).
+    pub charging: Charging,
+    /// `BLOCKED`: the request also has an enforced limit that always denies.
+    pub blocked: bool,
+    /// `NOW <ms>`: the test clock (only when the module was loaded with `TESTCLOCK`).
+    pub now_ms: Option<u64>,
+}
+
+/// Parses `<n> (<suffix> <policy> <cost> <shadow 0|1>)*n [EACH] [BLOCKED] [NOW ms]` (`args`
+/// excludes the command and the base).
+pub fn parse_keys(args: &[&[u8]], test_clock: bool) -> Result<KeysRequest, ArgError> {
+    let n = number(args.first().copied(), "the number of limits", MAX_REQUEST)? as usize;
+    if n == 0 {
+        return Err("ERR a request needs at least one limit".into());
+    }
+    let given = args
+        .get(1..1 + 4 * n)
+        .ok_or("ERR fewer limits than their count (each is: suffix policy cost shadow)")?;
+    let mut items = Vec::with_capacity(n);
+    for limit in given.chunks_exact(4) {
+        let cost = number(Some(limit[2]), "a cost", MAX_COUNT)?;
+        let shadow = match limit[3] {
+            b"0" => false,
+            b"1" => true,
+            _ => return Err("ERR a shadow flag must be 0 or 1".into()),
+        };
+        let policy = policy(limit[1])?;
+        items.push((
+            limit[0].to_vec(),
+            Counted {
+                policy,
+                cost,
+                shadow,
+            },
+        ));
+    }
+    let mut req = KeysRequest {
+        items,
+        charging: Charging::AllOrNothing,
+        blocked: false,
+        now_ms: None,
+    };
+    let mut rest = &args[1 + 4 * n..];
+    while let [option, tail @ ..] = rest {
+        rest = tail;
+        match option.to_ascii_uppercase().as_slice() {
+            b"EACH" => req.charging = Charging::Each,
+            b"BLOCKED" => req.blocked = true,
+            b"NOW" if test_clock => {
+                req.now_ms = Some(number(rest.first().copied(), "NOW", u64::MAX)?);
+                rest = &rest[1..];
+            }
+            b"NOW" => return Err("ERR NOW needs the module loaded with TESTCLOCK".into()),
+            _ => {
+                return Err(format!(
+                    "ERR unknown option {:?} (expected EACH, BLOCKED or NOW)",
+                    String::from_utf8_lossy(option)
+                ))
+            }
+        }
+    }
+    Ok(req)
+}
+
+/// Whether `base` fixes the hash slot of every key made by appending to it: it holds a
+/// non-empty hash tag (`{...}`), so that on a Redis Cluster all of a request's keys live
+/// in the base's slot, on the node the command was sent to.
+pub fn fixes_slot(base: &[u8]) -> bool {
+    let Some(open) = base.iter().position(|&b| b == b'{') else {
+        return false;
+    };
+    matches!(base[open + 1..].iter().position(|&b| b == b'}'), Some(len) if len > 0)
+}
+
+/// `TOLLGATE.REQUEST`'s result: the request's decision, each limit's, and the writes.
+pub struct KeysOutcome {
+    /// The request's decision: its enforced limits' combined ([`tollgate::stack::combine`];
+    /// allowed when only shadow limits denied), then each limit's, in order.
+    pub decided: (Decision, Vec<Decision>),
+    /// `(limit index, write)`.
+    pub writes: Vec<(usize, KeyWrite)>,
+}
+
+/// Runs a [`KeysRequest`] over the loaded states at `now`.
+pub fn run_keys(
+    req: &KeysRequest,
+    loaded: &[Option<State>],
+    now: Nanos,
+    ttl: Option<Ttl>,
+) -> Result<KeysOutcome, ArgError> {
+    let counted: Vec<Counted> = req.items.iter().map(|(_, c)| *c).collect();
+    let outcome =
+        request::decide(&counted, loaded, now, req.charging, req.blocked).map_err(decide_error)?;
+    let enforced: Vec<Decision> = counted
+        .iter()
+        .zip(&outcome.each)
+        .filter(|(c, _)| !c.shadow)
+        .map(|(_, d)| *d)
+        .collect();
+    let mut decision = combine(&enforced);
+    if req.blocked {
+        decision.allowed = false;
+    }
+    let writes = outcome
+        .writes
+        .into_iter()
+        .map(|(i, w)| (i, fleet::key_write(w, ttl, || fastrand::u64(..))))
+        .collect();
+    Ok(KeysOutcome {
+        decided: (decision, outcome.each),
+        writes,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -306,6 +431,39 @@ mod tests {
         assert!(e("STACK|0").contains("at least one"));
         assert!(e("gcra 1/s|TENANT|a|gcra 5/s").contains("tenant"));
         assert!(parse_str("10/s|NOW|5", true).is_ok());
+    }
+
+    fn parse_keys_str(s: &str) -> Result<KeysRequest, ArgError> {
+        let a = args(s);
+        let refs: Vec<&[u8]> = a.iter().map(Vec::as_slice).collect();
+        parse_keys(&refs, false)
+    }
+
+    #[test]
+    fn request_forms_and_errors() {
+        let r = parse_keys_str("2|a|10/s|1|0|b|100/min|0|1|EACH|blocked").unwrap();
+        assert_eq!(r.items.len(), 2);
+        assert_eq!((r.items[0].0.as_slice(), r.items[0].1.cost), (&b"a"[..], 1));
+        assert!(r.items[1].1.shadow && r.items[1].1.cost == 0);
+        assert_eq!((r.charging, r.blocked), (Charging::Each, true));
+        let e = |s: &str| parse_keys_str(s).unwrap_err();
+        assert!(e("0").contains("at least one"));
+        assert!(e("65").contains("above the largest"));
+        assert!(e("2|a|10/s|1|0").contains("fewer limits"));
+        assert!(e("1|a|10/s|1|yes").contains("0 or 1"));
+        assert!(e("1|a|10/s|x|0").contains("whole number"));
+        assert!(e("1|a|10/fortnight|1|0").contains("fortnight"));
+        assert!(e("1|a|10/s|1|0|NOW|5").contains("TESTCLOCK"));
+        assert!(e("1|a|10/s|1|0|FOO").contains("unknown option"));
+    }
+
+    #[test]
+    fn a_base_fixes_the_slot_only_with_a_hash_tag() {
+        assert!(fixes_slot(b"tollgate:{api}"));
+        assert!(fixes_slot(b"a{b{c}"));
+        assert!(!fixes_slot(b"tollgate:{}"));
+        assert!(!fixes_slot(b"tollgate:{api"));
+        assert!(!fixes_slot(b"tollgate:"));
     }
 
     #[test]

@@ -16,7 +16,7 @@ use redis_module::{
 use tollgate::store::fleet;
 use tollgate::{millis, Decision, NANOS_PER_MS};
 
-use command::{decode, parse, run, slot_key, KeyWrite, Op, Ttl};
+use command::{decode, fixes_slot, parse, parse_keys, run, run_keys, slot_key, KeyWrite, Op, Ttl};
 use info::ErrorKind;
 
 static TEST_CLOCK: AtomicBool = AtomicBool::new(false);
@@ -245,8 +245,23 @@ fn decide(ctx: &Context, args: Vec<RedisString>, op: Op) -> RedisResult {
     let outcome = run(&req, &slots, loaded, now, op, ttl)
         .map_err(err)
         .map_err(counted(ErrorKind::Decision))?;
+    apply_writes(ctx, &keys, &outcome.writes, wall)?;
+    info::decided(op, outcome.decided.as_ref().map(|(d, _)| d));
+    Ok(match outcome.decided {
+        Some((decision, each)) => decisions_reply(&decision, &each),
+        None => RedisValue::SimpleStringStatic("OK"),
+    })
+}
+
+/// Writes `writes` (by key index) to `keys`, at the server's wall clock `wall` (ns).
+fn apply_writes(
+    ctx: &Context,
+    keys: &[StateKey],
+    writes: &[(usize, KeyWrite)],
+    wall: u64,
+) -> Result<(), RedisError> {
     let wall_ms = wall / NANOS_PER_MS;
-    for (i, w) in &outcome.writes {
+    for (i, w) in writes {
         match w {
             KeyWrite::Put { value, ttl_ms } => keys[*i]
                 .put(ctx, value, wall_ms.saturating_add(*ttl_ms))
@@ -256,19 +271,67 @@ fn decide(ctx: &Context, args: Vec<RedisString>, op: Op) -> RedisResult {
             }
         }
     }
-    info::decided(op, outcome.decided.as_ref().map(|(d, _)| d));
-    Ok(match outcome.decided {
-        Some((decision, each)) => {
-            let mut reply = decision_reply(&decision);
-            reply.push(RedisValue::Array(
-                each.iter()
-                    .map(|d| RedisValue::Array(decision_reply(d)))
-                    .collect(),
-            ));
-            RedisValue::Array(reply)
-        }
-        None => RedisValue::SimpleStringStatic("OK"),
-    })
+    Ok(())
+}
+
+/// A combined decision and each limit's, as a reply (six fields, then an array of six for
+/// each limit).
+fn decisions_reply(decision: &Decision, each: &[Decision]) -> RedisValue {
+    let mut reply = decision_reply(decision);
+    reply.push(RedisValue::Array(
+        each.iter()
+            .map(|d| RedisValue::Array(decision_reply(d)))
+            .collect(),
+    ));
+    RedisValue::Array(reply)
+}
+
+/// `TOLLGATE.REQUEST <base> <n> (<suffix> <policy> <cost> <shadow>)*n [EACH] [BLOCKED]`:
+/// limits on the separate keys `<base><suffix>`, decided together by the core's
+/// [`tollgate::store::request`] (an Envoy request's descriptors, as tollgate-server decides
+/// them).
+fn keys_request(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
+    if args.len() < 3 {
+        return Err(counted(ErrorKind::Arity)(RedisError::WrongArity));
+    }
+    let base = args[1].as_slice();
+    if !fixes_slot(base) {
+        let e = RedisError::Str(
+            "ERR the base must hold a hash tag ({...}) so that every key shares its slot",
+        );
+        return Err(counted(ErrorKind::Argument)(e));
+    }
+    let rest: Vec<&[u8]> = args[2..].iter().map(|a| a.as_slice()).collect();
+    let test_clock = TEST_CLOCK.load(Relaxed);
+    let req = parse_keys(&rest, test_clock)
+        .map_err(err)
+        .map_err(counted(ErrorKind::Argument))?;
+    let keys: Vec<StateKey> = req
+        .items
+        .iter()
+        .map(|(suffix, _)| StateKey::open(ctx, &[base, suffix].concat(), true))
+        .collect();
+    let mut loaded = Vec::with_capacity(keys.len());
+    for key in &keys {
+        let stored = key.read().map_err(counted(ErrorKind::WrongType))?;
+        let state = decode(key.name.as_slice(), stored)
+            .map_err(err)
+            .map_err(counted(ErrorKind::State))?;
+        loaded.push(state);
+    }
+    let wall = server_now();
+    let now = req.now_ms.map_or(wall, millis);
+    let ttl = req.now_ms.is_none().then(|| Ttl {
+        grace_ms: GRACE_MS.load(Relaxed),
+        lease_ms: LEASE_MS.load(Relaxed),
+    });
+    let outcome = run_keys(&req, &loaded, now, ttl)
+        .map_err(err)
+        .map_err(counted(ErrorKind::Decision))?;
+    apply_writes(ctx, &keys, &outcome.writes, wall)?;
+    let (decision, each) = &outcome.decided;
+    info::decided(Op::Check, Some(decision));
+    Ok(decisions_reply(decision, each))
 }
 
 fn check(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
@@ -319,7 +382,7 @@ fn reset_keys(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
 #[cfg(not(test))]
 #[allow(missing_docs)]
 mod registration {
-    use super::{check, init, peek, release, reset};
+    use super::{check, init, keys_request, peek, release, reset};
     use redis_module::redis_module;
 
     redis_module! {
@@ -333,6 +396,7 @@ mod registration {
             ["tollgate.peek", peek, "readonly", 1, 1, 1, ""],
             ["tollgate.release", release, "write", 1, 1, 1, ""],
             ["tollgate.reset", reset, "write", 1, 1, 1, ""],
+            ["tollgate.request", keys_request, "write deny-oom", 1, 1, 1, ""],
         ],
     }
 }

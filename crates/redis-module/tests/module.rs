@@ -609,3 +609,80 @@ async fn info_tollgate_counts_commands_by_outcome_errors_by_kind_and_the_policy_
     assert_eq!(n["policy_cache_hits"], 9, "{n:?}");
     assert_eq!(n["policy_cache_size"], 2, "{n:?}");
 }
+
+/// `TOLLGATE.REQUEST <base> <n> (<suffix> <policy> <cost> <shadow>)*n [options]` -> each
+/// limit's (allowed, remaining), by `tollgate_redis::module_decision`.
+async fn request(
+    conn: &mut ConnectionManager,
+    base: &str,
+    limits: &[(&str, &str, u64, bool)],
+    options: &[&str],
+) -> redis::RedisResult<Vec<(bool, u64)>> {
+    let mut cmd = redis::cmd("TOLLGATE.REQUEST");
+    cmd.arg(base).arg(limits.len());
+    for (suffix, policy, cost, shadow) in limits {
+        cmd.arg(suffix).arg(policy).arg(cost).arg(u8::from(*shadow));
+    }
+    cmd.arg(options);
+    let reply: redis::Value = cmd.query_async(conn).await?;
+    let d = tollgate_redis::module_decision(&reply).expect("a decision reply");
+    Ok(d.each.iter().map(|d| (d.allowed, d.remaining)).collect())
+}
+
+/// Limits on separate keys (an Envoy request's descriptors, as tollgate-server sends them):
+/// all or nothing across the keys, a shadow limit that never stops the others, `EACH`
+/// charging every limit with room, `BLOCKED` charging none; 400 concurrent requests of two
+/// keys against a limit of 50 admit exactly 50; a base without a hash tag is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_request_of_separate_keys_is_decided_together() {
+    let server = with_module(&[]);
+    let mut conn = connect(&server).await;
+    let (two, five) = ("token-bucket 2/350d", "token-bucket 5/350d");
+    let base = "t:{api}";
+    let both = [("a", two, 1, false), ("b", five, 1, false)];
+    for left in [(1, 4), (0, 3)] {
+        let r = request(&mut conn, base, &both, &[]).await.unwrap();
+        assert_eq!(r, [(true, left.0), (true, left.1)]);
+    }
+    // `a` is empty: nothing charged on `b` either.
+    let r = request(&mut conn, base, &both, &[]).await.unwrap();
+    assert_eq!((r[0].0, r[1]), (false, (true, 3)));
+    // In shadow, `a`'s denial lets `b` be charged.
+    let shadowed = [("a", two, 1, true), ("b", five, 1, false)];
+    let r = request(&mut conn, base, &shadowed, &[]).await.unwrap();
+    assert_eq!((r[0].0, r[1]), (false, (true, 2)));
+    // EACH charges `b` though `a` denies; BLOCKED charges nothing.
+    let r = request(&mut conn, base, &both, &["EACH"]).await.unwrap();
+    assert_eq!((r[0].0, r[1]), (false, (true, 1)));
+    let r = request(&mut conn, base, &[("b", five, 1, false)], &["BLOCKED"])
+        .await
+        .unwrap();
+    assert_eq!(r, [(true, 1)]);
+    // The keys are the base and the suffix, in the fleet's bytes.
+    assert_eq!(server.cli(&["EXISTS", "t:{api}a", "t:{api}b"]), "2");
+    // Exactness under concurrency, two keys a request.
+    let tasks: Vec<_> = (0..400)
+        .map(|i| {
+            let mut c = conn.clone();
+            tokio::spawn(async move {
+                let user = format!("u{}", i % 7);
+                let limits = [
+                    (user.as_str(), "50/350d", 1, false),
+                    ("all", "50/350d", 1, false),
+                ];
+                request(&mut c, "t:{x}", &limits, &[]).await.unwrap()
+            })
+        })
+        .collect();
+    let mut admitted = 0;
+    for t in tasks {
+        admitted += t.await.unwrap().iter().all(|(ok, _)| *ok) as u32;
+    }
+    assert_eq!(admitted, 50);
+    let refused = request(&mut conn, "t:api", &both, &[]).await.unwrap_err();
+    assert!(refused.to_string().contains("hash tag"), "{refused}");
+    let refused = request(&mut conn, base, &both, &["LATER"])
+        .await
+        .unwrap_err();
+    assert!(refused.to_string().contains("unknown option"), "{refused}");
+}

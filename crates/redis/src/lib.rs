@@ -16,7 +16,7 @@ use tollgate::store::StateBytesError;
 use tollgate::{DecideError, Decision, PolicyError};
 
 pub use keys::KeyLayout;
-pub use limiter::{handling, RedisLimiter, Stats};
+pub use limiter::{handling, module_decision, RedisLimiter, Stats};
 
 /// The script that reads a request's slots and the node's clock.
 pub const READ_SCRIPT: &str = include_str!("../lua/read.lua");

@@ -3,10 +3,13 @@
 //!
 //! * the ceiling: the same tonic server and protos answering `OK` without deciding;
 //! * tollgate-server's service in memory;
-//! * the service on Redis (the fleet scripts), when `REDIS_URL` is set.
+//! * the service on Redis, when `REDIS_URL` is set: by the fleet scripts (two round trips
+//!   a decision), and by tollgate's Redis module (one) when that Redis has it loaded.
 //!
 //! ```sh
 //! cargo run --release -p tollgate-server --example bench
+//! cargo build --release -p tollgate-redis-module
+//! redis-server --port 6379 --save "" --loadmodule target/release/libtollgate_redis_module.so &
 //! REDIS_URL=redis://127.0.0.1:6379/ cargo run --release -p tollgate-server --example bench
 //! ```
 //!
@@ -28,7 +31,7 @@ use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_server::{
 };
 use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
 use tollgate_server::config::Config;
-use tollgate_server::redis_store::RedisStore;
+use tollgate_server::redis_store::{ModuleUse, RedisStore};
 use tollgate_server::service::{Service, Settings};
 use tollgate_server::store::{Memory, Store};
 use tollgate_server::Grpc;
@@ -163,15 +166,30 @@ async fn main() {
         ("memory", service_of(Memory::new()).await),
     ];
     if let Ok(url) = std::env::var("REDIS_URL") {
-        let store = RedisStore::connect(
-            &url,
-            "bench:",
-            Duration::from_millis(500),
-            tollgate::metrics::Behaviour::Closed,
-        )
-        .await
-        .expect("Redis at REDIS_URL");
-        targets.push(("redis (scripts)", service_of(store).await));
+        let store = |prefix: &'static str, module: ModuleUse| {
+            let url = url.clone();
+            async move {
+                RedisStore::connect(
+                    &url,
+                    prefix,
+                    Duration::from_millis(500),
+                    tollgate::metrics::Behaviour::Closed,
+                )
+                .await
+                .expect("Redis at REDIS_URL")
+                .use_module(module)
+                .await
+                .expect("Redis at REDIS_URL")
+            }
+        };
+        let scripts = store("bench-scripts:", ModuleUse::Off).await;
+        targets.push(("redis (scripts)", service_of(scripts).await));
+        let module = store("bench-module:", ModuleUse::Auto).await;
+        if module.uses_module() {
+            targets.push(("redis (module)", service_of(module).await));
+        } else {
+            eprintln!("no tollgate module in that Redis: no module row");
+        }
     }
     println!("| store | values | calls/s | p99 | of the ceiling |");
     println!("|---|---|---|---|---|");

@@ -1,7 +1,7 @@
 //! One request's counted limits decided together, over states a store has loaded and
 //! locked: which states to write back, and each limit's decision. Every store (memory,
-//! Redis) runs this between its load and its commit; the decisions themselves are the
-//! core's ([`tollgate::store::Batch`], [`tollgate::stack`]).
+//! Redis's scripts, and Redis's module, inside Redis) decides with the core's rule for a
+//! request of limits on separate keys ([`tollgate::store::request`]):
 //!
 //! * **All or nothing** (the default): the request is one stack. When a limit that
 //!   enforces denies, nothing is charged anywhere. A limit in shadow mode that denies does
@@ -10,9 +10,10 @@
 //! * **Charge each** (`--charge-every-descriptor`, envoyproxy/ratelimit's behaviour): every
 //!   limit is decided alone; each one with room is charged, whatever the others said.
 
-use tollgate::stack::uncharged;
-use tollgate::store::{Batch, Limits, Write};
-use tollgate::{DecideError, Decision, Nanos, Policy, State};
+use tollgate::store::request::{self, Counted};
+use tollgate::{DecideError, Nanos, Policy, State};
+
+pub use tollgate::store::request::{Charging, Outcome};
 
 /// One counted limit of a request.
 #[derive(Clone, Debug)]
@@ -27,28 +28,21 @@ pub struct Item {
     pub shadow: bool,
 }
 
-/// How a request's limits are charged.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
-pub enum Charging {
-    /// One stack: all are charged or none (a denying limit charges nothing anywhere).
-    #[default]
-    AllOrNothing,
-    /// envoyproxy/ratelimit's: each limit with room is charged even when another denies.
-    Each,
+impl Item {
+    /// The limit without its key, as the core decides it.
+    pub fn counted(&self) -> Counted {
+        Counted {
+            policy: self.policy,
+            cost: self.cost,
+            shadow: self.shadow,
+        }
+    }
 }
 
-/// The outcome over loaded states.
-#[derive(Clone, Debug)]
-pub struct Outcome {
-    /// Each item's decision, in item order.
-    pub each: Vec<Decision>,
-    /// What to write, by item index: all of them together or none.
-    pub writes: Vec<(usize, Write)>,
-}
-
-/// Decides `items` (with their `loaded` states, in the same order) at `now`. `blocked`: the
-/// request also carries an enforced limit that always denies (`requests_per_unit: 0`), so
-/// in all-or-nothing mode nothing may be charged.
+/// Decides `items` (with their `loaded` states, in the same order) at `now`
+/// ([`tollgate::store::request::decide`]). `blocked`: the request also carries an enforced
+/// limit that always denies (`requests_per_unit: 0`), so in all-or-nothing mode nothing may
+/// be charged.
 pub fn decide(
     items: &[Item],
     loaded: &[Option<State>],
@@ -56,71 +50,6 @@ pub fn decide(
     charging: Charging,
     blocked: bool,
 ) -> Result<Outcome, DecideError> {
-    let mut each = vec![Decision::default(); items.len()];
-    // A cost above a limit's capacity can never be admitted (the core says so with an
-    // error); here it is that limit's denial, as envoyproxy/ratelimit answers it.
-    let (impossible, possible): (Vec<usize>, Vec<usize>) =
-        (0..items.len()).partition(|&i| items[i].cost > items[i].policy.limit());
-    for &i in &impossible {
-        let standing = uncharged(&items[i].policy, &loaded[i], now)?;
-        each[i] = Decision {
-            allowed: false,
-            retry_after: standing.reset_after,
-            ..standing
-        };
-    }
-    let blocked = blocked || impossible.iter().any(|&i| !items[i].shadow);
-    let mut writes = Vec::new();
-    if charging == Charging::Each {
-        for &i in &possible {
-            writes.extend(pass(items, loaded, &[i], now, &mut each)?);
-        }
-        return Ok(Outcome { each, writes });
-    }
-    let first = pass(items, loaded, &possible, now, &mut each)?;
-    let (denied, rest): (Vec<usize>, Vec<usize>) =
-        possible.iter().partition(|&&i| !each[i].allowed);
-    if blocked || denied.iter().any(|&i| !items[i].shadow) {
-        // Nothing is charged: the limits with room say what they really have (a denied
-        // stack's pass already did).
-        if denied.is_empty() {
-            for &i in &possible {
-                each[i] = uncharged(&items[i].policy, &loaded[i], now)?;
-            }
-        }
-        return Ok(Outcome { each, writes });
-    }
-    if denied.is_empty() {
-        return Ok(Outcome {
-            each,
-            writes: first,
-        });
-    }
-    // Only shadow limits denied: the request passes; charge the others.
-    writes = pass(items, loaded, &rest, now, &mut each)?;
-    Ok(Outcome { each, writes })
-}
-
-/// One all-or-nothing decision over the items `which`: their decisions go to `each` (by
-/// item index); returns the writes, by item index.
-fn pass(
-    items: &[Item],
-    loaded: &[Option<State>],
-    which: &[usize],
-    now: Nanos,
-    each: &mut [Decision],
-) -> Result<Vec<(usize, Write)>, DecideError> {
-    let policies: Vec<Policy> = which.iter().map(|&i| items[i].policy).collect();
-    let costs: Vec<u64> = which.iter().map(|&i| items[i].cost).collect();
-    let Ok(limits) = Limits::stack(&policies) else {
-        return Ok(Vec::new()); // nothing to decide
-    };
-    let slots = limits.slots(None);
-    let states = which.iter().map(|&i| loaded[i].clone()).collect();
-    let mut batch = Batch::new(&limits, &slots, states, now);
-    let d = batch.decide_weighted(|k| costs[k])?;
-    for (k, &i) in which.iter().enumerate() {
-        each[i] = d.each[k];
-    }
-    Ok(batch.writes().map(|(k, w)| (which[k], w)).collect())
+    let counted: Vec<Counted> = items.iter().map(Item::counted).collect();
+    request::decide(&counted, loaded, now, charging, blocked)
 }

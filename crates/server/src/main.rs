@@ -8,7 +8,7 @@ use std::time::Duration;
 use clap::Parser;
 use tollgate_server::config::Config;
 use tollgate_server::engine::Charging;
-use tollgate_server::redis_store::{parse_failure, RedisStore, DENY_CACHE_ENTRIES};
+use tollgate_server::redis_store::{parse_failure, ModuleUse, RedisStore, DENY_CACHE_ENTRIES};
 use tollgate_server::service::{Service, Settings};
 use tollgate_server::store::Memory;
 use tollgate_server::{log, run_with_tls};
@@ -84,6 +84,11 @@ struct Args {
     /// or local (this process's memory decides).
     #[arg(long, env = "TOLLGATE_REDIS_FAILURE", default_value = "closed")]
     redis_failure: String,
+    /// Whether to decide inside Redis with tollgate's Redis module (one round trip a
+    /// request) instead of the portable scripts (two): auto (the module when Redis has it,
+    /// asked once at start), on (starting fails without it) or off.
+    #[arg(long, env = "TOLLGATE_REDIS_MODULE", default_value = "auto")]
+    redis_module: String,
     /// How long one Redis round trip may take, in milliseconds.
     #[arg(long, env = "TOLLGATE_REDIS_TIMEOUT_MS", default_value_t = 200)]
     redis_timeout_ms: u64,
@@ -232,6 +237,12 @@ fn main() -> ExitCode {
                         args.redis_failure
                     ))
                 })?;
+                let module = ModuleUse::parse(&args.redis_module).ok_or_else(|| {
+                    std::io::Error::other(format!(
+                        "--redis-module: '{}' is not auto, on or off",
+                        args.redis_module
+                    ))
+                })?;
                 let timeout = Duration::from_millis(args.redis_timeout_ms.max(1));
                 let prefix = &args.redis_prefix;
                 let store = match args.redis_type.to_ascii_lowercase().as_str() {
@@ -258,7 +269,16 @@ fn main() -> ExitCode {
                     }
                 }
                 .map_err(|e| std::io::Error::other(format!("redis at {url}: {e}")))?
+                .use_module(module)
+                .await
+                .map_err(|e| std::io::Error::other(format!("redis at {url}: {e}")))?
                 .deny_cache(args.deny_cache_entries);
+                let how = if store.uses_module() {
+                    "tollgate's module (TOLLGATE.REQUEST, one round trip)"
+                } else {
+                    "the scripts (read, then compare-and-set)"
+                };
+                log("info", &format!("redis store: deciding with {how}"));
                 let service = Arc::new(Service::new(config, store, settings));
                 println!("{listening}");
                 run_with_tls(service, grpc, http, reload, shutdown_signal(), grace, tls).await

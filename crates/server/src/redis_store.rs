@@ -1,13 +1,21 @@
 //! The Redis fleet store: every server process of a fleet shares one set of counters in
-//! Redis, with the protocol of `tollgate-redis` (its two scripts, [`tollgate_redis::READ_SCRIPT`]
-//! and [`tollgate_redis::COMMIT_SCRIPT`]: versioned state bytes, Redis's clock, a
-//! compare-and-set commit of every key of a request together).
+//! Redis, with the protocol of `tollgate-redis`: versioned state bytes, Redis's clock, every
+//! key of a request written together or not at all. Two ways to decide, the same decisions
+//! on the same keys and bytes (processes of either kind share one fleet):
 //!
-//! One request's keys are read with Redis's `TIME`, decided by [`crate::engine::decide`],
-//! and committed only if no key changed since the read; on a conflict the script answers
-//! with the new values and the decision is made again (bounded by `retry_for`). A denial
-//! writes nothing. Keys are `<prefix>{<domain>}<counter key>`: one hash tag per domain, so
-//! that every key of a request lives on one node of a Redis Cluster
+//! * **The module** (one round trip): when Redis has tollgate's module loaded
+//!   (`crates/redis-module`), one `TOLLGATE.REQUEST` command decides a request inside Redis,
+//!   atomically, by the core's rule for a request of limits on separate keys
+//!   ([`tollgate::store::request`], the rule [`crate::engine::decide`] runs here). Chosen
+//!   with [`RedisStore::use_module`] ([`ModuleUse`]: `auto` detects it once at start).
+//! * **The scripts** (two round trips): the portable path, on any Redis.
+//!   [`tollgate_redis::READ_SCRIPT`] reads a request's keys with Redis's `TIME`, this
+//!   process decides by [`crate::engine::decide`], and [`tollgate_redis::COMMIT_SCRIPT`]
+//!   commits only if no key changed since the read; on a conflict the script answers with
+//!   the new values and the decision is made again (bounded by `retry_for`).
+//!
+//! A denial writes nothing. Keys are `<prefix>{<domain>}<counter key>`: one hash tag per
+//! domain, so that every key of a request lives on one node of a Redis Cluster
 //! ([`RedisStore::connect_cluster`]).
 //!
 //! A request that an enforced limit denied is remembered by the deny cache (the core's
@@ -51,6 +59,35 @@ pub fn parse_failure(name: &str) -> Option<Failure> {
     Behaviour::ALL.into_iter().find(|b| b.as_str() == name)
 }
 
+/// Whether the Redis store decides with tollgate's Redis module (`TOLLGATE.REQUEST`, one
+/// round trip a request) or with the portable scripts (two).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum ModuleUse {
+    /// The module when Redis has it (asked once, at start, with `COMMAND INFO`), else the
+    /// scripts.
+    #[default]
+    Auto,
+    /// The module; starting fails when Redis does not have it.
+    On,
+    /// The scripts, even when Redis has the module.
+    Off,
+}
+
+impl ModuleUse {
+    /// The setting named `name` (`auto`, `on` or `off`, any case; `true`/`false` too).
+    pub fn parse(name: &str) -> Option<ModuleUse> {
+        match name.to_ascii_lowercase().as_str() {
+            "auto" => Some(ModuleUse::Auto),
+            "on" | "true" => Some(ModuleUse::On),
+            "off" | "false" => Some(ModuleUse::Off),
+            _ => None,
+        }
+    }
+}
+
+/// The module's command that decides a request (its limits on separate keys).
+const MODULE_COMMAND: &str = "TOLLGATE.REQUEST";
+
 /// The most denials the deny cache holds by default (as `tollgate-redis`'s).
 pub const DENY_CACHE_ENTRIES: usize = 100_000;
 
@@ -67,6 +104,13 @@ impl Conn {
         match self {
             Conn::Single(c) => inv.invoke_async(&mut c.clone()).await,
             Conn::Cluster(c) => inv.invoke_async(&mut c.clone()).await,
+        }
+    }
+
+    async fn query(&self, cmd: &redis::Cmd) -> Result<redis::Value, RedisError> {
+        match self {
+            Conn::Single(c) => cmd.query_async(&mut c.clone()).await,
+            Conn::Cluster(c) => cmd.query_async(&mut c.clone()).await,
         }
     }
 }
@@ -87,6 +131,8 @@ pub struct RedisStore {
     epoch: Instant,
     /// Turns: this process's requests for the same keys go to Redis one after another.
     turns: Vec<tokio::sync::Mutex<()>>,
+    /// Whether requests are decided by the module (see [`RedisStore::use_module`]).
+    module: bool,
 }
 
 /// How many locks the keys are spread over for [`RedisStore`]'s turns.
@@ -160,6 +206,53 @@ impl RedisStore {
             denials: Some(Mutex::new(DenyCache::new(DENY_CACHE_ENTRIES))),
             epoch: Instant::now(),
             turns: (0..TURNS).map(|_| tokio::sync::Mutex::new(())).collect(),
+            module: false,
+        }
+    }
+
+    /// Chooses how requests are decided (the scripts until this is called): with
+    /// [`ModuleUse::Auto`], asks Redis once (`COMMAND INFO tollgate.request`, within
+    /// `timeout`, at least 2 s) whether tollgate's module is loaded and uses it if so (no
+    /// answer: the scripts); with
+    /// [`ModuleUse::On`], a Redis without it is an error. On a Redis Cluster, the node asked
+    /// stands for all of them (load the module on every node).
+    pub async fn use_module(mut self, choice: ModuleUse) -> Result<RedisStore, RedisError> {
+        self.module = match choice {
+            ModuleUse::Off => false,
+            // A Redis that will not say (a renamed COMMAND, an ACL, no answer in time) is
+            // taken as one without the module: the scripts work on any Redis.
+            ModuleUse::Auto => self.has_module().await.unwrap_or(false),
+            ModuleUse::On if self.has_module().await? => true,
+            ModuleUse::On => {
+                return Err(RedisError::from((
+                    redis::ErrorKind::InvalidClientConfig,
+                    "tollgate's Redis module is not loaded (no TOLLGATE.REQUEST command)",
+                    "load it (redis-server --loadmodule libtollgate_redis_module.so) or set the module use to auto or off".to_string(),
+                )))
+            }
+        };
+        Ok(self)
+    }
+
+    /// Whether requests are decided by tollgate's Redis module (one round trip) rather than
+    /// the scripts (two).
+    pub fn uses_module(&self) -> bool {
+        self.module
+    }
+
+    /// Whether Redis knows the module's command.
+    async fn has_module(&self) -> Result<bool, RedisError> {
+        let mut cmd = redis::cmd("COMMAND");
+        cmd.arg("INFO").arg(MODULE_COMMAND.to_ascii_lowercase());
+        match tokio::time::timeout(
+            self.timeout.max(Duration::from_secs(2)),
+            self.conn.query(&cmd),
+        )
+        .await
+        .map_err(|_| connect_timed_out())??
+        {
+            redis::Value::Array(v) => Ok(matches!(v.first(), Some(redis::Value::Array(_)))),
+            _ => Ok(false),
         }
     }
 
@@ -257,6 +350,60 @@ impl RedisStore {
         }
     }
 
+    /// Decides in Redis with the module: one `TOLLGATE.REQUEST` over the request's keys,
+    /// decided and written atomically inside Redis by the same rule ([`crate::engine`]).
+    /// Also returns when the command was sent. The reply's durations are whole ms rounded
+    /// up.
+    async fn in_module(
+        &self,
+        base: &str,
+        items: &[Item],
+        charging: Charging,
+        blocked: bool,
+    ) -> Result<(Outcome, Instant), Failed> {
+        let mut cmd = redis::cmd(MODULE_COMMAND);
+        cmd.arg(base).arg(items.len());
+        for i in items {
+            cmd.arg(&i.key)
+                .arg(i.policy.to_string())
+                .arg(i.cost)
+                .arg(if i.shadow { "1" } else { "0" });
+        }
+        if charging == Charging::Each {
+            cmd.arg("EACH");
+        }
+        if blocked {
+            cmd.arg("BLOCKED");
+        }
+        let sent = Instant::now();
+        let reply = match tokio::time::timeout(self.timeout, self.conn.query(&cmd)).await {
+            Ok(Ok(v)) => v,
+            // The command may have run: never sent again, the declared behaviour decides.
+            Ok(Err(e)) => {
+                return Err(match tollgate_redis::handling(Call::Write, &e) {
+                    Handling::FallBack(why) => Failed::Unavailable(why),
+                    Handling::SendBody | Handling::Fatal => {
+                        Failed::Error(StoreError::Redis(e.to_string()))
+                    }
+                })
+            }
+            Err(_) => {
+                return Err(match fleet::handle(Call::Write, CallError::Timeout) {
+                    Handling::FallBack(why) => Failed::Unavailable(why),
+                    Handling::SendBody | Handling::Fatal => Failed::Unavailable(Why::Timeout),
+                })
+            }
+        };
+        let decided = tollgate_redis::module_decision(&reply)
+            .filter(|d| d.each.len() == items.len())
+            .ok_or_else(unexpected_reply)?;
+        let outcome = Outcome {
+            each: decided.each,
+            writes: Vec::new(), // written in Redis
+        };
+        Ok((outcome, sent))
+    }
+
     /// Waits for this request's turn on its keys (their locks, in order, so two requests
     /// never wait for each other), for at most `timeout`: without turns, concurrent requests
     /// for one hot key all read the same version, and all but one commit conflict and start
@@ -331,7 +478,7 @@ enum Failed {
 }
 
 fn unexpected_reply() -> Failed {
-    Failed::Error(StoreError::Redis("unexpected script reply".into()))
+    Failed::Error(StoreError::Redis("unexpected reply".into()))
 }
 
 /// The keys' times to live: until fresh plus a second (the `tollgate-redis` default grace);
@@ -384,13 +531,16 @@ fn deny_key(items: &[Item]) -> String {
 }
 
 /// Remembers a request that an enforced limit denied, decided on values read at `at`,
-/// until the latest retry time of its denying limits (it cannot pass before).
+/// until the latest retry time of its denying limits (it cannot pass before). `rounded_up`:
+/// the durations are whole ms rounded up (the module's), so the lower bound is remembered
+/// ([`fleet::lower_bound`]), never past the true retry time.
 fn remember(
     denials: &Mutex<DenyCache<String>>,
     key: String,
     items: &[Item],
     outcome: &Outcome,
     at: Nanos,
+    rounded_up: bool,
 ) {
     let denying = || {
         items
@@ -400,6 +550,11 @@ fn remember(
     };
     let Some(retry) = denying().map(|(_, d)| d.retry_after).max() else {
         return; // admitted: nothing to remember
+    };
+    let retry = if rounded_up {
+        fleet::lower_bound(retry)
+    } else {
+        retry
     };
     let decision = denying()
         .map(|(_, d)| *d)
@@ -430,10 +585,6 @@ impl Store for RedisStore {
         charging: Charging,
         blocked: bool,
     ) -> Result<(Outcome, Source), StoreError> {
-        let keys: Vec<String> = items
-            .iter()
-            .map(|i| format!("{}{{{domain}}}{}", self.prefix, i.key))
-            .collect();
         // Only an all-or-nothing request is remembered (in the other mode a denied request
         // still charges the limits with room), and not one with a blocking limit (denied
         // without a store decision).
@@ -455,15 +606,27 @@ impl Store for RedisStore {
         if let Some(answer) = remembered() {
             return Ok(answer);
         }
-        let _turn = self.turn(&keys).await;
-        // The request before this one in line may have been this very denial.
-        if let Some(answer) = remembered() {
-            return Ok(answer);
-        }
-        match self.on_redis(&items, &keys, charging, blocked).await {
+        let decided = if self.module {
+            // Decided inside Redis: no conflicts, so no turns.
+            let base = format!("{}{{{domain}}}", self.prefix);
+            self.in_module(&base, &items, charging, blocked).await
+        } else {
+            let keys: Vec<String> = items
+                .iter()
+                .map(|i| format!("{}{{{domain}}}{}", self.prefix, i.key))
+                .collect();
+            let _turn = self.turn(&keys).await;
+            // The request before this one in line may have been this very denial.
+            if let Some(answer) = remembered() {
+                return Ok(answer);
+            }
+            self.on_redis(&items, &keys, charging, blocked).await
+        };
+        match decided {
             Ok((outcome, sent)) => {
                 if let Some((denials, key)) = cached {
-                    remember(denials, key, &items, &outcome, since(self.epoch, sent));
+                    let at = since(self.epoch, sent);
+                    remember(denials, key, &items, &outcome, at, self.module);
                 }
                 Ok((outcome, Source::Store))
             }

@@ -1,6 +1,7 @@
 //! The Redis fleet store: two server processes sharing one real redis-server, or a local
-//! Redis Cluster of three primaries, decide one exact limit between them; and when redis-server is killed, each answers with its
-//! declared behaviour at once (no hang).
+//! Redis Cluster of three primaries, decide one exact limit between them, by the scripts,
+//! by tollgate's module (loaded into redis-server), or one each; and when redis-server is
+//! killed, each answers with its declared behaviour at once (no hang), on either path.
 
 mod support;
 
@@ -10,7 +11,7 @@ use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::Code;
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_client::RateLimitServiceClient;
 use support::binary::{temp_dir, Server};
 use support::redis_server::{Cluster, Server as Redis};
-use support::{code, desc, desc_hits, req};
+use support::{code, desc, desc_hits, redis_module, redis_with_module, req};
 
 // A token bucket of 50 that refills one token a week: no refill, and no window boundary,
 // can fall inside the test.
@@ -23,17 +24,25 @@ fn config_dir() -> std::path::PathBuf {
     dir
 }
 
-/// Two server processes started with `redis` (the store's flags), 400 concurrent calls
-/// spread over both against a limit of 50: exactly 50 admitted, and the next call denied.
-async fn two_processes_admit_exactly_the_limit(redis: &[&str]) {
+/// Two server processes started with the store's flags `redis` and more flags each
+/// (`each`), 400 concurrent calls spread over both against a limit of 50: exactly 50
+/// admitted, and the next call denied.
+async fn two_processes_admit_exactly_the_limit(redis: &[&str], each: [&[&str]; 2]) {
     let dir = config_dir();
     let d = dir.display().to_string();
-    let args = [
-        &["--config-dir", &d, "--reload-interval-ms", "0"][..],
-        redis,
-    ]
-    .concat();
-    let servers = [Server::start(&args), Server::start(&args)];
+    let args = |more: &[&str]| -> Vec<String> {
+        ["--config-dir", &d, "--reload-interval-ms", "0"]
+            .iter()
+            .chain(redis)
+            .chain(more)
+            .map(|a| a.to_string())
+            .collect()
+    };
+    let start = |more: &[&str]| {
+        let a = args(more);
+        Server::start(&a.iter().map(String::as_str).collect::<Vec<_>>())
+    };
+    let servers = [start(each[0]), start(each[1])];
     let mut tasks = Vec::new();
     for i in 0..400 {
         let mut client = servers[i % 2].client().await;
@@ -63,18 +72,45 @@ async fn two_processes_admit_exactly_the_limit(redis: &[&str]) {
     let _ = std::fs::remove_dir_all(dir);
 }
 
+/// On a Redis without the module, `auto` decides with the scripts; `on` refuses to start.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn two_processes_one_redis_400_calls_against_50() {
+async fn two_processes_one_redis_400_calls_against_50_by_the_scripts() {
     let redis = Redis::start();
-    two_processes_admit_exactly_the_limit(&["--redis-url", &redis.url()]).await;
+    let url = redis.url();
+    two_processes_admit_exactly_the_limit(&["--redis-url", &url], [&[], &[]]).await;
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_tollgate-server"))
+        .args(["--config-dir", &config_dir().display().to_string()])
+        .args(["--grpc-port", "0", "--http-port", "0", "--redis-url", &url])
+        .args(["--redis-module", "on"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("module is not loaded"), "{err}");
 }
 
+/// With the module loaded, `auto` decides inside Redis with it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn two_processes_one_redis_400_calls_against_50_by_the_module() {
+    let redis = redis_with_module();
+    two_processes_admit_exactly_the_limit(&["--redis-url", &redis.url()], [&[], &[]]).await;
+    let stats = redis.cli(&["INFO", "commandstats"]);
+    assert!(stats.contains("cmdstat_tollgate.request:calls="), "{stats}");
+    assert!(!stats.contains("cmdstat_evalsha"), "{stats}");
+}
+
+/// A mixed fleet on a Redis Cluster with the module on every node: one process decides
+/// with the module, the other with the scripts, on the same keys and bytes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn two_processes_one_redis_cluster_400_calls_against_50() {
-    let cluster = Cluster::start();
+    let so = redis_module();
+    let cluster = Cluster::with_args(&["--loadmodule", &so]);
     let nodes = cluster.urls().join(",");
-    two_processes_admit_exactly_the_limit(&["--redis-type", "cluster", "--redis-url", &nodes])
-        .await;
+    two_processes_admit_exactly_the_limit(
+        &["--redis-type", "cluster", "--redis-url", &nodes],
+        [&["--redis-module", "on"], &["--redis-module", "off"]],
+    )
+    .await;
     // The counter is on the cluster: one key, on the node that owns the domain's hash tag.
     let keys: Vec<String> = cluster
         .nodes
@@ -90,9 +126,11 @@ async fn two_processes_one_redis_cluster_400_calls_against_50() {
     assert_eq!(keys, ["tollgate:{fleet}fleet_tenant_acme_"]);
 }
 
+/// Each behaviour on each way of deciding: six processes on one Redis (module loaded),
+/// three by the module and three by the scripts.
 #[tokio::test]
 async fn redis_killed_gives_the_declared_behaviour_without_hanging() {
-    let mut redis = Redis::start();
+    let mut redis = redis_with_module();
     let dir = config_dir();
     let d = dir.display().to_string();
     let url = redis.url();
@@ -104,15 +142,18 @@ async fn redis_killed_gives_the_declared_behaviour_without_hanging() {
         "--redis-timeout-ms",
         "200",
     ];
-    let closed = Server::start(&[&base[..], &["--redis-failure", "closed"]].concat());
-    let open = Server::start(&[&base[..], &["--redis-failure", "open"]].concat());
-    let local = Server::start(&[&base[..], &["--redis-failure", "local"]].concat());
+    let mut servers = Vec::new();
+    for module in ["on", "off"] {
+        for behaviour in ["closed", "open", "local"] {
+            let flags = ["--redis-failure", behaviour, "--redis-module", module];
+            servers.push((behaviour, Server::start(&[&base[..], &flags].concat())));
+        }
+    }
     let call = req("fleet", vec![desc(&[("tenant", "t")])]);
-    let mut clients = [
-        closed.client().await,
-        open.client().await,
-        local.client().await,
-    ];
+    let mut clients = Vec::new();
+    for (_, s) in &servers {
+        clients.push(s.client().await);
+    }
     for c in clients.iter_mut() {
         let r = c
             .should_rate_limit(call.clone())
@@ -133,13 +174,12 @@ async fn redis_killed_gives_the_declared_behaviour_without_hanging() {
             .into_inner();
         answers.push(code(r.overall_code));
     }
-    assert_eq!(answers, [Code::OverLimit, Code::Ok, Code::Ok]);
+    let declared = [Code::OverLimit, Code::Ok, Code::Ok];
+    assert_eq!(answers, [declared, declared].concat());
     // Each said where it was decided, and counted the failure under its behaviour.
     let admitted = ["denied", "admitted", "admitted"];
-    for ((server, behaviour), outcome) in [(&closed, "closed"), (&open, "open"), (&local, "local")]
-        .into_iter()
-        .zip(admitted)
-    {
+    for ((behaviour, server), outcome) in servers.iter().zip(admitted.iter().cycle()) {
+        let behaviour = *behaviour;
         let metrics = http_get(&server.http, "/metrics").await;
         let policy = "tollgate_policy=\"fleet.tenant\"";
         let fallback = format!(
@@ -175,7 +215,7 @@ const DENY: &str = "domain: dc\ndescriptors:\n  - key: client\n    rate_limit:\n
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_deny_cache_answers_a_known_denial_and_forgets_it_at_the_retry_time() {
-    let redis = Redis::start();
+    let redis = redis_with_module();
     let dir = temp_dir("deny");
     std::fs::write(dir.join("dc.yaml"), DENY).unwrap();
     let d = dir.display().to_string();
@@ -188,8 +228,15 @@ async fn the_deny_cache_answers_a_known_denial_and_forgets_it_at_the_retry_time(
         "--reload-interval-ms",
         "0",
     ];
-    let cached = Server::start(&base);
-    let plain = Server::start(&[&base[..], &["--deny-cache-entries", "0"]].concat());
+    // The cached one decides with the module, the other with the scripts (one fleet).
+    let cached = Server::start(&[&base[..], &["--redis-module", "on"]].concat());
+    let plain = Server::start(
+        &[
+            &base[..],
+            &["--deny-cache-entries", "0", "--redis-module", "off"],
+        ]
+        .concat(),
+    );
     let (mut a, mut b) = (cached.client().await, plain.client().await);
     let two = || req("dc", vec![desc_hits(&[("client", "c")], 2)]);
     let ask = |c: &mut RateLimitServiceClient<tonic::transport::Channel>| {

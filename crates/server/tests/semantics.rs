@@ -1,15 +1,20 @@
 //! What tollgate-server adds or decides differently, over gRPC: all-or-nothing descriptors
 //! (and the switch back to charging every descriptor), `hits_addend`, shadow modes, the
-//! `policy:` extension, the RateLimit headers; and the HTTP side.
+//! `policy:` extension, the RateLimit headers; and the HTTP side. The descriptor semantics
+//! run on memory and on Redis, by the scripts and by the module.
 
 mod support;
 
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::Code;
+use std::time::Duration;
 use support::*;
 use tollgate::metrics::{Outcome, Source};
 use tollgate::NANOS_PER_SEC;
+
 use tollgate_server::engine::Charging;
+use tollgate_server::redis_store::{Failure, ModuleUse, RedisStore};
 use tollgate_server::service::Settings;
+use tollgate_server::store::Store;
 
 const TWO_LIMITS: &str = r#"
 domain: api
@@ -40,9 +45,68 @@ fn user_and_tenant() -> envoy_types::pb::envoy::service::ratelimit::v3::RateLimi
     )
 }
 
+/// Starts servers over [`TWO_LIMITS`] on memory (the hand-set clock).
+async fn on_memory(settings: Settings) -> Running {
+    start(&[TWO_LIMITS], settings).await
+}
+
+/// Starts servers on `redis` (each on a key prefix of its own), deciding with the module or
+/// the scripts; over [`TWO_LIMITS`] with years for minutes (the real clock: no window
+/// boundary falls inside a case).
+fn on_redis(url: String, module: ModuleUse) -> impl AsyncFn(Settings) -> Running<RedisStore> {
+    async move |settings| {
+        let prefix = format!("t{}:", fastrand::u64(..));
+        let store = RedisStore::connect(&url, &prefix, Duration::from_secs(5), Failure::Closed)
+            .await
+            .unwrap()
+            .use_module(module)
+            .await
+            .unwrap();
+        assert_eq!(store.uses_module(), module == ModuleUse::On);
+        let yearly = TWO_LIMITS.replace("unit: minute", "unit: year");
+        start_on(&[&yearly], settings, store).await
+    }
+}
+
+/// The descriptor semantics on Redis, both ways of deciding (one redis-server with the
+/// module loaded): the cases the memory tests above run, each on a fresh key prefix.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_descriptor_semantics_hold_on_redis_scripts_and_module() {
+    let redis = redis_with_module();
+    for module in [ModuleUse::Off, ModuleUse::On] {
+        eprintln!("deciding with {module:?}");
+        let on = on_redis(redis.url(), module);
+        an_over_limit_descriptor_charges_no_other(&on).await;
+        the_compatibility_switch_charges_every_descriptor(&on).await;
+        hits_addend_per_request_and_per_descriptor(&on).await;
+        a_shadow_descriptor_never_denies_nor_blocks_the_others(&on).await;
+    }
+}
+
 #[tokio::test]
-async fn an_over_limit_descriptor_charges_no_other() {
-    let mut s = start(&[TWO_LIMITS], Settings::default()).await;
+async fn all_or_nothing_on_memory() {
+    an_over_limit_descriptor_charges_no_other(&on_memory).await;
+}
+
+#[tokio::test]
+async fn charge_every_descriptor_on_memory() {
+    the_compatibility_switch_charges_every_descriptor(&on_memory).await;
+}
+
+#[tokio::test]
+async fn hits_addend_on_memory() {
+    hits_addend_per_request_and_per_descriptor(&on_memory).await;
+}
+
+#[tokio::test]
+async fn shadow_descriptor_on_memory() {
+    a_shadow_descriptor_never_denies_nor_blocks_the_others(&on_memory).await;
+}
+
+async fn an_over_limit_descriptor_charges_no_other<S: Store>(
+    start: &impl AsyncFn(Settings) -> Running<S>,
+) {
+    let mut s = start(Settings::default()).await;
     assert_eq!(s.codes(&user_and_tenant(), 3).await, [Code::Ok; 3]);
     for _ in 0..5 {
         let r = s.call(user_and_tenant()).await;
@@ -65,13 +129,14 @@ async fn an_over_limit_descriptor_charges_no_other() {
     s.stop().await;
 }
 
-#[tokio::test]
-async fn the_compatibility_switch_charges_every_descriptor() {
+async fn the_compatibility_switch_charges_every_descriptor<S: Store>(
+    start: &impl AsyncFn(Settings) -> Running<S>,
+) {
     let settings = Settings {
         charging: Charging::Each,
         ..Settings::default()
     };
-    let mut s = start(&[TWO_LIMITS], settings).await;
+    let mut s = start(settings).await;
     assert_eq!(s.codes(&user_and_tenant(), 3).await, [Code::Ok; 3]);
     for spent in 4..9 {
         let r = s.call(user_and_tenant()).await;
@@ -85,9 +150,10 @@ async fn the_compatibility_switch_charges_every_descriptor() {
     s.stop().await;
 }
 
-#[tokio::test]
-async fn hits_addend_per_request_and_per_descriptor() {
-    let mut s = start(&[TWO_LIMITS], Settings::default()).await;
+async fn hits_addend_per_request_and_per_descriptor<S: Store>(
+    start: &impl AsyncFn(Settings) -> Running<S>,
+) {
+    let mut s = start(Settings::default()).await;
     let mut r = req("api", vec![desc(&[("tenant", "t1")])]);
     r.hits_addend = 40;
     assert_eq!(s.call(r.clone()).await.statuses[0].limit_remaining, 60);
@@ -170,9 +236,10 @@ async fn headers_name_the_binding_limit_and_retry_after() {
     s.stop().await;
 }
 
-#[tokio::test]
-async fn a_shadow_descriptor_never_denies_nor_blocks_the_others() {
-    let mut s = start(&[TWO_LIMITS], Settings::default()).await;
+async fn a_shadow_descriptor_never_denies_nor_blocks_the_others<S: Store>(
+    start: &impl AsyncFn(Settings) -> Running<S>,
+) {
+    let mut s = start(Settings::default()).await;
     let r = req(
         "api",
         vec![desc(&[("canary", "c")]), desc(&[("tenant", "shadowed")])],

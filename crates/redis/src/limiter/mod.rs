@@ -13,6 +13,7 @@ mod runner;
 mod waiting;
 
 pub use fallback::handling;
+pub use module::module_decision;
 use module::UNKNOWN;
 
 use std::collections::HashMap;

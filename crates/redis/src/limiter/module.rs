@@ -164,9 +164,10 @@ where
     }
 }
 
-/// A module reply: the combined decision's fields ([`fleet::decision_fields`]), then an
-/// array of each limit's.
-fn module_decision(v: &redis::Value) -> Option<StackDecision> {
+/// Reads a decision reply of tollgate's Redis module (`TOLLGATE.CHECK`, `TOLLGATE.PEEK`,
+/// `TOLLGATE.REQUEST`): the combined decision's fields ([`fleet::decision_fields`]), then an
+/// array of each limit's. `None` for any other reply.
+pub fn module_decision(v: &redis::Value) -> Option<StackDecision> {
     fn fields(v: &redis::Value) -> Option<[u64; fleet::DECISION_FIELDS]> {
         let redis::Value::Array(f) = v else {
             return None;

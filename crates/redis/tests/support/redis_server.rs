@@ -140,9 +140,14 @@ pub struct Cluster {
 
 impl Cluster {
     pub fn start() -> Cluster {
+        Cluster::with_args(&[])
+    }
+
+    /// A cluster whose nodes get `extra` configuration arguments too (e.g. a module).
+    pub fn with_args(extra: &[&str]) -> Cluster {
         let nodes: Vec<Server> = (0..3)
             .map(|_| {
-                Server::with_args(&[
+                let mut args = vec![
                     "--cluster-enabled",
                     "yes",
                     "--cluster-config-file",
@@ -151,7 +156,9 @@ impl Cluster {
                     "",
                     "--appendonly",
                     "no",
-                ])
+                ];
+                args.extend_from_slice(extra);
+                Server::with_args(&args)
             })
             .collect();
         let addrs: Vec<String> = nodes

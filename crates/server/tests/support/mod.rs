@@ -23,22 +23,56 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::oneshot;
 use tollgate_server::config::Config;
 use tollgate_server::service::{Service, Settings};
-use tollgate_server::store::{ManualClock, Memory};
+use tollgate_server::store::{ManualClock, Memory, Store};
 
 /// A Unix time at the start of a day (so at the start of every unit up to a day).
 pub const DAY_START: u64 = 19_675 * 86_400 * 1_000_000_000;
 
-pub struct Running {
+pub struct Running<S: Store = Memory<ManualClock>> {
     pub client: RateLimitServiceClient<tonic::transport::Channel>,
     pub http: SocketAddr,
+    /// The memory store's clock (for another store, a clock nothing reads).
     pub clock: ManualClock,
-    pub service: Arc<Service<Memory<ManualClock>>>,
+    pub service: Arc<Service<S>>,
     stop: Option<oneshot::Sender<()>>,
     task: Option<tokio::task::JoinHandle<std::io::Result<()>>>,
 }
 
-/// Starts a server over the YAML files `files` (each its own file).
+/// Starts a server over the YAML files `files` (each its own file), on memory with a
+/// hand-set clock.
 pub async fn start(files: &[&str], settings: Settings) -> Running {
+    let clock = ManualClock::new(DAY_START);
+    let store = Memory::with_clock(clock.clone());
+    let mut running = start_on(files, settings, store).await;
+    running.clock = clock;
+    running
+}
+
+/// The Redis module built by the suites (target/<profile>/libtollgate_redis_module.so).
+pub fn redis_module() -> String {
+    let exe = std::env::current_exe().unwrap();
+    let so = exe
+        .parent()
+        .unwrap()
+        .parent()
+        .unwrap()
+        .join("libtollgate_redis_module.so");
+    assert!(
+        so.exists(),
+        "{} (cargo build -p tollgate-redis-module)",
+        so.display()
+    );
+    so.display().to_string()
+}
+
+/// A redis-server with tollgate's module loaded.
+pub fn redis_with_module() -> redis_server::Server {
+    let so = redis_module();
+    redis_server::Server::with_args(&["--save", "", "--appendonly", "no", "--loadmodule", &so])
+}
+
+/// Starts a server over the YAML files `files` on `store`.
+pub async fn start_on<S: Store>(files: &[&str], settings: Settings, store: S) -> Running<S> {
     let named: Vec<(String, &str)> = files
         .iter()
         .enumerate()
@@ -47,11 +81,7 @@ pub async fn start(files: &[&str], settings: Settings) -> Running {
     let config =
         Config::from_texts(named.iter().map(|(n, t)| (n.as_str(), *t))).expect("valid config");
     let clock = ManualClock::new(DAY_START);
-    let service = Arc::new(Service::new(
-        config,
-        Memory::with_clock(clock.clone()),
-        settings,
-    ));
+    let service = Arc::new(Service::new(config, store, settings));
     let grpc = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let http = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let grpc_addr = grpc.local_addr().unwrap();
@@ -80,7 +110,7 @@ pub async fn start(files: &[&str], settings: Settings) -> Running {
     }
 }
 
-impl Running {
+impl<S: Store> Running<S> {
     /// One `ShouldRateLimit` call.
     pub async fn call(&mut self, request: RateLimitRequest) -> RateLimitResponse {
         self.client
