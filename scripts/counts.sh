@@ -9,27 +9,44 @@
 #                                keeping each path's margin (commit it with a message that
 #                                says why the counts moved)
 #   scripts/counts.sh PATH...    count only these paths (no check, no write)
+#   scripts/counts.sh --npm [--update | PATH...]
+#                                the same for the npm package's `check` and `allow`, against
+#                                benches/counts-npm.tsv (after crates/wasm/build.sh)
 #
 # Each path runs twice, at R and 2R operations after the same set-up; the difference over R
 # is one operation's count (the set-up, the start and the exit cancel). The margin (the
 # baseline's third column) is 3%.
+#
+# The npm paths (`npm-*`) count the package's .wasm (crates/wasm/pkg/web/tollgate_wasm_bg.wasm)
+# under the wasmi interpreter's fuel metering (crates/counts/wasm): wasm operators executed
+# per call of the export `check` or `allow` calls, exact on any machine, no valgrind.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-command -v valgrind >/dev/null || { echo "valgrind not found (apt-get install valgrind)"; exit 1; }
+suite=core
+[ "${1:-}" = --npm ] && { suite=npm; shift; }
 baseline=benches/counts.tsv
+[ $suite = npm ] && baseline=benches/counts-npm.tsv
 mode=check
 case "${1:-}" in
   --update) mode=update; shift ;;
-  -*) sed -n '2,15p' "$0"; exit 2 ;;
+  -*) sed -n '2,23p' "$0"; exit 2 ;;
 esac
 [ $# -gt 0 ] && mode=only
 
-cargo build -j2 --quiet --release -p tollgate-counts
-# The metered paths' binary: the core with its `metrics` feature (crates/counts/src/metered.rs),
-# built on its own so that the binaries above keep the core without it.
-cargo build -j2 --quiet --release -p tollgate-counts --features metered --bin tollgate-counts-metered
-BIN="${CARGO_TARGET_DIR:-target}/release/tollgate-counts"
-VALGRIND=$(command -v valgrind)
+if [ $suite = npm ]; then
+  WASM=crates/wasm/pkg/web/tollgate_wasm_bg.wasm
+  [ -f "$WASM" ] || { echo "missing $WASM (run crates/wasm/build.sh first)"; exit 1; }
+  cargo build -j2 --quiet --release -p tollgate-counts-wasm
+  WASM_HOST="${CARGO_TARGET_DIR:-target}/release/tollgate-counts-wasm"
+else
+  command -v valgrind >/dev/null || { echo "valgrind not found (apt-get install valgrind)"; exit 1; }
+  cargo build -j2 --quiet --release -p tollgate-counts
+  # The metered paths' binary: the core with its `metrics` feature (crates/counts/src/metered.rs),
+  # built on its own so that the binaries above keep the core without it.
+  cargo build -j2 --quiet --release -p tollgate-counts --features metered --bin tollgate-counts-metered
+  BIN="${CARGO_TARGET_DIR:-target}/release/tollgate-counts"
+  VALGRIND=$(command -v valgrind)
+fi
 
 # The instructions of one run of `tollgate-counts PATH ROUNDS`, in an empty environment (the
 # store's hash seed comes from stack addresses, which the environment's size moves). The
@@ -42,9 +59,11 @@ total() {
     "$bin" "$1" "$2" 2>&1 >/dev/null | awk '/I +refs:/ {gsub(",", "", $NF); print $NF}'
 }
 
-# One operation's count: (2R run - R run) / R, to one decimal.
+# One operation's count: (2R run - R run) / R, to one decimal. The npm host counts both in
+# one process (fuel is exact: nothing of the process is in it) and prints the difference.
 per_op() {
   local r=$2 a b
+  case $1 in npm-*) "$WASM_HOST" "$WASM" "$1" "$r"; return ;; esac
   a=$(total "$1" "$r")
   b=$(total "$1" $((2 * r)))
   awk -v a="$a" -v b="$b" -v r="$r" 'BEGIN { printf "%.1f\n", (b - a) / r }'
@@ -53,6 +72,15 @@ per_op() {
 # The paths and their rounds.
 paths() {
   if [ $# -gt 0 ]; then printf '%s 20000\n' "$@"; return; fi
+  if [ $suite = npm ]; then
+    cat <<'LIST'
+npm-check-1 20000
+npm-allow-1 20000
+npm-check-10k 20000
+npm-allow-10k 20000
+LIST
+    return
+  fi
   cat <<'LIST'
 direct-admit 20000
 direct-decision 20000
@@ -81,9 +109,12 @@ case $mode in
   only) column -t "$new" ;;
   update)
     # Each path keeps its margin (1.03 for a new one).
-    awk -F'\t' '
+    # The npm counts are wasm operators (wasmi's fuel), not machine instructions.
+    what="instructions per operation"
+    [ $suite = npm ] && what="wasm operators per call (wasmi fuel)"
+    awk -F'\t' -v what="$what" -v flag="$([ $suite = npm ] && echo '--npm ')" '
       NR == FNR { if ($1 !~ /^#/) m[$1] = $3; next }
-      FNR == 1 { print "# path\tinstructions per operation\tmargin (scripts/counts.sh --update; PERF.md)" }
+      FNR == 1 { print "# path\t" what "\tmargin (scripts/counts.sh " flag "--update; PERF.md)" }
       { printf "%s\t%s\t%s\n", $1, $2, ($1 in m) ? m[$1] : "1.03" }' "$baseline" "$new" >"$new.tsv"
     mv "$new.tsv" "$baseline"
     column -t -s "$(printf '\t')" "$baseline"
@@ -104,7 +135,7 @@ case $mode in
       END {
         if (bad) {
           print "\ninstruction counts over their baseline by more than the margin (or unlisted)."
-          print "If the change is deliberate: scripts/counts.sh --update, and commit benches/counts.tsv saying why."
+          print "If the change is deliberate: scripts/counts.sh [--npm] --update, and commit the baseline saying why."
           exit 1
         }
       }' "$baseline" "$new" ;;

@@ -3,7 +3,8 @@
 # wasm-opt), wasm-bindgen-test in Node and headless Chromium, the JS tests against the built
 # package (API, every shared vector in tests/vectors/, fetchWithBackoff, Express and Hono
 # middleware, a real page in Chromium, a Worker in Miniflare, the bundler build under
-# ESM integration, tsc on the types, npm pack + install), sizes, and a short benchmark.
+# ESM integration, tsc on the types, npm pack + install), the wasm operators of `check` and
+# `allow` held to their baseline (scripts/counts.sh --npm), sizes, and a short benchmark.
 set -euo pipefail
 source scripts/tools.sh
 wasm_tools
@@ -21,6 +22,11 @@ cargo clippy -q -p tollgate-wasm --all-targets --features store,metrics-text --t
 
 echo "--- build"
 crates/wasm/build.sh
+
+echo "--- counts: check and allow, the built .wasm under wasmi's fuel (benches/counts-npm.tsv, 3% margin)"
+cargo fmt -p tollgate-counts-wasm --check
+cargo clippy -q -p tollgate-counts-wasm -- -D warnings
+scripts/counts.sh --npm
 
 echo "--- wasm-bindgen-test: Node, then headless Chromium"
 export CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUNNER=wasm-bindgen-test-runner

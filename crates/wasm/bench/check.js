@@ -14,12 +14,16 @@
 //                   an empty wasm function (number in, number out) and the decision object:
 //                   the floor of any binding that crosses into wasm once per check with a
 //                   key interned to a number (a reference row)
+//   slot, slot-allow  with --slot (bench/slot/build.sh first): a prototype of the design where
+//                   JS keeps the key -> slot map (a Map, evicting first-in first-out when
+//                   full) and wasm decides on the slot (the core's decide_in_place over a
+//                   Vec of states): check's and allow's counterparts. Not the package.
 // for 1 key, 10k keys and 1M keys (keys visited round-robin), plus memory per key after every
 // key was checked once. Every case runs in its own child process (node --expose-gc) so heaps
 // do not mix. Every check calls Date.now() (each implementation reads the clock itself).
 // Policy: a token bucket of 1e9/s, burst 1e9, so every check is admitted (the common path).
 //
-// Usage: node bench/check.js [--ms 1500] [--only 10000] [--rounds 3]   (from crates/wasm, after build.sh)
+// Usage: node bench/check.js [--ms 1500] [--only 10000] [--rounds 3] [--slot]   (from crates/wasm, after build.sh)
 // Prints, for each round (every case once, in turn), a table with ops/s, CPU time per check
 // (steadier than ops/s on a shared machine) and tollgate's ratio to each, and the memory per
 // key; then tollgate's ratios to the JS Map bucket and to npm `limiter` over the rounds.
@@ -38,6 +42,46 @@ import { gzipSync } from "node:zlib";
 const RATE = 1e9; // per second
 const KEYS = [1, 10_000, 1_000_000];
 const IMPLS = ["tollgate", "tg-allow", "js-map", "js-allow", "limiter", "rlf", "rlf-batch", "clock-only", "wasm-floor"];
+if (process.argv.includes("--slot")) IMPLS.push("slot", "slot-allow");
+
+/** The slot prototype (bench/slot/): JS maps keys to slots, wasm decides on the slot. */
+class SlotLimiter {
+  constructor(x, maxKeys) {
+    this.x = x;
+    this.max = maxKeys;
+    this.ids = new Map();
+    this.keys = [];
+    this.hand = 0;
+    this.out = x.init(RATE, maxKeys) >>> 3;
+    this.f64 = new Float64Array(x.memory.buffer);
+  }
+  /** The key's slot; a new key takes the next free slot, or evicts the oldest key's. */
+  slot(key) {
+    let s = this.ids.get(key);
+    if (s === undefined) {
+      if (this.ids.size < this.max) s = this.ids.size;
+      else {
+        s = this.hand;
+        this.hand = s + 1 === this.max ? 0 : s + 1;
+        this.ids.delete(this.keys[s]);
+        this.x.clear(s);
+      }
+      this.ids.set(key, s);
+      this.keys[s] = key;
+    }
+    return s;
+  }
+  allow(key) {
+    return this.x.allow(this.slot(key), Date.now(), 1) === 1;
+  }
+  check(key) {
+    const status = this.x.check(this.slot(key), Date.now(), 1);
+    let f = this.f64;
+    if (f.length === 0) f = this.f64 = new Float64Array(this.x.memory.buffer);
+    const i = this.out;
+    return { allowed: status === 1, limit: f[i], remaining: f[i + 1], resetAfter: f[i + 2], retryAfter: f[i + 3], delay: f[i + 4] };
+  }
+}
 
 function arg(name, fallback) {
   const i = process.argv.indexOf(name);
@@ -96,6 +140,14 @@ async function makeCheck(impl, nKeys) {
       const { Limiter } = await import("tollgate");
       const l = new Limiter(`${RATE}/s`, { maxKeys: Math.max(nKeys, 1) * 2 });
       return { check: (k) => l.allow(k), size: () => l.size };
+    }
+    case "slot":
+    case "slot-allow": {
+      const bytes = readFileSync(new URL("../../../target/slot/slot.wasm", import.meta.url));
+      const { instance } = await WebAssembly.instantiate(bytes);
+      const l = new SlotLimiter(instance.exports, Math.max(nKeys, 1) * 2);
+      if (impl === "slot") return { check: (k) => l.check(k).allowed, size: () => l.ids.size };
+      return { check: (k) => l.allow(k), size: () => l.ids.size };
     }
     case "js-allow": {
       const b = new MapBucket(RATE, RATE);
@@ -289,6 +341,16 @@ async function main() {
           `(wasm-floor/js-map ${(floor.opsPerCpuSec / js.opsPerCpuSec).toFixed(2)}x: the most any wasm binding of this shape could reach); ` +
           `rss/key tollgate ${fmtBytes(tg.rssPerKey, nKeys)}, js-map ${fmtBytes(js.rssPerKey, nKeys)}`,
       );
+      const [slot, slotAllow] = ["slot", "slot-allow"].map(by);
+      if (slot) {
+        summary.push(
+          `round ${round}, ${nKeys} keys, slot prototype: slot/js-map ${(slot.opsPerSec / js.opsPerSec).toFixed(2)}x (CPU ${(slot.opsPerCpuSec / js.opsPerCpuSec).toFixed(2)}x), ` +
+            `slot/tollgate ${(slot.opsPerSec / tg.opsPerSec).toFixed(2)}x (CPU ${(slot.opsPerCpuSec / tg.opsPerCpuSec).toFixed(2)}x), ` +
+            `slot-allow/tg-allow ${(slotAllow.opsPerSec / allow.opsPerSec).toFixed(2)}x (CPU ${(slotAllow.opsPerCpuSec / allow.opsPerCpuSec).toFixed(2)}x), ` +
+            `slot-allow/js-allow ${(slotAllow.opsPerSec / jsAllow.opsPerSec).toFixed(2)}x; CPU ns per check: slot ${ns(slot)}, slot-allow ${ns(slotAllow)}; ` +
+            `rss/key slot ${fmtBytes(slot.rssPerKey, nKeys)} (heap ${fmtBytes(slot.heapPerKey, nKeys)}, wasm ${fmtBytes(slot.externalPerKey, nKeys)}), tollgate ${fmtBytes(tg.rssPerKey, nKeys)}`,
+        );
+      }
     }
   }
   console.log("");
