@@ -52,13 +52,14 @@ for target in nodejs web bundler; do
   rm -f "$pkg/$dir/.gitignore" "$pkg/$dir/package.json"
 done
 # One copy of the JS API (web/ stays self-contained: www/build.sh copies it whole); each
-# build binds it to its own wasm-bindgen output.
-cp "$here/js/api.js" "$pkg/web/api.js"
-# The wait of `acquire` (lines of waiters, timers), shared by api.js and redis.js.
-cp "$here/js/waiting.js" "$pkg/web/waiting.js"
-# The counts as plain objects around the core's metric model, shared by api.js, redis.js and
-# metrics.js (tollgate/metrics).
-cp "$here/js/counts.js" "$pkg/web/counts.js"
+# build binds it to its own wasm-bindgen output. api.js binds its parts (see its head):
+# limiter.js, checks.js, backoff.js; and the parts redis.js shares: decision.js (a decision
+# from the core's numbers), throttle.js, waiting.js (the wait of `acquire`: lines of waiters,
+# timers) and counts.js (the counts as plain objects around the core's metric model, also
+# metrics.js').
+for part in api limiter checks backoff decision throttle waiting counts; do
+  cp "$here/js/$part.js" "$pkg/web/$part.js"
+done
 api=$(node --input-type=module -e '
   const { pathToFileURL } = await import("node:url");
   const { bind } = await import(pathToFileURL(process.argv[1]));

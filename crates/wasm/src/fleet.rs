@@ -23,18 +23,23 @@ use std::cell::{Cell, RefCell};
 
 use tollgate::fair_share::FairShare;
 use tollgate::keyed::KeyedLimiter;
-use tollgate::metrics::{Behaviour, Tally, REASONS};
-use tollgate::stack::StackDecision;
-use tollgate::store::fleet::{self, KeyWrite, Ttl, DECISION_FIELDS};
+use tollgate::metrics::Tally;
+use tollgate::store::fleet::{self, KeyWrite, Ttl};
 use tollgate::store::{Batch, DenyCache, Limits, Op};
-use tollgate::{DecideError, Decision, Policy, NANOS_PER_SEC};
+use tollgate::{DecideError, Policy, NANOS_PER_SEC};
 use wasm_bindgen::prelude::*;
 
-use crate::{
-    cost_units, errors, keeps_within, max_keys, metrics, ms, now_ns, spec, ALLOWED, DENIED, FAILED,
-};
+use crate::{cost_units, errors, now_ns, spec, FAILED};
 
+mod counts;
+mod deny;
+mod local;
+mod numbers;
 mod protocol;
+
+use deny::{Denied, MAX_DENIALS};
+use local::local_limiter;
+use numbers::answer;
 
 /// Status of a request in [`FleetLimits::decide`]'s output: a release was applied.
 pub const RELEASED: u32 = 3;
@@ -51,13 +56,6 @@ pub const OP_RELEASE: u32 = 2;
 /// delay is above it). A negative `maxDelay` is a look: nothing is kept (a waiter behind
 /// others, or woken after its deadline, asking the key's retry time).
 pub const OP_ACQUIRE: u32 = 3;
-
-/// The most denials the deny cache holds (as `tollgate-redis`'s).
-const MAX_DENIALS: usize = 100_000;
-
-/// A deny cache entry's key: the limiter's key and the request's tenant (a fair share's
-/// tenant window is its own).
-type Denied = (String, Option<String>);
 
 /// The limits of one `RedisLimiter` (a policy, a stack or a fair share), the decisions on
 /// states read from Redis, the in-memory limiter of the `local` fallback, and the deny
@@ -94,68 +92,6 @@ struct Io {
     /// Out: the values to write (write id and state), one after the other.
     bytes: Vec<u8>,
 }
-
-/// Appends a decision as six numbers: allowed (0/1), limit, remaining, then resetAfter,
-/// retryAfter and delay in whole ms rounded up (as `Limiter.check`).
-fn push(out: &mut Vec<f64>, d: &Decision) {
-    out.extend([
-        d.allowed as u32 as f64,
-        d.limit as f64,
-        d.remaining as f64,
-        ms(d.reset_after),
-        ms(d.retry_after),
-        ms(d.delay),
-    ]);
-}
-
-/// Appends a request's answer: its status, then (when decided) the combined decision and
-/// each limit's.
-fn answer(out: &mut Vec<f64>, d: &StackDecision) {
-    out.push(if d.decision.allowed { ALLOWED } else { DENIED } as f64);
-    push(out, &d.decision);
-    for e in &d.each {
-        push(out, e);
-    }
-}
-
-/// A decision read back from six numbers of [`push`]'s form (durations in whole ms), with
-/// the core's rule for a module reply's fields ([`fleet::decision_from_fields`]); `None`
-/// when a number is not a whole number from 0 to 2^53 or `allowed` is not 0 or 1.
-fn decision_from(numbers: &[f64]) -> Option<Decision> {
-    if numbers.len() != DECISION_FIELDS {
-        return None;
-    }
-    let mut fields = [0u64; DECISION_FIELDS];
-    for (field, &x) in fields.iter_mut().zip(numbers) {
-        if !(x.fract() == 0.0 && (0.0..=crate::spec::MAX_SAFE_INTEGER).contains(&x)) {
-            return None;
-        }
-        *field = x as u64;
-    }
-    fleet::decision_from_fields(fields)
-}
-
-/// A combined decision and each limit's, read back from `numbers` (six each, the combined
-/// first); `None` unless every one reads.
-fn stack_from(numbers: &[f64]) -> Option<StackDecision> {
-    if numbers.len() < 2 * DECISION_FIELDS || numbers.len() % DECISION_FIELDS != 0 {
-        return None;
-    }
-    let mut all = numbers.chunks_exact(DECISION_FIELDS).map(decision_from);
-    Some(StackDecision {
-        decision: all.next()??,
-        each: all.collect::<Option<Vec<Decision>>>()?,
-    })
-}
-
-fn local_limiter(
-    limits: &Limits,
-    max: Option<f64>,
-) -> Result<Option<KeyedLimiter<String>>, JsValue> {
-    let Some(max) = max else { return Ok(None) };
-    Ok(Some(limits.keyed(max_keys(max)?)))
-}
-
 /// A request kind of [`FleetLimits::decide`]'s input as the core's [`Op`].
 fn op(kind: u32, cost: u64, max_delay_ms: f64) -> Option<Op> {
     Some(match kind {
@@ -188,45 +124,6 @@ impl FleetLimits {
             tally: RefCell::default(),
         })
     }
-
-    /// Counts a decision made at source `source` (its index in
-    /// [`tollgate::metrics::Source::ALL`]: store, deny cache, fallback), sorted by the core
-    /// from its `allowed`, `limit` and `remaining`.
-    pub fn record(&self, source: u32, allowed: bool, limit: f64, remaining: f64) {
-        let t = &mut *self.tally.borrow_mut();
-        metrics::decision(t, metrics::source(source), allowed, limit, remaining);
-    }
-
-    /// Counts a failed store call after which the declared behaviour `behaviour` decided
-    /// (its index in [`Behaviour::ALL`]: open, closed, local), for the reason `why` (its
-    /// index in [`REASONS`]: unreachable, timeout, indeterminate).
-    #[wasm_bindgen(js_name = recordFailure)]
-    pub fn record_failure(&self, behaviour: u32, why: u32) {
-        let behaviour = Behaviour::ALL.get(behaviour as usize);
-        if let (Some(b), Some(w)) = (behaviour, REASONS.get(why as usize)) {
-            self.tally.borrow_mut().failure(*b, *w);
-        }
-    }
-
-    /// Counts a finished `acquire`: admitted at source `source` after `waited` ms with the
-    /// admitting decision's `limit` and `remaining`, or given up.
-    pub fn waited(&self, source: u32, admitted: bool, waited: f64, limit: f64, remaining: f64) {
-        let t = &mut *self.tally.borrow_mut();
-        metrics::wait(
-            t,
-            metrics::source(source),
-            admitted,
-            waited,
-            limit,
-            remaining,
-        );
-    }
-
-    /// The counts as plain numbers (`metrics::numbers`).
-    pub fn counts(&self) -> Vec<f64> {
-        metrics::numbers(&self.tally.borrow())
-    }
-
     /// One policy (a string or a `PolicyObject`). `localMaxKeys`: the size of the `local`
     /// fallback's in-memory limiter (`undefined`: no local fallback).
     pub fn single(policy: &JsValue, local_max_keys: Option<f64>) -> Result<FleetLimits, JsValue> {
@@ -349,11 +246,11 @@ impl FleetLimits {
     ///   negative for a look that keeps nothing; ignored by the other kinds).
     /// * `secs`, `micros`: the clock, as Redis `TIME` answers it.
     ///
-    /// Output, for each request, `1 + 6 * (1 + slots)` numbers: its status ([`ALLOWED`],
-    /// [`DENIED`], [`RELEASED`], or [`FAILED`]: [`FleetLimits::error`] gives the exception),
-    /// then the combined decision and each slot's (six numbers each: allowed, limit,
-    /// remaining, resetAfter, retryAfter, delay; zeros when not decided). Then, for each
-    /// slot, the write: action (0 keep, 1 delete, 2 put), time to live in ms (the core's
+    /// Output, for each request, `1 + 6 * (1 + slots)` numbers: its status
+    /// ([`crate::ALLOWED`], [`crate::DENIED`], [`RELEASED`], or [`FAILED`]:
+    /// [`FleetLimits::error`] gives the exception), then the combined decision and each
+    /// slot's (six numbers each: allowed, limit, remaining, resetAfter, retryAfter, delay;
+    /// zeros when not decided). Then, for each slot, the write: action (0 keep, 1 delete, 2 put), time to live in ms (the core's
     /// [`Ttl`]) and the length of its value (a fresh write id and the state) at
     /// [`FleetLimits::bytes_ptr`]. Throws a `TypeError` (`field: "state"`,
     /// `rule: "corrupt-state"`, `value`: the slot's index) for a value that is not a
@@ -429,129 +326,5 @@ impl FleetLimits {
             Some(e) => errors::decide_error(&e),
             None => JsValue::UNDEFINED,
         }
-    }
-
-    /// Reads a `TOLLGATE.CHECK` / `PEEK` reply (the module's: six integers, then an array
-    /// of six per limit), given flattened into the input numbers ([`FleetLimits::prepare`]:
-    /// the combined decision's six, then each limit's six), by the core's rule for its
-    /// fields. Returns how many numbers it wrote at [`FleetLimits::out_ptr`] (one request's
-    /// answer, as [`FleetLimits::decide`] writes it), or 0 when the reply is not a
-    /// decision.
-    #[wasm_bindgen(js_name = moduleReply)]
-    pub fn module_reply(&self) -> usize {
-        let io = &mut *self.io.borrow_mut();
-        io.out.clear();
-        match stack_from(&io.numbers) {
-            Some(d) => answer(&mut io.out, &d),
-            None => return 0,
-        }
-        io.out.len()
-    }
-
-    /// The deny cache: the denial remembered for `key` (and `tenant`) that still holds at
-    /// `now` (ms, `performance.now()`) for a request of `cost`, its waits counted down
-    /// (the core's [`DenyCache::get`]). Returns how many numbers it wrote at
-    /// [`FleetLimits::out_ptr`] (one request's answer, as [`FleetLimits::decide`] writes
-    /// it), or 0 when nothing is remembered.
-    pub fn denied(&self, key: String, tenant: Option<String>, cost: f64, now: f64) -> usize {
-        let hit = self
-            .denials
-            .borrow_mut()
-            .get(&(key, tenant), cost_units(cost), now_ns(now));
-        let io = &mut *self.io.borrow_mut();
-        io.out.clear();
-        match hit {
-            Some(d) => answer(&mut io.out, &d),
-            None => return 0,
-        }
-        io.out.len()
-    }
-
-    /// The deny cache: remembers the answer `numbers` (the combined decision's six numbers
-    /// and each limit's, durations in whole ms rounded up, as the output gives them)
-    /// decided for `key` (and `tenant`) and `cost` on a read sent at `sent` (ms,
-    /// `performance.now()`), until a lower bound of its retry time
-    /// ([`fleet::lower_bound`]: the whole ms were rounded up), so that the memory never
-    /// outlasts the true retry time. Only a denial with a retry time is remembered
-    /// ([`DenyCache::remember`]). Returns how many denials the cache holds: JavaScript
-    /// skips [`FleetLimits::denied`] while it is 0 (the cache only grows here, so a count
-    /// it last heard is never below the truth).
-    pub fn remember(
-        &self,
-        key: String,
-        tenant: Option<String>,
-        cost: f64,
-        sent: f64,
-        numbers: &[f64],
-    ) -> usize {
-        let denials = &mut *self.denials.borrow_mut();
-        if let Some(d) = stack_from(numbers) {
-            let retry = fleet::lower_bound(d.decision.retry_after);
-            denials.remember((key, tenant), cost_units(cost), now_ns(sent), &d, retry);
-        }
-        denials.len()
-    }
-
-    /// The deny cache: forgets every denial of `key` (a reset); returns how many it holds.
-    pub fn forget(&self, key: &str) -> usize {
-        let denials = &mut *self.denials.borrow_mut();
-        denials.retain(|(k, _)| k != key);
-        denials.len()
-    }
-
-    /// The `local` fallback: decides a request of `cost` (0: a peek) for `key` (and
-    /// `tenant`) in this process's memory at `now` (ms). The output of one request of
-    /// [`FleetLimits::decide`], with as many limits as the request had. `max_delay` is an
-    /// [`OP_ACQUIRE`]'s (Infinity for a check): the charge is kept only as the waiting rule
-    /// says.
-    #[wasm_bindgen(js_name = localCheck)]
-    pub fn local_check(
-        &self,
-        key: &str,
-        tenant: Option<String>,
-        now: f64,
-        cost: f64,
-        max_delay: f64,
-    ) -> Vec<f64> {
-        let mut out = Vec::new();
-        let errors = &mut *self.errors.borrow_mut();
-        errors.clear();
-        let Some(local) = &self.local else {
-            return out;
-        };
-        let keep = |d: &Decision| keeps_within(d, max_delay);
-        match local.check_if(key, tenant.as_deref(), now_ns(now), cost_units(cost), keep) {
-            Ok(d) => answer(&mut out, &d),
-            Err(e) => {
-                out.push(FAILED as f64);
-                errors.push(Some(e));
-            }
-        }
-        out
-    }
-
-    /// The `local` fallback: releases `cost` concurrency slots of `key`; [`ALLOWED`] or
-    /// [`FAILED`] ([`FleetLimits::error`] at 0).
-    #[wasm_bindgen(js_name = localRelease)]
-    pub fn local_release(&self, key: &str, cost: f64) -> u32 {
-        let errors = &mut *self.errors.borrow_mut();
-        errors.clear();
-        match self
-            .local
-            .as_ref()
-            .map(|l| l.release(key, cost_units(cost)))
-        {
-            Some(Err(e)) => {
-                errors.push(Some(e));
-                FAILED
-            }
-            _ => ALLOWED,
-        }
-    }
-
-    /// The `local` fallback: forgets `key`.
-    #[wasm_bindgen(js_name = localReset)]
-    pub fn local_reset(&self, key: &str) -> bool {
-        self.local.as_ref().is_some_and(|l| l.reset(key))
     }
 }

@@ -3,6 +3,7 @@
 // file passes the bytes and numbers in and out of wasm memory (see ../redis.js).
 
 import glue from "./tollgate_wasm.cjs";
+import { DECISION_LEN, detailedAt } from "../web/decision.js";
 import { Timeout } from "./deadlines.js";
 import { isReply, number, toBuffer } from "./clients.js";
 import { RedisLimiterError, Unavailable, fatal, optionError } from "./errors.js";
@@ -17,6 +18,10 @@ export const OP_CHECK = 0;
 export const OP_PEEK = 1;
 export const OP_RELEASE = 2;
 export const OP_ACQUIRE = 3;
+/** Where a decision was made: the core's `Source` index (FleetLimits.record, .waited). */
+export const STORE = 0;
+export const DENY_CACHE = 1;
+export const FALLBACK = 2;
 /** FleetLimits.handle's answers for a failed call (the core's `fleet::handle`). */
 const FATAL = 0;
 export const SEND_BODY = 1;
@@ -55,22 +60,21 @@ function views() {
   return memory;
 }
 
-/** A decision from FleetLimits' output at `at`: the combined one, with `each` limit's. */
+/**
+ * The decision of the request answered at `at` of FleetLimits' output (its status, then the
+ * combined decision and each of the `n` limits', as decision.js reads them), made at
+ * `source` ("redis", "deny-cache" or "fallback"; `why` it fell back).
+ */
 export function decisionAt(out, at, n, source, why) {
-  const one = (i) => ({
-    allowed: out[i] === 1,
-    limit: out[i + 1],
-    remaining: out[i + 2],
-    resetAfter: out[i + 3],
-    retryAfter: out[i + 4],
-    delay: out[i + 5],
-  });
-  const d = one(at + 1);
-  d.each = [];
-  for (let k = 0; k < n; k++) d.each.push(one(at + 7 + 6 * k));
+  const d = detailedAt(out, at + 1, n);
   d.source = source;
   if (why !== undefined) d.why = why;
   return d;
+}
+
+/** {@link decisionAt} for an output of one request's answer (as many limits as it holds). */
+export function answerDecision(out, source, why) {
+  return decisionAt(out, 0, (out.length - 1) / DECISION_LEN - 1, source, why);
 }
 
 /**
@@ -229,8 +233,8 @@ export function fallbackDecision(limits, fallback, probeEvery, now, group, cost,
   if (fallback === "local") {
     const out = limits.localCheck(group.key, group.tenant, now, cost, maxDelay);
     if (out[0] === FAILED) throw limits.error(0);
-    return decisionAt(out, 0, (out.length - 7) / 6, "fallback", why);
+    return answerDecision(out, "fallback", why);
   }
   const out = fallback === "closed" ? limits.failClosed(Math.ceil(probeEvery)) : limits.failOpen();
-  return decisionAt(out, 0, (out.length - 7) / 6, "fallback", why);
+  return answerDecision(out, "fallback", why);
 }

@@ -1,0 +1,345 @@
+//! [`Core`], the keyed limiter under the JS `Limiter` (`js/limiter.js`): one policy, an
+//! all-or-nothing stack or a fair share, with each key's state in wasm memory, bounded by
+//! `maxKeys` ([`tollgate::keyed::KeyedLimiter`]). Its calls take keys through the key buffer
+//! and answer decisions through the output buffer (see the crate docs); the response
+//! headers for a decision are in `headers`, the same calls with Rust strings in `strings`.
+
+use std::cell::{Cell, RefCell};
+
+use tollgate::fair_share::FairShare;
+use tollgate::keyed::KeyedLimiter;
+use tollgate::metrics::{Source, Tally};
+use tollgate::{DecideError, Decision, Policy};
+use wasm_bindgen::prelude::*;
+
+use crate::wait::keeps_within;
+use crate::{
+    cost_units, errors, http, max_keys, metrics, ms, now_ns, spec, ALLOWED, DENIED, FAILED,
+};
+
+mod headers;
+mod strings;
+
+/// Number of `f64` slots in a limiter's output buffer.
+pub const OUT_LEN: usize = 5;
+
+/// The key buffer's first size in bytes ([`Core::key_ptr`]); longer keys (or a key and a
+/// tenant) grow it ([`Core::key_buffer`]).
+pub const KEY_MAX: usize = 128;
+
+/// A keyed limiter over one policy, an all-or-nothing stack, or a fair share, with its state
+/// in wasm memory. Used through the JS `Limiter` class.
+#[wasm_bindgen]
+pub struct Core {
+    limiter: KeyedLimiter<String>,
+    /// `limit, remaining, resetAfter, retryAfter, delay` of the last decision, in ms.
+    out: Box<[Cell<f64>; OUT_LEN]>,
+    /// The key (and tenant) of the next call, UTF-8, written by JS at [`Core::key_ptr`];
+    /// [`KEY_MAX`] bytes to start with, grown by [`Core::key_buffer`]. Passing keys here
+    /// costs no allocation and no wasm-bindgen string glue per call. JS writes it only
+    /// between calls, when no borrow of the cell is alive.
+    key: RefCell<Box<[u8]>>,
+    error: RefCell<Option<DecideError>>,
+    /// A fair share (its last policy is the tenant window, named `<name>.tenant`).
+    fair_share: bool,
+    /// The decisions' counts ([`metrics`]): the first for calls without a route, then one
+    /// per route ([`Core::add_series`]).
+    tallies: RefCell<Vec<Tally>>,
+}
+
+#[wasm_bindgen]
+impl Core {
+    fn with(limiter: KeyedLimiter<String>) -> Core {
+        Core {
+            limiter,
+            out: Box::default(),
+            key: RefCell::new(vec![0; KEY_MAX].into_boxed_slice()),
+            error: RefCell::new(None),
+            fair_share: false,
+            tallies: RefCell::new(vec![Tally::default()]),
+        }
+    }
+
+    /// Counts `decision` in series `series` (a decision made here, in the store: the core's
+    /// [`Tally::decision`]). Not inlined: one copy for every call that decides (a smaller
+    /// `.wasm`, the same speed).
+    #[inline(never)]
+    fn count(&self, series: u32, decision: &Decision) {
+        if let Some(t) = self.tallies.borrow_mut().get_mut(series as usize) {
+            t.decision(decision, false, Source::Store);
+        }
+    }
+
+    /// A new series of counts (for a route); its index for [`Core::check_detailed_buf`].
+    #[wasm_bindgen(js_name = addSeries)]
+    pub fn add_series(&self) -> u32 {
+        let mut tallies = self.tallies.borrow_mut();
+        tallies.push(Tally::default());
+        (tallies.len() - 1) as u32
+    }
+
+    /// Series `series`' counts as plain numbers (`metrics::numbers`; empty when there is
+    /// no such series).
+    pub fn counts(&self, series: u32) -> Vec<f64> {
+        self.tallies
+            .borrow()
+            .get(series as usize)
+            .map(metrics::numbers)
+            .unwrap_or_default()
+    }
+
+    /// Counts a finished `acquire` in series `series`: admitted after `waited` ms with the
+    /// admitting decision's `limit` and `remaining`, or given up (one decision, and the
+    /// wait in the histogram).
+    pub fn waited(&self, series: u32, admitted: bool, waited: f64, limit: f64, remaining: f64) {
+        if let Some(t) = self.tallies.borrow_mut().get_mut(series as usize) {
+            metrics::wait(t, Source::Store, admitted, waited, limit, remaining);
+        }
+    }
+
+    /// A limiter with one policy (a string or a `PolicyObject`).
+    pub fn single(policy: &JsValue, max_keys_: f64) -> Result<Core, JsValue> {
+        let policy = spec::policy(policy)?;
+        Ok(Core::with(KeyedLimiter::new(policy, max_keys(max_keys_)?)))
+    }
+
+    /// An all-or-nothing stack of policies.
+    pub fn stack(policies: Vec<JsValue>, max_keys_: f64) -> Result<Core, JsValue> {
+        let policies = policies
+            .iter()
+            .map(spec::policy)
+            .collect::<Result<Vec<Policy>, JsValue>>()?;
+        KeyedLimiter::stack(&policies, max_keys(max_keys_)?)
+            .map(Core::with)
+            .map_err(|e| errors::policy_error(&e))
+    }
+
+    /// A per-tenant fair share: `shared` per key, `tenant` per key and tenant.
+    #[wasm_bindgen(js_name = fairShare)]
+    pub fn fair_share(shared: &JsValue, tenant: &JsValue, max_keys_: f64) -> Result<Core, JsValue> {
+        let fair = FairShare::new(spec::policy(shared)?, spec::policy(tenant)?)
+            .map_err(|e| errors::policy_error(&e))?;
+        let mut core = Core::with(KeyedLimiter::fair_share(fair, max_keys(max_keys_)?));
+        core.fair_share = true;
+        Ok(core)
+    }
+
+    /// The address of the output buffer in wasm memory (`OUT_LEN` `f64`s).
+    #[wasm_bindgen(js_name = outPtr)]
+    pub fn out_ptr(&self) -> u32 {
+        self.out.as_ptr() as usize as u32
+    }
+
+    /// The address of the key buffer in wasm memory ([`KEY_MAX`] bytes, or as many as the
+    /// last [`Core::key_buffer`] asked for).
+    #[wasm_bindgen(js_name = keyPtr)]
+    pub fn key_ptr(&self) -> u32 {
+        self.key.borrow().as_ptr() as usize as u32
+    }
+
+    /// Makes the key buffer at least `bytes` long (its contents kept) and returns its
+    /// address, which may have moved.
+    #[wasm_bindgen(js_name = keyBuffer)]
+    pub fn key_buffer(&self, bytes: usize) -> u32 {
+        {
+            let mut buffer = self.key.borrow_mut();
+            if buffer.len() < bytes {
+                let mut grown = vec![0; bytes.max(2 * buffer.len())].into_boxed_slice();
+                grown[..buffer.len()].copy_from_slice(&buffer);
+                *buffer = grown;
+            }
+        }
+        self.key_ptr()
+    }
+
+    /// Runs `f` with the key buffer's first `key` bytes and the `tenant` bytes after them,
+    /// as strings.
+    fn keys<R>(&self, key: usize, tenant: usize, f: impl FnOnce(&str, &str) -> R) -> R {
+        // JS writes the key buffer only between calls into this module, and nothing below
+        // calls out to JS or grows the buffer, so this borrow ends before JS writes again.
+        let buffer = self.key.borrow();
+        let (key, rest) = buffer.split_at(key.min(buffer.len()));
+        let tenant = &rest[..tenant.min(rest.len())];
+        // JS writes UTF-8 here (TextEncoder's, or ASCII); anything else would be a wrapper
+        // bug, and is refused as an empty string rather than trusted.
+        f(
+            std::str::from_utf8(key).unwrap_or(""),
+            std::str::from_utf8(tenant).unwrap_or(""),
+        )
+    }
+
+    /// Runs `f` with the key buffer's first `len` bytes as a string.
+    fn with_key<R>(&self, len: usize, f: impl FnOnce(&str) -> R) -> R {
+        self.keys(len, 0, |key, _| f(key))
+    }
+
+    /// Decides a request of `cost` for the key in the key buffer (`len` bytes) at `now`
+    /// (ms); see [`ALLOWED`], [`DENIED`], [`FAILED`].
+    #[wasm_bindgen(js_name = checkBuf)]
+    pub fn check_buf(&self, len: usize, now: f64, cost: f64) -> u32 {
+        let result = self.with_key(len, |key| {
+            self.limiter.check(key, now_ns(now), cost_units(cost))
+        });
+        if let Ok(d) = &result {
+            self.count(0, d);
+        }
+        self.emit(result)
+    }
+
+    /// [`Core::check_buf`]'s short answer, for `Limiter.allow`: [`ALLOWED`], [`DENIED`] or
+    /// [`FAILED`], with nothing written to the output buffer. The same decision as `check`
+    /// (the core's [`KeyedLimiter::check`]); what it saves per call is writing the answer's
+    /// numbers (three of them converted to ms) and the object JS would build from them. The
+    /// core's shorter [`KeyedLimiter::admit`] is not used: it is a second instantiation of
+    /// the keyed store with every algorithm inlined, 6.5 KB more of gzipped `.wasm`
+    /// (measured 2026-12-03: 50,828 against 44,320 bytes), over the package's budget.
+    #[wasm_bindgen(js_name = allowBuf)]
+    pub fn allow_buf(&self, len: usize, now: f64, cost: f64) -> u32 {
+        let result = self.with_key(len, |key| {
+            self.limiter.check(key, now_ns(now), cost_units(cost))
+        });
+        match result {
+            Ok(d) => {
+                self.count(0, &d);
+                if d.allowed {
+                    ALLOWED
+                } else {
+                    DENIED
+                }
+            }
+            Err(e) => {
+                *self.error.borrow_mut() = Some(e);
+                FAILED
+            }
+        }
+    }
+
+    /// The standing of the key in the key buffer (`len` bytes) at `now`, without charging it.
+    #[wasm_bindgen(js_name = peekBuf)]
+    pub fn peek_buf(&self, len: usize, now: f64) -> u32 {
+        let result = self.with_key(len, |key| self.limiter.peek(key, now_ns(now)));
+        self.emit(result)
+    }
+
+    fn emit(&self, result: Result<Decision, DecideError>) -> u32 {
+        match result {
+            Ok(d) => {
+                // MillisDecision's conversion (whole ms, rounded up), field by field.
+                let out = &self.out;
+                out[0].set(d.limit as f64);
+                out[1].set(d.remaining as f64);
+                out[2].set(ms(d.reset_after));
+                out[3].set(ms(d.retry_after));
+                out[4].set(ms(d.delay));
+                if d.allowed {
+                    ALLOWED
+                } else {
+                    DENIED
+                }
+            }
+            Err(e) => {
+                *self.error.borrow_mut() = Some(e);
+                FAILED
+            }
+        }
+    }
+
+    /// The full decision for the key in the key buffer (`key_len` bytes, then `tenant_len`
+    /// bytes of tenant when `has_tenant`): the combined decision, then each limit's in stack
+    /// order ([`tollgate::stack`]), [`crate::DECISION_LEN`] numbers each (see [`http::decision`]).
+    /// Counted in series `series` (0: no route; [`Core::add_series`]).
+    #[wasm_bindgen(js_name = checkDetailed)]
+    pub fn check_detailed_buf(
+        &self,
+        key_len: usize,
+        tenant_len: usize,
+        has_tenant: bool,
+        now: f64,
+        cost: f64,
+        series: u32,
+    ) -> Result<Vec<f64>, JsValue> {
+        let d = self.keys(key_len, tenant_len, |key, tenant| {
+            self.limiter.check_detailed(
+                key,
+                has_tenant.then_some(tenant),
+                now_ns(now),
+                cost_units(cost),
+            )
+        });
+        if let Ok(d) = &d {
+            self.count(series, &d.decision);
+        }
+        let d = d.map_err(|e| errors::decide_error(&e))?;
+        Ok(std::iter::once(&d.decision)
+            .chain(&d.each)
+            .flat_map(http::numbers)
+            .collect())
+    }
+
+    /// One decision for a waiting caller (the JS `acquire`, whose line of waiters and timers
+    /// are `js/waiting.js`): decides a request of `cost` for the key (and tenant, `tenant_len`
+    /// 0 for none) in the key buffer at `now`, keeping the charge only as the core's waiting
+    /// rule says ([`tollgate::wait::keeps`]) with `left` ms before the deadline; a negative
+    /// `left` is a look, which keeps nothing. Returns [`ALLOWED`], [`DENIED`] or [`FAILED`],
+    /// the decision in the output buffer. All times in ms.
+    #[wasm_bindgen(js_name = decideWaiting)]
+    pub fn decide_waiting(
+        &self,
+        key_len: usize,
+        tenant_len: usize,
+        now: f64,
+        cost: f64,
+        left: f64,
+    ) -> u32 {
+        let result = self.keys(key_len, tenant_len, |key, tenant| {
+            let keep = |d: &Decision| keeps_within(d, left);
+            let (now, cost) = (now_ns(now), cost_units(cost));
+            self.limiter
+                .check_if(key, Some(tenant), now, cost, keep)
+                .map(|d| d.decision)
+        });
+        self.emit(result)
+    }
+
+    /// Releases `cost` slots of the concurrency policies for the key in the key buffer
+    /// (`len` bytes): [`ALLOWED`] or [`FAILED`].
+    #[wasm_bindgen(js_name = release)]
+    pub fn release_buf(&self, len: usize, cost: f64) -> u32 {
+        match self.with_key(len, |key| self.limiter.release(key, cost_units(cost))) {
+            Ok(()) => ALLOWED,
+            Err(e) => {
+                *self.error.borrow_mut() = Some(e);
+                FAILED
+            }
+        }
+    }
+
+    /// Forgets the key in the key buffer (`len` bytes); whether it was stored.
+    #[wasm_bindgen(js_name = reset)]
+    pub fn reset_buf(&self, len: usize) -> bool {
+        self.with_key(len, |key| self.limiter.reset(key))
+    }
+
+    /// The number of limited keys stored.
+    pub fn size(&self) -> u32 {
+        self.limiter.len() as u32
+    }
+
+    /// The policies in canonical compact form, in stack order (the tenant policy last).
+    pub fn policies(&self) -> Vec<String> {
+        self.limiter
+            .policies()
+            .iter()
+            .map(|p| p.to_string())
+            .collect()
+    }
+
+    /// The exception for the last [`FAILED`] call.
+    #[wasm_bindgen(js_name = takeError)]
+    pub fn take_error(&self) -> JsValue {
+        match self.error.borrow_mut().take() {
+            Some(e) => errors::decide_error(&e),
+            None => JsValue::UNDEFINED,
+        }
+    }
+}
