@@ -7,8 +7,8 @@
 //! only hands them to its exporter (the `metrics` crate facade, OpenTelemetry, Prometheus
 //! text, the Redis module's `INFO`).
 //!
-//! With the feature `metrics`, [`facade`] is the model on the `metrics` crate's facade
-//! (what `tollgate-tower` and `tollgate-redis` record through), and [`Metered`] the keyed
+//! With the feature `metrics`, `metrics::facade` is the model on the `metrics` crate's facade
+//! (what `tollgate-tower` and `tollgate-redis` record through), and `metrics::Metered` the keyed
 //! in-memory limiter recording its decisions there.
 //!
 //! # The instruments
