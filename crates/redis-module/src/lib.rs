@@ -195,6 +195,19 @@ fn decision_reply(d: &Decision) -> Vec<RedisValue> {
     fleet::decision_fields(d).into_iter().map(int).collect()
 }
 
+/// Each key's stored state, read and decoded (`None`: fresh). A key of another type, or a
+/// value that is not a state, is the command's error, counted by its kind.
+fn load_states(keys: &[StateKey]) -> Result<Vec<Option<tollgate::State>>, RedisError> {
+    keys.iter()
+        .map(|key| {
+            let stored = key.read().map_err(counted(ErrorKind::WrongType))?;
+            decode(key.name.as_slice(), stored)
+                .map_err(err)
+                .map_err(counted(ErrorKind::State))
+        })
+        .collect()
+}
+
 /// A command's error, counted in `INFO tollgate` by its kind.
 fn counted(kind: ErrorKind) -> impl FnOnce(RedisError) -> RedisError {
     move |e| {
@@ -225,14 +238,7 @@ fn decide(ctx: &Context, args: Vec<RedisString>, op: Op) -> RedisResult {
             StateKey::open(ctx, &name, op != Op::Peek)
         })
         .collect();
-    let mut loaded = Vec::with_capacity(keys.len());
-    for key in &keys {
-        let stored = key.read().map_err(counted(ErrorKind::WrongType))?;
-        let state = decode(key.name.as_slice(), stored)
-            .map_err(err)
-            .map_err(counted(ErrorKind::State))?;
-        loaded.push(state);
-    }
+    let loaded = load_states(&keys)?;
     let wall = server_now();
     let now = match req.now_ms {
         Some(ms) => millis(ms),
@@ -311,14 +317,7 @@ fn keys_request(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
         .iter()
         .map(|(suffix, _)| StateKey::open(ctx, &[base, suffix].concat(), true))
         .collect();
-    let mut loaded = Vec::with_capacity(keys.len());
-    for key in &keys {
-        let stored = key.read().map_err(counted(ErrorKind::WrongType))?;
-        let state = decode(key.name.as_slice(), stored)
-            .map_err(err)
-            .map_err(counted(ErrorKind::State))?;
-        loaded.push(state);
-    }
+    let loaded = load_states(&keys)?;
     let wall = server_now();
     let now = req.now_ms.map_or(wall, millis);
     let ttl = req.now_ms.is_none().then(|| Ttl {
