@@ -32,6 +32,55 @@ fn redis(url: &str, args: &[&str]) -> redis::Value {
     cmd.query(&mut con).unwrap()
 }
 
+/// `tollgate redis inspect ARGS`: its output, after checking that it succeeded.
+fn inspect(args: &[&str]) -> String {
+    let out = Command::cargo_bin("tollgate")
+        .unwrap()
+        .args(["redis", "inspect"])
+        .args(args)
+        .output()
+        .unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    text
+}
+
+/// The two keys three checks of the fair share `token-bucket 10/h burst 20` shared,
+/// `sliding-window 4/h` per tenant, for tenant acme on key `k` leave under `namespace`, as
+/// the CLI prints them: the scripts client and the npm entry write the same layout.
+fn assert_fair_share_after_three_checks(url: &str, namespace: &str) {
+    let text = inspect(&[
+        url,
+        namespace,
+        "-p",
+        "token-bucket 10/h burst 20",
+        "--tenant-policy",
+        "sliding-window 4/h",
+    ]);
+    assert!(
+        text.contains(&format!(
+            "tollgate:{{{namespace}:k}}:0\n  slot: limit 0 of the stack"
+        )),
+        "{text}"
+    );
+    assert!(text.contains("remaining: 17 of 20"), "{text}");
+    assert!(
+        text.contains(&format!(
+            "tollgate:{{{namespace}:k}}:t:acme\n  slot: tenant window of \"acme\""
+        )),
+        "{text}"
+    );
+    assert!(text.contains("remaining: 1 of 4"), "{text}");
+    assert!(
+        text.ends_with(&format!("2 keys matching *:{{{namespace}:*\n")),
+        "{text}"
+    );
+}
+
 #[test]
 fn inspect_prints_remaining_reset_tenant_windows_concurrency_and_ttl() {
     let so = module();
@@ -74,26 +123,14 @@ fn inspect_prints_remaining_reset_tenant_windows_concurrency_and_ttl() {
     }
     let dbsize = redis(&url, &["DBSIZE"]);
 
-    let out = Command::cargo_bin("tollgate")
-        .unwrap()
-        .args([
-            "redis",
-            "inspect",
-            &url,
-            "tollgate:{api:1.2.3.4}*",
-            "-p",
-            "fixed-window 10/h",
-            "-p",
-            "fixed-window 100/h",
-        ])
-        .output()
-        .unwrap();
-    let text = String::from_utf8(out.stdout).unwrap();
-    assert!(
-        out.status.success(),
-        "{text}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let text = inspect(&[
+        &url,
+        "tollgate:{api:1.2.3.4}*",
+        "-p",
+        "fixed-window 10/h",
+        "-p",
+        "fixed-window 100/h",
+    ]);
     assert!(
         text.contains("tollgate:{api:1.2.3.4}:0\n  slot: limit 0 of the stack"),
         "{text}"
@@ -108,20 +145,7 @@ fn inspect_prints_remaining_reset_tenant_windows_concurrency_and_ttl() {
     );
 
     // The namespace: every key under it, with the tenant window and the concurrency slots.
-    let out = Command::cargo_bin("tollgate")
-        .unwrap()
-        .args([
-            "redis",
-            "inspect",
-            &url,
-            "api",
-            "--tenant-policy",
-            "fixed-window 5/h",
-        ])
-        .output()
-        .unwrap();
-    let text = String::from_utf8(out.stdout).unwrap();
-    assert!(out.status.success(), "{text}");
+    let text = inspect(&[&url, "api", "--tenant-policy", "fixed-window 5/h"]);
     assert!(
         text.contains("tollgate:{api:group}:t:acme\n  slot: tenant window of \"acme\""),
         "{text}"
@@ -189,36 +213,7 @@ async fn keys_written_by_the_scripts_client_read_the_same() {
         assert!(outcome.decision.allowed);
     }
 
-    let out = Command::cargo_bin("tollgate")
-        .unwrap()
-        .args([
-            "redis",
-            "inspect",
-            &url,
-            "scripts",
-            "-p",
-            "token-bucket 10/h burst 20",
-        ])
-        .args(["--tenant-policy", "sliding-window 4/h"])
-        .output()
-        .unwrap();
-    let text = String::from_utf8(out.stdout).unwrap();
-    assert!(
-        out.status.success(),
-        "{text}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(
-        text.contains("tollgate:{scripts:k}:0\n  slot: limit 0 of the stack"),
-        "{text}"
-    );
-    assert!(text.contains("remaining: 17 of 20"), "{text}");
-    assert!(
-        text.contains("tollgate:{scripts:k}:t:acme\n  slot: tenant window of \"acme\""),
-        "{text}"
-    );
-    assert!(text.contains("remaining: 1 of 4"), "{text}");
-    assert!(text.ends_with("2 keys matching *:{scripts:*\n"), "{text}");
+    assert_fair_share_after_three_checks(&url, "scripts");
 }
 
 /// The npm package's crate (crates/wasm), with its build (`pkg/`, from crates/wasm/build.sh)
@@ -270,34 +265,5 @@ fn keys_written_by_the_npm_entry_read_the_same() {
         String::from_utf8_lossy(&node.stderr)
     );
 
-    let out = Command::cargo_bin("tollgate")
-        .unwrap()
-        .args([
-            "redis",
-            "inspect",
-            &url,
-            "npm",
-            "-p",
-            "token-bucket 10/h burst 20",
-        ])
-        .args(["--tenant-policy", "sliding-window 4/h"])
-        .output()
-        .unwrap();
-    let text = String::from_utf8(out.stdout).unwrap();
-    assert!(
-        out.status.success(),
-        "{text}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(
-        text.contains("tollgate:{npm:k}:0\n  slot: limit 0 of the stack"),
-        "{text}"
-    );
-    assert!(text.contains("remaining: 17 of 20"), "{text}");
-    assert!(
-        text.contains("tollgate:{npm:k}:t:acme\n  slot: tenant window of \"acme\""),
-        "{text}"
-    );
-    assert!(text.contains("remaining: 1 of 4"), "{text}");
-    assert!(text.ends_with("2 keys matching *:{npm:*\n"), "{text}");
+    assert_fair_share_after_three_checks(&url, "npm");
 }
