@@ -35,7 +35,12 @@ fn ok(args: &[&str]) -> String {
 
 /// Runs, asserting exit status 2 and a one-line stderr; returns that line.
 fn fails(args: &[&str]) -> String {
-    let out = tollgate().args(args).output().unwrap();
+    fails_on(args, "")
+}
+
+/// [`fails`] with `stdin` as the command's input (a trace read from `-`).
+fn fails_on(args: &[&str], stdin: &str) -> String {
+    let out = tollgate().args(args).write_stdin(stdin).output().unwrap();
     assert_eq!(out.status.code(), Some(2), "{args:?}");
     let stderr = String::from_utf8(out.stderr).unwrap();
     assert!(!stderr.contains("panicked"), "{stderr}");
@@ -302,34 +307,20 @@ fn malformed_lines_are_named_by_number() {
             data("queue.csv")
         )
     );
-    let out = tollgate()
-        .args(["simulate", "-p", "2/s"])
-        .write_stdin("{\"time_ms\":0,\"key\":\"a\"}\n{\"time_ms\":-1,\"key\":\"a\"}\n")
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2));
     assert_eq!(
-        String::from_utf8(out.stderr).unwrap(),
-        "tollgate: <stdin> line 2: not a trace record: invalid value: integer `-1`, expected u64\n"
+        fails_on(
+            &["simulate", "-p", "2/s"],
+            "{\"time_ms\":0,\"key\":\"a\"}\n{\"time_ms\":-1,\"key\":\"a\"}\n"
+        ),
+        "tollgate: <stdin> line 2: not a trace record: invalid value: integer `-1`, expected u64"
     );
-    let out = tollgate()
-        .args(["simulate", "-p", "2/s"])
-        .write_stdin("time,key\n0,a\n")
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2));
     assert_eq!(
-        String::from_utf8(out.stderr).unwrap(),
-        "tollgate: <stdin> line 1: the CSV header must name a `time_ms` column (found: time,key)\n"
+        fails_on(&["simulate", "-p", "2/s"], "time,key\n0,a\n"),
+        "tollgate: <stdin> line 1: the CSV header must name a `time_ms` column (found: time,key)"
     );
-    let out = tollgate()
-        .args(["simulate", "-p", "2/s"])
-        .write_stdin("time_ms,key\n0,a\n1,b,3\n")
-        .output()
-        .unwrap();
     assert_eq!(
-        String::from_utf8(out.stderr).unwrap(),
-        "tollgate: <stdin> line 3: 3 fields, but the header has 2\n"
+        fails_on(&["simulate", "-p", "2/s"], "time_ms,key\n0,a\n1,b,3\n"),
+        "tollgate: <stdin> line 3: 3 fields, but the header has 2"
     );
     assert_eq!(
         fails(&["replay", "-p", "2/s", "--log", &data("bad.log")]),
