@@ -442,7 +442,9 @@ impl<K: Hash + Eq + Clone> KeyedLimiter<K> {
     ///
     /// Each limit's decision is made in scratch space (`stack::per_limit`) and copied out
     /// only for a caller that reads it (`detailed`); the others get an empty
-    /// [`StackDecision::each`] (no `Vec` built and dropped for each decision).
+    /// [`StackDecision::each`] (no `Vec` built and dropped for each decision). One function
+    /// for both rather than two entry points: the second cost the npm `.wasm` 175 bytes
+    /// gzipped (2026-12-05).
     fn decide_if<Q>(
         &self,
         key: &Q,
