@@ -174,7 +174,8 @@ impl Stack for &mut [(&Policy, &mut Option<State>)] {
 
 /// How many limits' scratch space [`per_limit`] keeps on the stack: every stack of the
 /// tests, examples and configs (a per-second and a per-minute limit, a fair share's two)
-/// fits. Deeper stacks take the heap.
+/// fits. Deeper stacks take the heap. (Only the keyed store, with `std`, keeps scratch.)
+#[cfg(feature = "std")]
 const INLINE: usize = 4;
 
 /// Runs `f` on scratch space for one `T` per limit of a stack of `n` (each
@@ -185,6 +186,7 @@ const INLINE: usize = 4;
 /// Measured 2026-12-05 (`scripts/counts.sh keyed-stack-1`): with a `Vec` for those
 /// decisions a keyed stack's `check` counted 1887 instructions, with this 1749 (a heap
 /// allocation and its free are ~130); it costs the npm `.wasm` 187 bytes gzipped.
+#[cfg(feature = "std")]
 pub(crate) fn per_limit<T: Default, R>(n: usize, f: impl FnOnce(&mut [T]) -> R) -> R {
     let mut inline: [T; INLINE] = Default::default();
     let mut heap = Vec::new();
