@@ -159,10 +159,9 @@ impl<K: Hash + Eq + Clone> KeyedLimiter<K> {
         Q: Hash + Eq + alloc::borrow::ToOwned<Owned = K> + ?Sized,
     {
         let rule = |d: &Decision| step(d, waited, wait.max_wait, wait.jitter);
+        let go = |d: &Decision| matches!(rule(d), Step::Go { .. });
         let decision = self
-            .decide_if(key, wait.tenant, now, wait.cost, &|d| {
-                matches!(rule(d), Step::Go { .. })
-            })?
+            .decide_if(key, wait.tenant, now, wait.cost, &go, false)?
             .decision;
         Ok((decision, rule(&decision)))
     }
@@ -183,7 +182,7 @@ impl<K: Hash + Eq + Clone> KeyedLimiter<K> {
         K: Borrow<Q>,
         Q: Hash + Eq + alloc::borrow::ToOwned<Owned = K> + ?Sized,
     {
-        self.decide_if(key, tenant, now, cost, &keep)
+        self.decide_if(key, tenant, now, cost, &keep, true)
     }
 
     /// [`Self::try_acquire`] without the charge: what the waiting rule would answer now,
@@ -201,7 +200,7 @@ impl<K: Hash + Eq + Clone> KeyedLimiter<K> {
         Q: Hash + Eq + alloc::borrow::ToOwned<Owned = K> + ?Sized,
     {
         let decision = self
-            .decide_if(key, wait.tenant, now, wait.cost, &|_| false)?
+            .decide_if(key, wait.tenant, now, wait.cost, &|_| false, false)?
             .decision;
         Ok((
             decision,
@@ -282,7 +281,14 @@ impl<K: Hash + Eq + Clone> KeyedLimiter<K> {
     {
         let decide = |ask: Ask| {
             let decided = self
-                .decide_if(key, wait.tenant, clock(), wait.cost, &|d| ask.keeps(d))
+                .decide_if(
+                    key,
+                    wait.tenant,
+                    clock(),
+                    wait.cost,
+                    &|d| ask.keeps(d),
+                    false,
+                )
                 .map(|d| (d.decision, d.decision));
             ready(decided)
         };

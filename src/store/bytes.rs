@@ -105,6 +105,14 @@ impl State {
     /// ```
     pub fn to_bytes(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(34);
+        self.write_bytes(&mut out);
+        out
+    }
+
+    /// [`State::to_bytes`], appended to `out`: for a stored value that carries more than
+    /// the state ([`crate::store::fleet::encode_value`]), without a `Vec` of the state's
+    /// bytes made and copied for each write.
+    pub(crate) fn write_bytes(&self, out: &mut Vec<u8>) {
         out.push(STATE_BYTES_VERSION);
         out.push(code(self.algorithm()));
         match self {
@@ -135,7 +143,6 @@ impl State {
             State::LeakyQueue(s) => out.extend_from_slice(&s.last_departure.to_le_bytes()),
             State::Concurrency(s) => out.extend_from_slice(&s.in_flight.to_le_bytes()),
         }
-        out
     }
 
     /// Reads bytes written by [`State::to_bytes`]. Bytes of the wrong length, an unknown

@@ -60,7 +60,7 @@ use alloc::vec::Vec;
 
 use crate::fair_share::{skips_tenant_window, FairShare};
 use crate::stack::StackDecision;
-use crate::{Algorithm, DecideError, Field, Nanos, Policy, PolicyError, Rule, State};
+use crate::{Algorithm, DecideError, Decision, Field, Nanos, Policy, PolicyError, Rule, State};
 
 mod bytes;
 mod deny;
@@ -322,13 +322,12 @@ impl<'a> Batch<'a> {
         &mut self,
         cost_of: impl Fn(usize) -> u64,
     ) -> Result<StackDecision, DecideError> {
-        let mut limits: Vec<(&Policy, &mut Option<State>)> = self
-            .policies
-            .iter()
-            .copied()
-            .zip(self.states.iter_mut())
-            .collect();
-        crate::stack::decide_all_weighted(&mut limits, self.now, cost_of)
+        // The rule of `decide_all_weighted`, on the batch's states in place (no `Vec` of
+        // pairs gathered for each decision: see `stack::Stack`).
+        let mut each = alloc::vec![Decision::default(); self.states.len()];
+        let now = self.now;
+        let decision = crate::stack::decide_each(self, now, &cost_of, &mut each)?;
+        Ok(StackDecision { decision, each })
     }
 
     /// Runs one request of a round: its decision (`None` for a release), charged to the
@@ -416,6 +415,15 @@ impl<'a> Batch<'a> {
                 };
                 (i, write)
             })
+    }
+}
+
+impl crate::stack::Stack for Batch<'_> {
+    fn len(&self) -> usize {
+        self.policies.len()
+    }
+    fn limit(&mut self, i: usize) -> (&Policy, &mut Option<State>) {
+        (self.policies[i], &mut self.states[i])
     }
 }
 
