@@ -157,14 +157,14 @@ case $mode in
     # Old, new and the ratio for every path; fail if a ratio is over its margin, or a path
     # has no baseline (a new path is added with --update).
     awk -F'\t' '
-      BEGIN { printf "%-18s %10s %10s %8s\n", "path", "old", "new", "new/old" }
+      BEGIN { printf "%-34s %10s %10s %8s\n", "path", "old", "new", "new/old" }
       NR == FNR { if ($1 !~ /^#/) { old[$1] = $2; margin[$1] = $3 } next }
       {
-        if (!($1 in old)) { printf "%-18s %10s %10.1f   no baseline\n", $1, "-", $2; bad = 1; next }
+        if (!($1 in old)) { printf "%-34s %10s %10.1f   no baseline\n", $1, "-", $2; bad = 1; next }
         ratio = $2 / old[$1]
         over = ratio > margin[$1]
         if (over) bad = 1
-        printf "%-18s %10.1f %10.1f %8.3f%s\n", $1, old[$1], $2, ratio, over ? "   OVER (margin " margin[$1] ")" : ""
+        printf "%-34s %10.1f %10.1f %8.3f%s\n", $1, old[$1], $2, ratio, over ? "   OVER (margin " margin[$1] ")" : ""
       }
       END {
         if (bad) {
