@@ -382,7 +382,32 @@ impl<K: Hash + Eq + Clone> KeyedLimiter<K> {
     }
 
     /// Decides one request of `cost` for `key` at `now`.
+    // Out of line, as the compiler laid it out before `check_inlined` existed: a call to an
+    // `#[inline(always)]` body is otherwise inlined into every caller (measured 2026-12-05:
+    // the npm package's raw .wasm 692,540 -> 695,876 B, its two `check` calls each a copy).
+    #[inline(never)]
     pub fn check<Q>(&self, key: &Q, now: Nanos, cost: u64) -> Result<Decision, DecideError>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        self.check_inlined(key, now, cost)
+    }
+
+    /// [`Self::check`]'s code, inlined into its caller: `check` itself, and the recording
+    /// wrapper `metrics::Metered::check`, so that the wrapper and the decision are one
+    /// function. Calling `check` out of line, the wrapper kept its state in four
+    /// callee-saved registers across the call and read the decision back through memory:
+    /// 12 of the hook's 21 instructions. Measured with `scripts/counts.sh` (2026-12-05):
+    /// `keyed-check-metered-1` 394 -> 369 instructions, against 372 for the plain check in
+    /// the same binary; every other row unchanged.
+    #[inline(always)]
+    pub(crate) fn check_inlined<Q>(
+        &self,
+        key: &Q,
+        now: Nanos,
+        cost: u64,
+    ) -> Result<Decision, DecideError>
     where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,

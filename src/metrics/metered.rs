@@ -141,7 +141,8 @@ impl<K: Hash + Eq + Clone> Metered<K> {
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        let decision = self.limiter.check(key, now, cost)?;
+        // The limiter's check inlined here (`check_inlined` says why).
+        let decision = self.limiter.check_inlined(key, now, cost)?;
         self.record(&decision, cost);
         Ok(decision)
     }
