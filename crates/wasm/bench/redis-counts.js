@@ -7,7 +7,7 @@
 // with V8's --predictable and --single-threaded; PERF.md), at N and 2N checks after the same
 // set-up: the difference over N is one check.
 //
-//   node bench/redis-counts.js PATH N [--pkg DIR]   N checks on PATH (prints nothing; exits 1
+//   node bench/redis-counts.js PATH N [--warm W] [--pkg DIR]   N checks on PATH (prints nothing; exits 1
 //                                                   if a check was not admitted by "redis")
 //   node bench/redis-counts.js --record [--module SO]
 //                                                   records the replies again from a
@@ -24,6 +24,7 @@
 // (`fixed-window 1000/s`); every canned reply carries the same server time, so every check
 // decides the same state at the same time and is admitted.
 //
+// --warm W: W more checks first, in both runs (V8 optimizes before the N that differ).
 // --pkg DIR: the built package to load (default ../pkg; PERF.md compares the package built
 // at an older commit this way: the same harness and replies, only the package differs).
 import { readFileSync, writeFileSync } from "node:fs";
@@ -67,7 +68,7 @@ function canned(replies, readSha, module) {
   };
 }
 
-async function count(path, n, pkg) {
+async function count(path, n, pkg, warm) {
   const recorded = JSON.parse(readFileSync(REPLIES, "utf8"));
   const { RedisLimiter } = await import(pathToFileURL(`${pkg}/redis.js`).href);
   const { READ_SCRIPT } = await import(pathToFileURL(`${pkg}/redis/scripts.js`).href);
@@ -82,7 +83,7 @@ async function count(path, n, pkg) {
   const client = canned(replies, readSha, path === "module");
   const limiter = new RedisLimiter(client, POLICY, { ...OPTIONS, useModule: path === "module" });
   let bad = 0;
-  for (let i = 0; i < n; i++) {
+  for (let i = 0; i < warm + n; i++) {
     const d = await limiter.check(KEY);
     if (!d.allowed || d.source !== "redis") bad++;
   }
@@ -149,5 +150,5 @@ if (process.argv.includes("--record")) {
   await record(arg("--module", undefined));
 } else {
   const [path, n] = process.argv.slice(2);
-  await count(path, Number(n), arg("--pkg", fileURLToPath(new URL("../pkg", import.meta.url))));
+  await count(path, Number(n), arg("--pkg", fileURLToPath(new URL("../pkg", import.meta.url))), Number(arg("--warm", 0)));
 }
