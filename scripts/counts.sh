@@ -30,7 +30,10 @@
 #
 # The npm paths (`npm-*`) count the package's .wasm (crates/wasm/pkg/web/tollgate_wasm_bg.wasm)
 # under the wasmi interpreter's fuel metering (crates/counts/wasm): wasm operators executed
-# per call of the export `check` or `allow` calls, exact on any machine, no valgrind.
+# per call of the export `check` or `allow` calls, exact on any machine, no valgrind. The
+# `npm-*-uncounted-*` paths are the same calls on the package built without its metric tally
+# (crates/wasm/pkg-uncounted: the feature `uncounted`; the npm suite builds it), the npm
+# hook's pairs in benches/counts-ratios.tsv.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 suite=core
@@ -46,7 +49,12 @@ esac
 
 if [ $suite = npm ]; then
   WASM=crates/wasm/pkg/web/tollgate_wasm_bg.wasm
+  WASM_UNCOUNTED=crates/wasm/pkg-uncounted/web/tollgate_wasm_bg.wasm
   [ -f "$WASM" ] || { echo "missing $WASM (run crates/wasm/build.sh first)"; exit 1; }
+  [ -f "$WASM_UNCOUNTED" ] || {
+    echo "missing $WASM_UNCOUNTED (TOLLGATE_WASM_FEATURES=uncounted TOLLGATE_WASM_PKG=crates/wasm/pkg-uncounted crates/wasm/build.sh)"
+    exit 1
+  }
   cargo build -j2 --quiet --release -p tollgate-counts-wasm
   WASM_HOST="${CARGO_TARGET_DIR:-target}/release/tollgate-counts-wasm"
 else
@@ -90,7 +98,10 @@ total() {
 # one process (fuel is exact: nothing of the process is in it) and prints the difference.
 per_op() {
   local r=$2 a b
-  case $1 in npm-*) "$WASM_HOST" "$WASM" "$1" "$r"; return ;; esac
+  case $1 in
+    npm-*-uncounted-*) "$WASM_HOST" "$WASM_UNCOUNTED" "${1/-uncounted/}" "$r"; return ;;
+    npm-*) "$WASM_HOST" "$WASM" "$1" "$r"; return ;;
+  esac
   a=$(total "$1" "$r")
   b=$(total "$1" $((2 * r)))
   awk -v a="$a" -v b="$b" -v r="$r" 'BEGIN { printf "%.1f\n", (b - a) / r }'
@@ -105,6 +116,8 @@ npm-check-1 20000
 npm-allow-1 20000
 npm-check-10k 20000
 npm-allow-10k 20000
+npm-check-uncounted-1 20000
+npm-allow-uncounted-1 20000
 LIST
     return
   fi
@@ -175,24 +188,22 @@ case $mode in
       }' "$baseline" "$new" || status=1 ;;
 esac
 
-# The metric hooks' ratios, for the pairs of benches/counts-ratios.tsv counted in this run:
-# fail if one is over the most it may be.
-if [ $suite = core ]; then
-  awk -F'\t' '
-    NR == FNR { count[$1] = $2; next }
-    /^#/ || !(($1 in count) && ($2 in count)) { next }
-    {
-      if (!shown++) printf "\n%-34s %-24s %8s %6s\n", "with the hook", "without", "ratio", "most"
-      ratio = count[$1] / count[$2]
-      over = ratio > $3
-      if (over) bad = 1
-      printf "%-34s %-24s %8.3f %6s%s\n", $1, $2, ratio, $3, over ? "   OVER" : ""
+# The metric hooks' ratios, for the pairs of benches/counts-ratios.tsv counted in this run
+# (core or npm): fail if one is over the most it may be.
+awk -F'\t' '
+  NR == FNR { count[$1] = $2; next }
+  /^#/ || !(($1 in count) && ($2 in count)) { next }
+  {
+    if (!shown++) printf "\n%-34s %-24s %8s %6s\n", "with the hook", "without", "ratio", "most"
+    ratio = count[$1] / count[$2]
+    over = ratio > $3
+    if (over) bad = 1
+    printf "%-34s %-24s %8.3f %6s%s\n", $1, $2, ratio, $3, over ? "   OVER" : ""
+  }
+  END {
+    if (bad) {
+      print "\na metric hook costs more than its budget (benches/counts-ratios.tsv; PERF.md)."
+      exit 1
     }
-    END {
-      if (bad) {
-        print "\na metric hook costs more than its budget (benches/counts-ratios.tsv; PERF.md)."
-        exit 1
-      }
-    }' "$new" benches/counts-ratios.tsv || status=1
-fi
+  }' "$new" benches/counts-ratios.tsv || status=1
 exit $status

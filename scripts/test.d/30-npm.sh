@@ -19,11 +19,15 @@ cargo clippy -q -p tollgate-wasm --all-targets --target wasm32-unknown-unknown -
 cargo clippy -q -p tollgate-wasm --all-targets -- -D warnings
 cargo clippy -q -p tollgate-wasm --all-targets --features state-json --target wasm32-unknown-unknown -- -D warnings
 cargo clippy -q -p tollgate-wasm --all-targets --features store,metrics-text --target wasm32-unknown-unknown -- -D warnings
+cargo clippy -q -p tollgate-wasm --features uncounted --target wasm32-unknown-unknown -- -D warnings
 
 echo "--- build"
 crates/wasm/build.sh
 
 echo "--- counts: check and allow, the built .wasm under wasmi's fuel (benches/counts-npm.tsv, 3% margin)"
+# and the same calls without the metric tally (the feature `uncounted`, never shipped): the
+# tally's cost held as a ratio (benches/counts-ratios.tsv).
+TOLLGATE_WASM_FEATURES=uncounted TOLLGATE_WASM_PKG=crates/wasm/pkg-uncounted crates/wasm/build.sh
 cargo fmt -p tollgate-counts-wasm --check
 cargo clippy -q -p tollgate-counts-wasm -- -D warnings
 scripts/counts.sh --npm

@@ -63,8 +63,13 @@ impl Core {
     /// Counts `decision` in series `series` (a decision made here, in the store: the core's
     /// [`Tally::decision`]). Not inlined: one copy for every call that decides (a smaller
     /// `.wasm`, the same speed).
+    /// With the feature `uncounted` it counts nothing: the npm suite builds that package too,
+    /// to hold what counting costs a check (scripts/counts.sh --npm; PERF.md).
     #[inline(never)]
     fn count(&self, series: u32, decision: &Decision) {
+        if cfg!(feature = "uncounted") {
+            return;
+        }
         if let Some(t) = self.tallies.borrow_mut().get_mut(series as usize) {
             t.decision(decision, false, Source::Store);
         }
