@@ -278,7 +278,12 @@ export interface Counts {
   storeFailures: { open: ByReason; closed: ByReason; local: ByReason };
   /** Waits of `acquire`/`throttle` by how they ended (`tollgate.wait.result`). */
   wait: { admitted: WaitHistogram; gaveUp: WaitHistogram };
-  /** Slots of a concurrency limit held now, where the runtime knows it (not reported by this package yet). */
+  /**
+   * Slots of a concurrency limit held now: taken by admissions (`check`, `allow`,
+   * `checkDetailed`, `acquire`), given back by `release`. On a `Limiter` with a concurrency
+   * limit, in its first series (one gauge for the limiter, whatever the route); absent
+   * otherwise, and from `RedisLimiter` (not reported there yet).
+   */
   concurrencyInUse?: number;
 }
 

@@ -220,16 +220,16 @@ export function limiterClass(glue) {
       try {
         d = await this.#wait(id, key, tenant, cost, maxWait, jitter, opts, timers, clock);
       } catch (e) {
-        if (e instanceof WaitTimeoutError) this.#waited(false, clock() - start);
+        if (e instanceof WaitTimeoutError) this.#waited(false, clock() - start, cost);
         throw e;
       }
-      this.#waited(true, clock() - start, d);
+      this.#waited(true, clock() - start, cost, d);
       return d;
     }
 
-    /** Counts a finished wait (one decision and the histogram) and tells the listeners. */
-    #waited(admitted, ms, d) {
-      this.#core.waited(0, admitted, ms, d?.limit ?? 0, d?.remaining ?? 0);
+    /** Counts a finished wait of `cost` (one decision, the histogram, the slots taken) and tells the listeners. */
+    #waited(admitted, ms, cost, d) {
+      this.#core.waited(0, admitted, ms, d?.limit ?? 0, d?.remaining ?? 0, cost);
       notifyWait(this[WAIT_LISTENERS], admitted, ms, undefined);
     }
 
@@ -346,7 +346,8 @@ export function limiterClass(glue) {
      * Prometheus text or OpenTelemetry metrics: `tollgate/metrics`, `tollgate/otel`.
      */
     metrics() {
-      const out = [countsObject(this.#name, undefined, this.#core.counts(0))];
+      const inUse = this.#core.concurrencyInUse(); // -1: no concurrency limit
+      const out = [countsObject(this.#name, undefined, this.#core.counts(0), inUse < 0 ? undefined : inUse)];
       for (const [route, series] of this.#routes) out.push(countsObject(this.#name, route, this.#core.counts(series)));
       return out;
     }

@@ -113,6 +113,26 @@ test("acquire: one decision per call and its wait in the core's histogram (admit
   }
 });
 
+test("concurrency in use: slots taken by admissions (check, allow, a route's, acquire), given back by release", async () => {
+  const l = new Limiter("concurrency 4", { name: "uploads" });
+  l.check("a");
+  l.check("a", { cost: 2 });
+  assert.equal(l.check("a", { cost: 2 }).allowed, false, "3 of 4 held: a denial takes nothing");
+  l.allow("b");
+  assert.equal(l.metrics()[0].concurrencyInUse, 4);
+  l.release("a", { cost: 2 });
+  l.release("b");
+  assert.equal(l.metrics()[0].concurrencyInUse, 1);
+  l.check("c", { route: "/upload" }); // one gauge for the limiter, whatever the route
+  await l.acquire("d", { cost: 2, [TIMERS]: fakeTime()[TIMERS] });
+  const [all, route] = l.metrics();
+  assert.equal(all.concurrencyInUse, 4);
+  assert.equal(route.concurrencyInUse, undefined);
+  assert.ok(prometheus(l).split("\n").includes('tollgate_concurrency_in_use{tollgate_policy="uploads"} 4'), prometheus(l));
+  // A limiter without a concurrency limit has no gauge.
+  assert.equal(new Limiter("fixed-window 1/s").metrics()[0].concurrencyInUse, undefined);
+});
+
 test("Prometheus text: the core's names, one # TYPE per instrument for several limiters, zeros included", () => {
   const a = new Limiter("fixed-window 2/min", { name: "a\"quoted" });
   const b = new Limiter("fixed-window 5/min", { name: "b" });
@@ -128,7 +148,7 @@ test("Prometheus text: the core's names, one # TYPE per instrument for several l
   assert.ok(lines.includes('tollgate_decisions_total{tollgate_policy="b",tollgate_route="/r",tollgate_outcome="admitted",tollgate_source="store"} 1'));
   assert.ok(lines.includes('tollgate_decisions_total{tollgate_policy="b",tollgate_outcome="admitted",tollgate_source="store"} 0'));
   assert.ok(lines.includes('tollgate_store_failures_total{tollgate_policy="b",tollgate_failure_behaviour="local",tollgate_failure_reason="timeout"} 0'));
-  assert.ok(!text.includes("tollgate_concurrency_in_use"), "not reported by the package");
+  assert.ok(!text.includes("tollgate_concurrency_in_use"), "no concurrency limit, no gauge");
   // The same text from the counts objects (what another process could send).
   assert.equal(prometheus([...a.metrics(), ...b.metrics()]), text);
   assert.throws(() => prometheus([{}]), (e) => e instanceof TypeError && e.field === "sources");

@@ -25,13 +25,14 @@ impl Core {
     /// [`Core::check_detailed_buf`], this is for Rust callers and the tests): the key is the key
     /// buffer's first `key_len` bytes, the tenant the `tenant_len` bytes after them.
     pub fn check_tenant_buf(&self, key_len: usize, tenant_len: usize, now: f64, cost: f64) -> u32 {
+        let cost = cost_units(cost);
         let result = self.keys(key_len, tenant_len, |key, tenant| {
             self.limiter
-                .check_detailed(key, Some(tenant), now_ns(now), cost_units(cost))
+                .check_detailed(key, Some(tenant), now_ns(now), cost)
                 .map(|d| d.decision)
         });
         if let Ok(d) = &result {
-            self.count(0, d);
+            self.count(0, d, cost);
         }
         self.emit(result)
     }
