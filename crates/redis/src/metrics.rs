@@ -16,7 +16,11 @@
 //!   decisions made while Redis is marked down, until the next probe, are counted as
 //!   decisions by `fallback`, not as failures: no call was made);
 //! * `tollgate_wait_duration_seconds` by wait result (`admitted`, `gave_up`): how long
-//!   `acquire`'s callers waited.
+//!   `acquire`'s callers waited;
+//! * `tollgate_concurrency_in_use`, for limits with a concurrency limit: slots this process
+//!   took by admissions (whatever decided them) and has not given back by a
+//!   [`release`](crate::RedisLimiter::release) that succeeded (a slot whose release failed
+//!   stays counted; in Redis its lease frees it).
 //!
 //! The names are the model's Prometheus forms ([`tollgate::metrics::INSTRUMENTS`]), written
 //! by the core's mapping onto the facade ([`tollgate::metrics::facade`], shared with
@@ -37,12 +41,16 @@ pub use tollgate::metrics::facade::{describe, wait_buckets};
 pub(crate) struct Recorded {
     series: PolicySeries,
     behaviour: Behaviour,
+    /// Whether admissions take slots (the limits hold a concurrency limit).
+    slots: bool,
 }
 
 impl Recorded {
-    /// The series of the limiter of `policy` whose store failures `fallback` decides.
-    pub(crate) fn new(policy: &str, fallback: &Fallback) -> Recorded {
+    /// The series of the limiter of `policy` whose store failures `fallback` decides;
+    /// `slots` when its admissions take slots of a concurrency limit.
+    pub(crate) fn new(policy: &str, fallback: &Fallback, slots: bool) -> Recorded {
         Recorded {
+            slots,
             series: PolicySeries::new(policy, None),
             behaviour: match fallback {
                 Fallback::Open => Behaviour::Open,
@@ -52,14 +60,25 @@ impl Recorded {
         }
     }
 
-    /// Counts a decision made at `source`.
-    pub(crate) fn decision(&self, decision: &Decision, source: Source) {
+    /// Counts a decision for a request of `cost` made at `source` (and the slots an
+    /// admission took).
+    pub(crate) fn decision(&self, decision: &Decision, source: Source, cost: u64) {
         let source = match source {
             Source::Redis => tollgate::metrics::Source::Store,
             Source::DenyCache => tollgate::metrics::Source::DenyCache,
             Source::Fallback(_) => tollgate::metrics::Source::Fallback,
         };
         self.series.decision(decision, false, source);
+        if self.slots && decision.allowed {
+            self.series.slots_taken(cost);
+        }
+    }
+
+    /// `cost` slots given back by a release.
+    pub(crate) fn released(&self, cost: u64) {
+        if self.slots {
+            self.series.slots_given_back(cost);
+        }
     }
 
     /// Counts a failed call to Redis, after which the declared fallback decides.

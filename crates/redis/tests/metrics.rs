@@ -13,7 +13,7 @@ use std::time::Duration;
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use prometheus_parse::{Scrape, Value};
 use support::Server;
-use tollgate::metrics::{DECISIONS, NEAR_LIMIT, STORE_FAILURES, WAIT_DURATION};
+use tollgate::metrics::{CONCURRENCY_IN_USE, DECISIONS, NEAR_LIMIT, STORE_FAILURES, WAIT_DURATION};
 use tollgate::store::Limits;
 use tollgate_redis::{Error, Fallback, Options, RedisLimiter};
 
@@ -212,4 +212,48 @@ async fn waits_by_result() {
     assert_eq!(waits("gave_up"), 1.0);
     assert_eq!(decisions(&s, "admitted", "store"), 1.0);
     assert_eq!(decisions(&s, "denied", "store"), 1.0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrency_in_use_by_admissions_and_releases() {
+    let server = Server::start();
+    let l = limiter(
+        &server,
+        "concurrency 4",
+        Options::new("in-use", Fallback::Closed),
+    )
+    .await;
+    let in_use = || {
+        get(
+            &scrape("in-use"),
+            &format!("{}{{}}", CONCURRENCY_IN_USE.prometheus),
+        )
+    };
+    assert!(l.check("a", 1).await.unwrap().decision.allowed);
+    assert!(l.check("a", 2).await.unwrap().decision.allowed);
+    // 3 of 4 held: a denial takes nothing.
+    assert!(!l.check("a", 2).await.unwrap().decision.allowed);
+    let o = l
+        .acquire("b", None, 1, Duration::from_secs(1))
+        .await
+        .unwrap();
+    assert!(o.decision.allowed);
+    assert_eq!(in_use(), 4.0);
+    l.release("a", 2).await.unwrap();
+    l.release("b", 1).await.unwrap();
+    assert_eq!(in_use(), 1.0);
+    // A limiter without a concurrency limit has no gauge.
+    let plain = limiter(
+        &server,
+        "fixed-window 5/hour",
+        Options::new("no-slots", Fallback::Closed),
+    )
+    .await;
+    plain.check("a", 1).await.unwrap();
+    let s = scrape("no-slots");
+    assert!(
+        !s.keys()
+            .any(|k| k.starts_with(CONCURRENCY_IN_USE.prometheus)),
+        "{s:#?}"
+    );
 }

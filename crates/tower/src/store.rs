@@ -279,7 +279,7 @@ where
             let this = self.clone();
             let key = key.to_string();
             runtime.spawn(async move {
-                let _ = tollgate_redis::RedisLimiter::release(&this, &key, cost).await;
+                let _ = this.release_uncounted(&key, cost).await;
             });
         }
     }
@@ -325,7 +325,7 @@ where
         // The caller is gone: nothing will hold these slots, so give them back.
         if let Err(Ok(o)) = answer.send(outcome) {
             if o.decision.allowed {
-                let _ = tollgate_redis::RedisLimiter::release(&this, &key, cost).await;
+                let _ = this.release_uncounted(&key, cost).await;
             }
         }
     });

@@ -280,9 +280,10 @@ export interface Counts {
   wait: { admitted: WaitHistogram; gaveUp: WaitHistogram };
   /**
    * Slots of a concurrency limit held now: taken by admissions (`check`, `allow`,
-   * `checkDetailed`, `acquire`), given back by `release`. On a `Limiter` with a concurrency
-   * limit, in its first series (one gauge for the limiter, whatever the route); absent
-   * otherwise, and from `RedisLimiter` (not reported there yet).
+   * `checkDetailed`, `acquire`), given back by `release`. On a `Limiter` or `RedisLimiter`
+   * with a concurrency limit, in its first series (one gauge for the limiter, whatever the
+   * route; a `RedisLimiter` counts this process's slots, given back by a release that
+   * succeeded); absent otherwise.
    */
   concurrencyInUse?: number;
 }

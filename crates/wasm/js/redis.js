@@ -111,7 +111,7 @@ export class RedisLimiter {
     if (cost > this.#capacity) this.#limits.checkCost(cost, group.tenant);
     const remembered = this.#rounds.remembered(group, cost);
     if (remembered !== undefined) {
-      this.#limits.record(DENY_CACHE, false, remembered.limit, remembered.remaining);
+      this.#limits.record(DENY_CACHE, false, remembered.limit, remembered.remaining, cost);
       return remembered;
     }
     return this.#rounds.submit(group, OP_CHECK, cost);
@@ -163,16 +163,16 @@ export class RedisLimiter {
         wait: timers?.sleep,
       });
     } catch (e) {
-      if (e instanceof WaitTimeoutError) this.#waited(source, false, clock() - start);
+      if (e instanceof WaitTimeoutError) this.#waited(source, false, clock() - start, cost);
       throw e;
     }
-    this.#waited(d.source, true, clock() - start, d);
+    this.#waited(d.source, true, clock() - start, cost, d);
     return d;
   }
 
-  /** Counts a finished wait (one decision at `source`, and the histogram) and tells the listeners. */
-  #waited(source, admitted, ms, d) {
-    this.#limits.waited(sourceIndex(source), admitted, ms, d?.limit ?? 0, d?.remaining ?? 0);
+  /** Counts a finished wait of `cost` (one decision at `source`, the histogram, the slots taken) and tells the listeners. */
+  #waited(source, admitted, ms, cost, d) {
+    this.#limits.waited(sourceIndex(source), admitted, ms, d?.limit ?? 0, d?.remaining ?? 0, cost);
     notifyWait(this[WAIT_LISTENERS], admitted, ms, undefined);
   }
 
@@ -189,7 +189,9 @@ export class RedisLimiter {
 
   /** Gives back `cost` (default 1) slots of the concurrency limits for `key`. */
   async release(key, options) {
-    await this.#rounds.submit(this.#group(key, undefined), OP_RELEASE, this.#cost(options?.cost));
+    const cost = this.#cost(options?.cost);
+    await this.#rounds.submit(this.#group(key, undefined), OP_RELEASE, cost);
+    this.#limits.released(cost);
   }
 
   /** Forgets `key` in every limit of the stack (tenant windows expire by themselves); whether anything was stored. */
@@ -217,7 +219,8 @@ export class RedisLimiter {
    * One counts object, in an array.
    */
   metrics() {
-    return [countsObject(this.#o.name, undefined, this.#limits.counts())];
+    const inUse = this.#limits.concurrencyInUse(); // -1: no concurrency limit
+    return [countsObject(this.#o.name, undefined, this.#limits.counts(), inUse < 0 ? undefined : inUse)];
   }
 
   /** `metrics()` as Prometheus text (the core's names and rendering). */

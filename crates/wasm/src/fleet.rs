@@ -78,6 +78,8 @@ pub struct FleetLimits {
     /// The limiter's counts ([`crate::metrics`]), told by JavaScript, which knows where each
     /// decision came from and which calls failed.
     tally: RefCell<Tally>,
+    /// Slots this process took by admissions and has not given back yet.
+    in_use: crate::metrics::InUse,
 }
 
 /// [`FleetLimits::decide`]'s input and output, reused from call to call.
@@ -112,7 +114,6 @@ impl FleetLimits {
     fn with(limits: Limits, local_max_keys: Option<f64>) -> Result<FleetLimits, JsValue> {
         Ok(FleetLimits {
             local: local_limiter(&limits, local_max_keys)?,
-            limits,
             errors: RefCell::new(Vec::new()),
             io: RefCell::new(Io::default()),
             ttl: Cell::new(Some(Ttl {
@@ -122,6 +123,8 @@ impl FleetLimits {
             ids: RefCell::new(fastrand::Rng::with_seed(getrandom::u64().unwrap_or(0))),
             denials: RefCell::new(DenyCache::new(MAX_DENIALS)),
             tally: RefCell::default(),
+            in_use: crate::metrics::InUse::new(limits.holds_slots()),
+            limits,
         })
     }
     /// One policy (a string or a `PolicyObject`). `localMaxKeys`: the size of the `local`

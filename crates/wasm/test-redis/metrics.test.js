@@ -115,3 +115,27 @@ test("Redis stopped: every fallback decision counted as such, one failed call pe
     await s.stop();
   }
 });
+
+test("concurrency in use: slots this process took by admissions (check, acquire), given back by release", async () => {
+  const s = await Server.start();
+  const clients = [];
+  try {
+    const l = new RedisLimiter(await ioredis(s, clients), "concurrency 4", { namespace: "slots", fallback: "closed", name: "uploads" });
+    assert.equal((await l.check("a")).allowed, true);
+    assert.equal((await l.check("a", { cost: 2 })).allowed, true);
+    assert.equal((await l.check("a", { cost: 2 })).allowed, false, "3 of 4 held: a denial takes nothing");
+    await l.acquire("b", { maxWait: 1000 });
+    assert.equal(l.metrics()[0].concurrencyInUse, 4);
+    await l.release("a", { cost: 2 });
+    await l.release("b");
+    assert.equal(l.metrics()[0].concurrencyInUse, 1);
+    assert.ok(prometheus(l).split("\n").includes('tollgate_concurrency_in_use{tollgate_policy="uploads"} 1'), prometheus(l));
+    // Without a concurrency limit there is no gauge.
+    const plain = new RedisLimiter(await ioredis(s, clients), "fixed-window 5/hour", { namespace: "plain", fallback: "closed" });
+    await plain.check("a");
+    assert.equal(plain.metrics()[0].concurrencyInUse, undefined);
+  } finally {
+    await closeAll(clients);
+    await s.stop();
+  }
+});

@@ -176,6 +176,7 @@ where
                 .as_deref()
                 .unwrap_or(&options.namespace),
             &options.fallback,
+            limits.holds_slots(),
         );
         Ok(RedisLimiter {
             inner: Arc::new(Inner {
@@ -226,7 +227,7 @@ where
         #[cfg(feature = "metrics")]
         self.inner
             .metrics
-            .decision(&outcome.decision, outcome.source);
+            .decision(&outcome.decision, outcome.source, cost);
         Ok(outcome)
     }
 
@@ -262,6 +263,17 @@ where
     /// Releases `cost` slots of every concurrency limit for `key` (a request that acquired
     /// them finished).
     pub async fn release(&self, key: &str, cost: u64) -> Result<(), Error> {
+        self.release_uncounted(key, cost).await?;
+        #[cfg(feature = "metrics")]
+        self.inner.metrics.released(cost);
+        Ok(())
+    }
+
+    /// [`RedisLimiter::release`] for a front end that counts the slots in its own metrics
+    /// (`tollgate-tower`, which takes them with
+    /// [`check_tenant_uncounted`](Self::check_tenant_uncounted)).
+    #[doc(hidden)]
+    pub async fn release_uncounted(&self, key: &str, cost: u64) -> Result<(), Error> {
         self.submit(self.group(key, None), Op::Release(cost))
             .await
             .map(|_| ())

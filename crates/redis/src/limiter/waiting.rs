@@ -76,7 +76,7 @@ where
             let m = &self.inner.metrics;
             match &turn {
                 Turn::Admitted(o) => {
-                    m.decision(&o.decision, o.source);
+                    m.decision(&o.decision, o.source, cost);
                     let waited = self.inner.wait_clock().saturating_sub(start);
                     m.wait(WaitResult::Admitted, waited);
                 }
@@ -85,7 +85,7 @@ where
                         allowed: false,
                         ..Decision::default()
                     };
-                    m.decision(&denied, *last.lock().unwrap());
+                    m.decision(&denied, *last.lock().unwrap(), cost);
                     m.wait(WaitResult::GaveUp, *waited);
                 }
             }

@@ -210,7 +210,7 @@ export class Rounds {
       this.#stats.redis++;
       if (!d.allowed) this.#remember(group, p.cost, sent, out.slice(from, to));
     }
-    if (p.kind === OP_CHECK) this.#limits.record(STORE, d.allowed, d.limit, d.remaining);
+    if (p.kind === OP_CHECK) this.#limits.record(STORE, d.allowed, d.limit, d.remaining, p.cost);
     p.resolve(d);
   }
 
@@ -264,7 +264,7 @@ export class Rounds {
         }
         if (p.kind === OP_CHECK || p.kind === OP_ACQUIRE) this.#stats.fallback++;
         const d = fallbackDecision(this.#limits, this.#o.fallback, this.#o.probeEvery, performance.now() - this.#epoch, group, p.cost, why, p.maxDelay);
-        if (p.kind === OP_CHECK) this.#limits.record(FALLBACK, d.allowed, d.limit, d.remaining);
+        if (p.kind === OP_CHECK) this.#limits.record(FALLBACK, d.allowed, d.limit, d.remaining, p.cost);
         p.resolve(d);
       } catch (e) {
         p.reject(e);

@@ -9,12 +9,25 @@ use crate::metrics;
 
 #[wasm_bindgen]
 impl FleetLimits {
-    /// Counts a decision made at source `source` (its index in
+    /// Counts a decision for a request of `cost` made at source `source` (its index in
     /// [`tollgate::metrics::Source::ALL`]: store, deny cache, fallback), sorted by the core
-    /// from its `allowed`, `limit` and `remaining`.
-    pub fn record(&self, source: u32, allowed: bool, limit: f64, remaining: f64) {
+    /// from its `allowed`, `limit` and `remaining` (and the slots an admission took).
+    pub fn record(&self, source: u32, allowed: bool, limit: f64, remaining: f64, cost: f64) {
         let t = &mut *self.tally.borrow_mut();
         metrics::decision(t, metrics::source(source), allowed, limit, remaining);
+        self.in_use.decided(allowed, cost as u64);
+    }
+
+    /// Counts `cost` slots given back by a release that succeeded.
+    pub fn released(&self, cost: f64) {
+        self.in_use.released(cost as u64);
+    }
+
+    /// Slots of the concurrency limits this process holds now
+    /// ([`metrics::InUse::get`]; -1 without one).
+    #[wasm_bindgen(js_name = concurrencyInUse)]
+    pub fn concurrency_in_use(&self) -> f64 {
+        self.in_use.get()
     }
 
     /// Counts a failed store call after which the declared behaviour `behaviour` decided
@@ -28,9 +41,19 @@ impl FleetLimits {
         }
     }
 
-    /// Counts a finished `acquire`: admitted at source `source` after `waited` ms with the
-    /// admitting decision's `limit` and `remaining`, or given up.
-    pub fn waited(&self, source: u32, admitted: bool, waited: f64, limit: f64, remaining: f64) {
+    /// Counts a finished `acquire` of `cost`: admitted at source `source` after `waited` ms
+    /// with the admitting decision's `limit` and `remaining` (and its slots taken), or given
+    /// up.
+    pub fn waited(
+        &self,
+        source: u32,
+        admitted: bool,
+        waited: f64,
+        limit: f64,
+        remaining: f64,
+        cost: f64,
+    ) {
+        self.in_use.decided(admitted, cost as u64);
         let t = &mut *self.tally.borrow_mut();
         metrics::wait(
             t,
