@@ -3,9 +3,9 @@
 // (`callBuffer`, `status`) that answers every command at once with a reply recorded from a
 // real redis-server (bench/redis-replies.json). No socket, no server, no other process: what
 // is left is this package's JavaScript, its wasm calls and the promise plumbing of a client.
-// scripts/counts.sh --npm runs it under valgrind (Node's instructions, made deterministic
+// bench/redis-counts.sh runs it under valgrind (Node's instructions, made deterministic
 // with V8's --predictable and --single-threaded; PERF.md), at N and 2N checks after the same
-// set-up: the difference over N is one check.
+// set-up: the difference over N is one check. (Not scripts/counts.sh: not held by CI.)
 //
 //   node bench/redis-counts.js PATH N [--warm W] [--pkg DIR]   N checks on PATH (prints nothing; exits 1
 //                                                   if a check was not admitted by "redis")
