@@ -83,7 +83,7 @@ impl Core {
         self.in_use.decided(decision.allowed, cost);
     }
 
-    /// Slots of the concurrency limit held now ([`metrics::InUse::get`]; -1 without one).
+    /// Slots of the concurrency limit held now (`metrics::InUse::get`; -1 without one).
     #[wasm_bindgen(js_name = concurrencyInUse)]
     pub fn concurrency_in_use(&self) -> f64 {
         self.in_use.get()

@@ -24,7 +24,7 @@ impl FleetLimits {
     }
 
     /// Slots of the concurrency limits this process holds now
-    /// ([`metrics::InUse::get`]; -1 without one).
+    /// (`metrics::InUse::get`; -1 without one).
     #[wasm_bindgen(js_name = concurrencyInUse)]
     pub fn concurrency_in_use(&self) -> f64 {
         self.in_use.get()
