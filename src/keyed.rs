@@ -376,6 +376,13 @@ impl<K: Hash + Eq + Clone> KeyedLimiter<K> {
             .collect()
     }
 
+    /// Whether an admitted request holds slots until it is released: one of the stack's
+    /// policies is a concurrency limit (what [`KeyedLimiter::release`] gives back; never a
+    /// fair share's tenant window, as [`crate::store::Limits::holds_slots`]).
+    pub fn holds_slots(&self) -> bool {
+        self.layers.iter().any(|s| s.policy.holds_slots())
+    }
+
     /// The largest cost any request can have (the smallest capacity in the stack).
     pub fn capacity(&self) -> u64 {
         self.policies().iter().map(|p| p.limit()).min().unwrap_or(0)
@@ -562,7 +569,7 @@ impl<K: Hash + Eq + Clone> KeyedLimiter<K> {
     {
         let mut any = false;
         for store in &self.layers {
-            if store.policy.algorithm() == crate::Algorithm::Concurrency {
+            if store.policy.holds_slots() {
                 let mut held = Held::get(store, key);
                 held.state = release(&store.policy, held.state.take(), cost)?;
                 held.put(|| key.to_owned());

@@ -371,6 +371,12 @@ impl Policy {
         }
     }
 
+    /// Whether an admission holds slots until it is released: a concurrency limit (the
+    /// only algorithm that [`crate::release`] applies to; every other one is freed by time).
+    pub const fn holds_slots(&self) -> bool {
+        matches!(self, Policy::Concurrency(_))
+    }
+
     /// The most a key can hold, reported as [`crate::Decision::limit`]: the capacity of a
     /// bucket, the limit of a window, the maximum in flight. No single cost may exceed it.
     pub const fn limit(&self) -> u64 {

@@ -236,3 +236,26 @@ fn admit_gives_the_short_answer_of_check() {
         );
     }
 }
+
+#[test]
+fn holds_slots_when_a_layer_is_a_concurrency_limit_and_release_gives_back_only_those() {
+    let window: KeyedLimiter = KeyedLimiter::new(policy("10/s"), nz(10));
+    assert!(!window.holds_slots());
+    assert!(window.release("a", 1).is_err(), "nothing to release");
+
+    let stack = KeyedLimiter::stack(&[policy("10/s"), policy("concurrency 2")], nz(10)).unwrap();
+    assert!(stack.holds_slots());
+    assert!(stack.check("a", 0, 2).unwrap().allowed);
+    assert!(!stack.check("a", 0, 1).unwrap().allowed, "both slots held");
+    stack.release("a", 1).unwrap();
+    assert!(
+        stack.check("a", 0, 1).unwrap().allowed,
+        "the released slot is free again"
+    );
+
+    // A fair share's tenant window never holds slots: a release reaches the shared policy only.
+    let fair = FairShare::new(policy("concurrency 4"), policy("concurrency 2")).unwrap();
+    assert!(KeyedLimiter::<String>::fair_share(fair, nz(10)).holds_slots());
+    let fair = FairShare::new(policy("100/s"), policy("concurrency 2")).unwrap();
+    assert!(!KeyedLimiter::<String>::fair_share(fair, nz(10)).holds_slots());
+}

@@ -13,7 +13,7 @@ use crate::keyed::KeyedLimiter;
 #[cfg(feature = "acquire")]
 use crate::keyed::{AcquireError, Wait};
 use crate::stack::StackDecision;
-use crate::{Algorithm, DecideError, Decision, Nanos};
+use crate::{DecideError, Decision, Nanos};
 
 /// A [`KeyedLimiter`] that records every decision it makes on the
 /// [`metrics`](https://docs.rs/metrics) facade (feature `metrics`), under the model's names
@@ -98,10 +98,7 @@ impl<K: Hash + Eq + Clone> Metered<K> {
     }
 
     fn with_series(limiter: KeyedLimiter<K>, series: PolicySeries) -> Self {
-        let slots = limiter
-            .policies()
-            .iter()
-            .any(|p| p.algorithm() == Algorithm::Concurrency);
+        let slots = limiter.holds_slots();
         Metered {
             limiter,
             series,

@@ -60,7 +60,7 @@ use alloc::vec::Vec;
 
 use crate::fair_share::{skips_tenant_window, FairShare};
 use crate::stack::StackDecision;
-use crate::{Algorithm, DecideError, Decision, Field, Nanos, Policy, PolicyError, Rule, State};
+use crate::{DecideError, Decision, Field, Nanos, Policy, PolicyError, Rule, State};
 
 mod bytes;
 mod deny;
@@ -171,9 +171,7 @@ impl Limits {
     /// policies is a concurrency limit. (A release reaches the stack's policies only, never
     /// a fair share's tenant window.)
     pub fn holds_slots(&self) -> bool {
-        self.layers
-            .iter()
-            .any(|p| p.algorithm() == Algorithm::Concurrency)
+        self.layers.iter().any(Policy::holds_slots)
     }
 
     /// The largest cost any request can have (the smallest capacity).
@@ -375,7 +373,7 @@ impl<'a> Batch<'a> {
     pub fn release(&mut self, cost: u64) -> bool {
         let mut any = false;
         for (policy, state) in self.policies.iter().zip(self.states.iter_mut()) {
-            if policy.algorithm() == Algorithm::Concurrency {
+            if policy.holds_slots() {
                 // Cannot fail: a concurrency policy, and a state of its own algorithm.
                 if let Ok(next) = crate::release(policy, state.take(), cost) {
                     *state = next;
@@ -431,7 +429,7 @@ impl crate::stack::Stack for Batch<'_> {
 /// `reset_after` of a request that spends nothing. `None` for a concurrency count (no clock
 /// frees a slot).
 pub fn fresh_after(policy: &Policy, state: &State, now: Nanos) -> Option<Nanos> {
-    if policy.algorithm() == Algorithm::Concurrency {
+    if policy.holds_slots() {
         return None;
     }
     crate::decide(policy, Some(state.clone()), now, 0)

@@ -9,7 +9,7 @@ use std::cell::{Cell, RefCell};
 use tollgate::fair_share::FairShare;
 use tollgate::keyed::KeyedLimiter;
 use tollgate::metrics::{Source, Tally};
-use tollgate::{Algorithm, DecideError, Decision, Policy};
+use tollgate::{DecideError, Decision, Policy};
 use wasm_bindgen::prelude::*;
 
 use crate::wait::keeps_within;
@@ -55,14 +55,14 @@ impl Core {
     /// A core over `limiter`; `slots` when one of its policies is a concurrency limit (told
     /// by the constructors, which have the policies at hand: asking the limiter for its
     /// policies' copies made the `.wasm` 60 bytes larger gzipped, measured 2026-12-05).
-    fn with(limiter: KeyedLimiter<String>, slots: bool) -> Core {
+    fn with(limiter: KeyedLimiter<String>) -> Core {
         Core {
             out: Box::default(),
             key: RefCell::new(vec![0; KEY_MAX].into_boxed_slice()),
             error: RefCell::new(None),
             fair_share: false,
             tallies: RefCell::new(vec![Tally::default()]),
-            in_use: metrics::InUse::new(slots),
+            in_use: metrics::InUse::new(limiter.holds_slots()),
             limiter,
         }
     }
@@ -128,11 +128,7 @@ impl Core {
     /// A limiter with one policy (a string or a `PolicyObject`).
     pub fn single(policy: &JsValue, max_keys_: f64) -> Result<Core, JsValue> {
         let policy = spec::policy(policy)?;
-        let slots = takes_slots(&policy);
-        Ok(Core::with(
-            KeyedLimiter::new(policy, max_keys(max_keys_)?),
-            slots,
-        ))
+        Ok(Core::with(KeyedLimiter::new(policy, max_keys(max_keys_)?)))
     }
 
     /// An all-or-nothing stack of policies.
@@ -141,9 +137,8 @@ impl Core {
             .iter()
             .map(spec::policy)
             .collect::<Result<Vec<Policy>, JsValue>>()?;
-        let slots = policies.iter().any(takes_slots);
         KeyedLimiter::stack(&policies, max_keys(max_keys_)?)
-            .map(|limiter| Core::with(limiter, slots))
+            .map(Core::with)
             .map_err(|e| errors::policy_error(&e))
     }
 
@@ -151,10 +146,8 @@ impl Core {
     #[wasm_bindgen(js_name = fairShare)]
     pub fn fair_share(shared: &JsValue, tenant: &JsValue, max_keys_: f64) -> Result<Core, JsValue> {
         let (shared, tenant) = (spec::policy(shared)?, spec::policy(tenant)?);
-        // A release reaches the shared policy only (as `Limits::holds_slots` says).
-        let slots = takes_slots(&shared);
         let fair = FairShare::new(shared, tenant).map_err(|e| errors::policy_error(&e))?;
-        let mut core = Core::with(KeyedLimiter::fair_share(fair, max_keys(max_keys_)?), slots);
+        let mut core = Core::with(KeyedLimiter::fair_share(fair, max_keys(max_keys_)?));
         core.fair_share = true;
         Ok(core)
     }
@@ -375,9 +368,4 @@ impl Core {
             None => JsValue::UNDEFINED,
         }
     }
-}
-
-/// Whether `policy` is a concurrency limit (its admissions take slots).
-fn takes_slots(policy: &Policy) -> bool {
-    policy.algorithm() == Algorithm::Concurrency
 }
