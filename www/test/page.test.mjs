@@ -385,13 +385,17 @@ test("guided experiments: load the trace into the playground and answer with the
   assert.equal(await page.inputValue("#algorithm"), "fixed-window");
   assert.equal(await page.isChecked("input[name=speed][value='0.25']"), true);
   assert.equal(await page.getAttribute("#play", "aria-pressed"), "true");
-  await (await boundary.$("summary")).click();
-  const answer = await (await boundary.$(".numbers-line")).textContent();
-  assert.match(answer, /Fixed window 20, Sliding log 10/);
+  // The answer's numbers are written by the details' toggle event, which the browser
+  // dispatches as a task after the click: wait for them rather than read at once.
+  const answerOf = async (li) => {
+    await (await li.$("summary")).click();
+    await page.waitForFunction((el) => el.querySelector(".numbers-line").textContent !== "", li, { timeout: 5_000 });
+    return (await li.$(".numbers-line")).textContent();
+  };
+  assert.match(await answerOf(boundary), /Fixed window 20, Sliding log 10/);
   await boundary.screenshot({ path: join(shots, "experiment-boundary.png") });
   const guess = await page.$("#guided li[data-experiment=guess]");
-  await (await guess.$("summary")).click();
-  assert.match(await (await guess.$(".numbers-line")).textContent(), /Sliding counter 15/);
+  assert.match(await answerOf(guess), /Sliding counter 15/);
   assert.equal(await page.$$eval("#choose-table tbody tr", (rs) => rs.length), 6);
 });
 
