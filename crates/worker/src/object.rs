@@ -84,6 +84,10 @@ pub struct Limiter {
     pending_in_use: RefCell<Option<InUse>>,
     /// The version of the slots in use the stats object acknowledged (0: none this life).
     reported: Cell<u64>,
+    /// Whether the `leases` table was read since the object started.
+    leases_scanned: Cell<bool>,
+    /// No lease expires before this (ms), as far as the object knows (`None`: none held).
+    leases_next: Cell<Option<u64>>,
     /// When the last call arrived (ms, the object's clock).
     last_call_ms: Cell<u64>,
 }
@@ -153,6 +157,12 @@ impl Limiter {
         let in_use = self.pending_in_use.borrow_mut().take();
         if pending.is_empty() && leases.is_empty() && in_use.is_none() {
             return Ok(());
+        }
+        // The alarm frees expired leases no sooner than the earliest it knows of.
+        let granted = leases.values().filter_map(|l| lease::next_expiry(l)).min();
+        if let Some(t) = granted {
+            let next = self.leases_next.get().map_or(t, |n| n.min(t));
+            self.leases_next.set(Some(next));
         }
         let sql = self.sql().map_err(|e| e.to_string())?;
         let (earliest, error) = write_pending(sql, pending, leases, in_use);
@@ -240,21 +250,31 @@ impl Limiter {
             .is_some_and(|u| u.version > self.reported.get())
     }
 
-    /// Frees the expired leases of every slot (their policy is stored with them), and
-    /// answers when the next lease expires.
+    /// Frees the expired leases of every slot (their policy is stored with them) when one
+    /// may be due, and answers when the next lease expires. Reads the `leases` table only
+    /// then: after a start, and once the earliest expiry known is reached (leases granted
+    /// since are counted in by [`Limiter::flush`]).
     fn expire_leases(&self, now: u64) -> worker::Result<Option<u64>> {
-        let stored = all_leases(self.sql()?)?;
+        if self.leases_scanned.get() && self.leases_next.get().is_none_or(|t| t > now) {
+            return Ok(self.leases_next.get());
+        }
         let mut due = Vec::new();
         let mut next: Option<u64> = None;
-        for (slot, leases) in stored {
-            let Some(first) = lease::next_expiry(&leases) else {
+        for (slot, leases) in all_leases(self.sql()?)? {
+            // Stored before leases named their policy: freed by the next call instead.
+            let Some(policy) = leases.iter().find_map(|l| l.policy) else {
                 continue;
             };
-            match leases.iter().find_map(|l| l.policy) {
-                Some(policy) if first <= now => due.push(Limit { slot, policy }),
-                // Stored before leases named their policy: freed by the next call instead.
-                None => {}
-                Some(_) => next = Some(next.map_or(first, |n| n.min(first))),
+            let later = leases
+                .iter()
+                .map(|l| l.expires_ms)
+                .filter(|&t| t > now)
+                .min();
+            if let Some(t) = later {
+                next = Some(next.map_or(t, |n| n.min(t)));
+            }
+            if lease::next_expiry(&leases).is_some_and(|t| t <= now) {
+                due.push(Limit { slot, policy });
             }
         }
         if !due.is_empty() {
@@ -266,13 +286,9 @@ impl Limiter {
                 return Err(worker::Error::RustError(format!("storage error: {e}")));
             }
             self.flush().map_err(worker::Error::RustError)?;
-            // A slot still leased after the sweep expires later: look again then.
-            for (_, leases) in all_leases(self.sql()?)? {
-                if let Some(first) = lease::next_expiry(&leases).filter(|&t| t > now) {
-                    next = Some(next.map_or(first, |n| n.min(first)));
-                }
-            }
         }
+        self.leases_scanned.set(true);
+        self.leases_next.set(next);
         Ok(next)
     }
 
@@ -371,6 +387,8 @@ impl DurableObject for Limiter {
             pending_leases: RefCell::new(HashMap::new()),
             pending_in_use: RefCell::new(None),
             reported: Cell::new(0),
+            leases_scanned: Cell::new(false),
+            leases_next: Cell::new(None),
             last_call_ms: Cell::new(0),
         }
     }
