@@ -26,9 +26,10 @@
 //!   clock and concurrency counts are never swept (a count is deleted when released to 0).
 //! * **Slots in use, reported.** The object keeps its slots in use by policy and route
 //!   ([`crate::in_use`]), written in the same commit as the states. Once they change, the
-//!   alarm (within [`REPORT_AFTER_MS`]) reports them whole to the stats object, and frees
-//!   expired leases that no call would free (then reports again); a failed report is
-//!   retried [`REPORT_RETRY_MS`] later with the totals of then, which carry every change.
+//!   alarm ([`REPORT_AFTER_MS`] later) frees the expired leases no call would free, then
+//!   reports the totals whole to the stats object; the alarm also comes back when the next
+//!   lease expires. A failed report is retried [`REPORT_RETRY_MS`] later with the totals of
+//!   then, which carry every change (the stats object keeps each object's newest report).
 
 use std::cell::{Cell, OnceCell, RefCell};
 use std::collections::HashMap;
