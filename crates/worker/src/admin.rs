@@ -54,15 +54,15 @@ pub async fn handle(
 async fn stats_answer(env: &Env, cfg: &Config) -> worker::Result<Response> {
     let deny = denial::entries();
     let body = match stats::report(env, cfg.settings.timeout_ms).await {
-        Ok(totals) => json!({
+        Ok((totals, in_use)) => json!({
             "scope": "global",
-            "policies": counters::by_policy(&totals),
+            "policies": counters::by_policy(&totals, &in_use),
             "denyCacheEntries": deny,
         }),
         Err(f) => json!({
             "scope": "isolate",
             "error": format!("stats object {f}; these are this isolate's unreported counts"),
-            "policies": counters::by_policy(&stats::unreported()),
+            "policies": counters::by_policy(&stats::unreported(), &[]),
             "denyCacheEntries": deny,
         }),
     };
@@ -74,8 +74,8 @@ async fn stats_answer(env: &Env, cfg: &Config) -> worker::Result<Response> {
 /// fails (503): this isolate's share alone would make the counters go down.
 async fn metrics_answer(env: &Env, cfg: &Config) -> worker::Result<Response> {
     match stats::report(env, cfg.settings.timeout_ms).await {
-        Ok(totals) => {
-            let mut resp = Response::ok(counters::prometheus(&totals))?;
+        Ok((totals, in_use)) => {
+            let mut resp = Response::ok(counters::prometheus(&totals, &in_use))?;
             resp.headers_mut()
                 .set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")?;
             Ok(resp)

@@ -118,6 +118,7 @@ pub async fn handle(
             cost: body.cost,
             lease: None,
             lease_ms: 0,
+            route: None,
             when,
         }),
         Endpoint::Peek => ObjectRequest::Peek(Peek { limits, when }),

@@ -83,6 +83,7 @@ async fn limited(req: Request, env: &Env, ctx: &Context, cfg: &Config) -> worker
         cost: route.cost,
         lease: admit::lease_for(&plan.names),
         lease_ms: cfg.settings.lease_ms,
+        route: Some(route.name.clone()),
         when: When {
             now_ms: None,
             deadline_ms: Some(lease::deadline(now_ms(), cfg.settings.timeout_ms)),

@@ -11,7 +11,9 @@
 //! its cost; a repeated or late one (after the lease expired) finds nothing and frees
 //! nothing. A lease whose release never comes (the isolate died, the release call failed)
 //! expires: the object frees it before it next decides on that slot, so a lost release
-//! holds a slot at most `settings.lease_ms`.
+//! holds a slot at most `settings.lease_ms` after its last decision on that slot, and the
+//! object's alarm frees the expired leases of slots no call decides on (so the gauge of
+//! slots in use, [`crate::in_use`], comes back down without traffic).
 //!
 //! # Deadlines
 //! The isolate waits `timeout_ms` for an answer, then degrades (503 when the route fails
@@ -21,6 +23,7 @@
 //! way back (the commit and the return trip).
 
 use serde::{Deserialize, Serialize};
+use tollgate::Policy;
 
 /// One held lease of a concurrency slot.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -31,20 +34,51 @@ pub struct Lease {
     pub cost: u64,
     /// When it expires (ms, the object's clock).
     pub expires_ms: u64,
+    /// The route that took it (the gauge's `tollgate_route`); `None` in leases stored
+    /// before routes were recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub route: Option<String>,
+    /// The slot's policy, so that the alarm can free an expired lease without a call
+    /// naming the slot; `None` in leases stored before (freed by the next call instead).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy: Option<Policy>,
 }
 
-/// Records a lease of `cost` slots for `id`, expiring `lease_ms` after `now_ms`. An id
-/// already held (a retried call) is not recorded twice: it keeps one lease.
-pub fn grant(leases: &mut Vec<Lease>, id: &str, cost: u64, now_ms: u64, lease_ms: u64) -> bool {
-    if leases.iter().any(|l| l.id == id) {
+/// What a lease is granted for: its id, cost, duration, and the route and policy it is
+/// recorded with.
+#[derive(Clone, Copy, Debug)]
+pub struct Grant<'a> {
+    /// The isolate's id for the request.
+    pub id: &'a str,
+    /// Slots held.
+    pub cost: u64,
+    /// How long it lasts (ms).
+    pub lease_ms: u64,
+    /// The route that takes it.
+    pub route: Option<&'a str>,
+    /// The slot's policy.
+    pub policy: Policy,
+}
+
+/// Records a lease as `g` says, expiring `g.lease_ms` after `now_ms`. An id already held (a
+/// retried call) is not recorded twice: it keeps one lease.
+pub fn grant(leases: &mut Vec<Lease>, g: Grant<'_>, now_ms: u64) -> bool {
+    if leases.iter().any(|l| l.id == g.id) {
         return false;
     }
     leases.push(Lease {
-        id: id.to_string(),
-        cost,
-        expires_ms: now_ms.saturating_add(lease_ms),
+        id: g.id.to_string(),
+        cost: g.cost,
+        expires_ms: now_ms.saturating_add(g.lease_ms),
+        route: g.route.map(str::to_string),
+        policy: Some(g.policy),
     });
     true
+}
+
+/// When the first of `leases` expires (ms), if any.
+pub fn next_expiry(leases: &[Lease]) -> Option<u64> {
+    leases.iter().map(|l| l.expires_ms).min()
 }
 
 /// Takes the lease `id`: the cost to release, once. `None` when there is no such lease
@@ -90,12 +124,23 @@ pub fn late(now_ms: u64, deadline_ms: Option<u64>) -> bool {
 mod tests {
     use super::*;
 
+    fn g(id: &str, cost: u64) -> Grant<'_> {
+        Grant {
+            id,
+            cost,
+            lease_ms: 1000,
+            route: Some("/r"),
+            policy: "concurrency 3".parse().unwrap(),
+        }
+    }
+
     #[test]
     fn a_release_applies_once() {
         let mut ls = Vec::new();
-        assert!(grant(&mut ls, "a", 2, 0, 1000));
-        assert!(grant(&mut ls, "b", 1, 0, 1000));
-        assert!(!grant(&mut ls, "a", 2, 0, 1000), "one lease per id");
+        assert!(grant(&mut ls, g("a", 2), 0));
+        assert!(grant(&mut ls, g("b", 1), 0));
+        assert!(!grant(&mut ls, g("a", 2), 0), "one lease per id");
+        assert_eq!(ls[0].route.as_deref(), Some("/r"));
         assert_eq!(take(&mut ls, "a"), Some(2));
         assert_eq!(take(&mut ls, "a"), None);
         assert_eq!(ls.len(), 1);
@@ -104,8 +149,9 @@ mod tests {
     #[test]
     fn a_lost_release_expires() {
         let mut ls = Vec::new();
-        grant(&mut ls, "a", 1, 0, 1000);
-        grant(&mut ls, "b", 3, 500, 1000);
+        grant(&mut ls, g("a", 1), 0);
+        grant(&mut ls, g("b", 3), 500);
+        assert_eq!(next_expiry(&ls), Some(1000));
         assert_eq!(expire(&mut ls, 999), 0);
         assert_eq!(expire(&mut ls, 1000), 1);
         assert_eq!(
@@ -113,8 +159,10 @@ mod tests {
             None,
             "expired: a late release frees nothing"
         );
+        assert_eq!(next_expiry(&ls), Some(1500));
         assert_eq!(expire(&mut ls, 2000), 3);
         assert!(ls.is_empty());
+        assert_eq!(next_expiry(&ls), None);
     }
 
     #[test]

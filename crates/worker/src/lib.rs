@@ -4,6 +4,7 @@
 pub mod answer;
 pub mod config;
 pub mod counters;
+pub mod in_use;
 pub mod keying;
 pub mod lease;
 pub mod plan;

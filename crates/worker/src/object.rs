@@ -24,6 +24,12 @@
 //! * **Swept when fresh.** Each row records when it will be back to fresh; an alarm deletes
 //!   such rows (deleting a fresh state changes no decision). States made under the test
 //!   clock and concurrency counts are never swept (a count is deleted when released to 0).
+//! * **Slots in use, reported.** The object keeps its slots in use by policy and route
+//!   ([`crate::in_use`]), written in the same commit as the states. Once they change, the
+//!   alarm ([`REPORT_AFTER_MS`] later) frees the expired leases no call would free, then
+//!   reports the totals whole to the stats object; the alarm also comes back when the next
+//!   lease expires. A failed report is retried [`REPORT_RETRY_MS`] later with the totals of
+//!   then, which carry every change (the stats object keeps each object's newest report).
 
 use std::cell::{Cell, OnceCell, RefCell};
 use std::collections::HashMap;
@@ -34,13 +40,28 @@ use worker::{
     SqlStorageValue,
 };
 
-use crate::lease::Lease;
-use crate::protocol::{ObjectRequest, ObjectResponse};
-use crate::sql_store::{write_pending, SqlStore, Write, SCHEMA};
+use crate::in_use::{self, InUse};
+use crate::lease::{self, Lease};
+use crate::protocol::{Limit, ObjectRequest, ObjectResponse};
+use crate::rpc::send_batch;
+use crate::sql_store::{all_leases, write_pending, SqlStore, Write, SCHEMA};
+use crate::stats::STATS_OBJECT;
 use crate::table::Table;
 
-/// Alarms run at most this often per object (ms): sweeping is housekeeping, not accuracy.
+/// Sweeps of fresh states run at most this often per object (ms): sweeping is
+/// housekeeping, not accuracy.
 const SWEEP_EVERY_MS: u64 = 10_000;
+
+/// A change of the slots in use is reported this long after it (ms), with every change
+/// made meanwhile (one report per object and second at most); expired leases are freed by
+/// the alarm no sooner either. How fresh the edge's `tollgate_concurrency_in_use` is.
+const REPORT_AFTER_MS: u64 = 1_000;
+
+/// A failed report is retried this long after (ms).
+const REPORT_RETRY_MS: u64 = 5_000;
+
+/// How long a report may take (ms) before it counts as failed.
+const REPORT_TIMEOUT_MS: u64 = 5_000;
 
 /// A check arriving within this long (ms) of the previous call joins a group commit; an
 /// object called less often writes at once (a one-call object never waits for a flush).
@@ -50,6 +71,7 @@ const GROUP_WINDOW_MS: u64 = 10;
 #[durable_object]
 pub struct Limiter {
     state: worker::State,
+    env: Env,
     table: RefCell<Table>,
     /// The SQL handle, once its schema exists (kept: one lookup per object, not per call).
     sql: OnceCell<SqlStorage>,
@@ -59,6 +81,14 @@ pub struct Limiter {
     pending: RefCell<HashMap<String, Write>>,
     /// Concurrency leases changed and not yet written (by slot; empty: delete).
     pending_leases: RefCell<HashMap<String, Vec<Lease>>>,
+    /// Slots in use changed and not yet written.
+    pending_in_use: RefCell<Option<InUse>>,
+    /// The version of the slots in use the stats object acknowledged (0: none this life).
+    reported: Cell<u64>,
+    /// Whether the `leases` table was read since the object started.
+    leases_scanned: Cell<bool>,
+    /// No lease expires before this (ms), as far as the object knows (`None`: none held).
+    leases_next: Cell<Option<u64>>,
     /// When the last call arrived (ms, the object's clock).
     last_call_ms: Cell<u64>,
 }
@@ -85,11 +115,15 @@ impl Limiter {
         Ok(self.sql.get_or_init(|| sql))
     }
 
-    /// Schedules the sweep, without awaiting: the output gate holds this event's answer
-    /// until the alarm is stored, like every other write.
+    /// Schedules the sweep of states fresh at `at`, at most every [`SWEEP_EVERY_MS`].
     fn schedule_sweep(&self, at: u64) {
-        let at = at.max(Date::now().as_millis() + SWEEP_EVERY_MS);
-        if self.alarm_at.get().is_some() {
+        self.schedule_alarm(at.max(Date::now().as_millis() + SWEEP_EVERY_MS));
+    }
+
+    /// Schedules the alarm at `at` unless one is due sooner, without awaiting: the output
+    /// gate holds this event's answer until the alarm is stored, like every other write.
+    fn schedule_alarm(&self, at: u64) {
+        if self.alarm_at.get().is_some_and(|t| t <= at) {
             return;
         }
         self.alarm_at.set(Some(at));
@@ -121,11 +155,18 @@ impl Limiter {
     fn flush(&self) -> Result<(), String> {
         let pending = std::mem::take(&mut *self.pending.borrow_mut());
         let leases = std::mem::take(&mut *self.pending_leases.borrow_mut());
-        if pending.is_empty() && leases.is_empty() {
+        let in_use = self.pending_in_use.borrow_mut().take();
+        if pending.is_empty() && leases.is_empty() && in_use.is_none() {
             return Ok(());
         }
+        // The alarm frees expired leases no sooner than the earliest it knows of.
+        let granted = leases.values().filter_map(|l| lease::next_expiry(l)).min();
+        if let Some(t) = granted {
+            let next = self.leases_next.get().map_or(t, |n| n.min(t));
+            self.leases_next.set(Some(next));
+        }
         let sql = self.sql().map_err(|e| e.to_string())?;
-        let (earliest, error) = write_pending(sql, pending, leases);
+        let (earliest, error) = write_pending(sql, pending, leases, in_use);
         if let Some(e) = error {
             console_error!("tollgate object: storage error: {e}");
             *self.table.borrow_mut() = Table::new();
@@ -159,22 +200,12 @@ impl Limiter {
             // Counts and reports read SQLite: bring it up to date first.
             self.flush()?;
         }
-        let (answers, error) = {
-            let mut pending = self.pending.borrow_mut();
-            let mut pending_leases = self.pending_leases.borrow_mut();
-            let mut store = SqlStore {
-                sql: self.sql().map_err(|e| e.to_string())?,
-                error: None,
-                pending: &mut pending,
-                pending_leases: &mut pending_leases,
-            };
-            let mut table = self.table.borrow_mut();
-            let answers: Vec<ObjectResponse> = requests
+        let (answers, error) = self.with_store(|table, store| {
+            requests
                 .iter()
-                .map(|r| table.handle(r, now, &mut store))
-                .collect();
-            (answers, store.error)
-        };
+                .map(|r| table.handle(r, now, store))
+                .collect::<Vec<ObjectResponse>>()
+        })?;
         if let Some(e) = error {
             console_error!("tollgate object: storage error: {e}");
             // Memory may be ahead of storage now: drop it, storage is the truth. Writes
@@ -185,7 +216,128 @@ impl Limiter {
         if !defer {
             self.flush()?;
         }
+        if self.unreported() {
+            self.schedule_alarm(now + REPORT_AFTER_MS);
+        }
         serde_json::to_string(&answers).map_err(|e| format!("answer: {e}"))
+    }
+
+    /// Runs `f` on the table over the SQLite store; answers its result and the store's
+    /// first error.
+    fn with_store<R>(
+        &self,
+        f: impl FnOnce(&mut Table, &mut SqlStore<'_>) -> R,
+    ) -> Result<(R, Option<String>), String> {
+        let mut pending = self.pending.borrow_mut();
+        let mut pending_leases = self.pending_leases.borrow_mut();
+        let mut pending_in_use = self.pending_in_use.borrow_mut();
+        let mut store = SqlStore {
+            sql: self.sql().map_err(|e| e.to_string())?,
+            error: None,
+            pending: &mut pending,
+            pending_leases: &mut pending_leases,
+            pending_in_use: &mut pending_in_use,
+        };
+        let mut table = self.table.borrow_mut();
+        let r = f(&mut table, &mut store);
+        Ok((r, store.error))
+    }
+
+    /// Whether the slots in use changed since the stats object last acknowledged them.
+    fn unreported(&self) -> bool {
+        let table = self.table.borrow();
+        table
+            .in_use()
+            .is_some_and(|u| u.version > self.reported.get())
+    }
+
+    /// Frees the expired leases of every slot (their policy is stored with them) when one
+    /// may be due, and answers when the next lease expires. Reads the `leases` table only
+    /// then: after a start, and once the earliest expiry known is reached (leases granted
+    /// since are counted in by [`Limiter::flush`]).
+    fn expire_leases(&self, now: u64) -> worker::Result<Option<u64>> {
+        if self.leases_scanned.get() && self.leases_next.get().is_none_or(|t| t > now) {
+            return Ok(self.leases_next.get());
+        }
+        let mut due = Vec::new();
+        let mut next: Option<u64> = None;
+        for (slot, leases) in all_leases(self.sql()?)? {
+            // Stored before leases named their policy: freed by the next call instead.
+            let Some(policy) = leases.iter().find_map(|l| l.policy) else {
+                continue;
+            };
+            let later = leases
+                .iter()
+                .map(|l| l.expires_ms)
+                .filter(|&t| t > now)
+                .min();
+            if let Some(t) = later {
+                next = Some(next.map_or(t, |n| n.min(t)));
+            }
+            if lease::next_expiry(&leases).is_some_and(|t| t <= now) {
+                due.push(Limit { slot, policy });
+            }
+        }
+        if !due.is_empty() {
+            let ((), error) = self
+                .with_store(|table, store| table.expire(&due, now, store))
+                .map_err(worker::Error::RustError)?;
+            if let Some(e) = error {
+                *self.table.borrow_mut() = Table::new();
+                return Err(worker::Error::RustError(format!("storage error: {e}")));
+            }
+            self.flush().map_err(worker::Error::RustError)?;
+        }
+        self.leases_scanned.set(true);
+        self.leases_next.set(next);
+        Ok(next)
+    }
+
+    /// Reports the slots in use to the stats object if they changed since the last
+    /// acknowledged report; on failure, schedules a retry. The report is the whole totals,
+    /// so a failed one loses nothing: the next carries its changes too.
+    async fn report_in_use(&self) {
+        let totals = {
+            let loaded = self.with_store(|table, store| table.in_use_or_load(store).clone());
+            match loaded {
+                Ok((totals, None)) => totals,
+                Ok((_, Some(e))) | Err(e) => {
+                    console_error!("tollgate object: reading slots in use: {e}");
+                    return;
+                }
+            }
+        };
+        if totals.version <= self.reported.get() {
+            return;
+        }
+        let version = totals.version;
+        let req = ObjectRequest::Report {
+            tallies: Vec::new(),
+            in_use: Some(in_use::Report {
+                object: self.state.id().to_string(),
+                in_use: totals,
+            }),
+        };
+        let sent = send_batch(
+            &self.env,
+            REPORT_TIMEOUT_MS,
+            STATS_OBJECT,
+            std::slice::from_ref(&req),
+        )
+        .await;
+        match sent.map(|mut a| a.pop()) {
+            Ok(Some(ObjectResponse::Stats { .. })) => {
+                self.reported.set(self.reported.get().max(version));
+            }
+            other => {
+                let why = match other {
+                    Err(f) => f.to_string(),
+                    Ok(a) => format!("stats object answered {a:?}"),
+                };
+                console_error!("tollgate object: slots in use report: {why}");
+                self.schedule_alarm(Date::now().as_millis() + REPORT_RETRY_MS);
+            }
+        }
     }
 }
 
@@ -211,7 +363,9 @@ impl Limiter {
     /// Whether decided states wait for [`Limiter::flush`].
     #[wasm_bindgen::prelude::wasm_bindgen(js_name = pending)]
     pub fn pending_rpc(&self) -> bool {
-        !self.pending.borrow().is_empty() || !self.pending_leases.borrow().is_empty()
+        !self.pending.borrow().is_empty()
+            || !self.pending_leases.borrow().is_empty()
+            || self.pending_in_use.borrow().is_some()
     }
 
     /// Writes the pending states (one transaction); throws the error text.
@@ -223,14 +377,19 @@ impl Limiter {
 }
 
 impl DurableObject for Limiter {
-    fn new(state: worker::State, _env: Env) -> Self {
+    fn new(state: worker::State, env: Env) -> Self {
         Limiter {
             state,
+            env,
             table: RefCell::new(Table::new()),
             sql: OnceCell::new(),
             alarm_at: Cell::new(None),
             pending: RefCell::new(HashMap::new()),
             pending_leases: RefCell::new(HashMap::new()),
+            pending_in_use: RefCell::new(None),
+            reported: Cell::new(0),
+            leases_scanned: Cell::new(false),
+            leases_next: Cell::new(None),
             last_call_ms: Cell::new(0),
         }
     }
@@ -267,6 +426,16 @@ impl DurableObject for Limiter {
         if let Some(next) = next.first().and_then(|r| r.next) {
             self.schedule_sweep(next as u64);
         }
+        // Leases no call frees, then the slots in use they held.
+        match self.expire_leases(now) {
+            Ok(Some(at)) => self.schedule_alarm(at.max(now + REPORT_AFTER_MS)),
+            Ok(None) => {}
+            Err(e) => {
+                console_error!("tollgate object: expiring leases: {e}");
+                self.schedule_alarm(now + REPORT_RETRY_MS);
+            }
+        }
+        self.report_in_use().await;
         Response::ok(format!("swept {}", swept.len()))
     }
 }

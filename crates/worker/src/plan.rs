@@ -71,6 +71,11 @@ pub fn slot(policy: &str, index: usize, key: &str) -> String {
     format!("{policy}|{index}|{key}")
 }
 
+/// The policy named in a slot (either form above; policy names have no `|`).
+pub fn policy_of_slot(slot: &str) -> &str {
+    slot.split('|').next().unwrap_or(slot)
+}
+
 /// The slot of the tenant window of policy `policy` for `key` and `tenant`.
 pub fn tenant_slot(policy: &str, key: &str, tenant: &str) -> String {
     format!("{policy}|t|{key}|{tenant}")

@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 use tollgate::{DecideError, Decision, Policy, State};
 
 use crate::counters::PolicyTally;
+use crate::in_use::{self, SeriesInUse};
 
 /// One limit of a request: where its state lives and the policy that decides it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -33,11 +34,14 @@ pub enum ObjectRequest {
     },
     /// Count the object's stored rows (admin; sees the alarm's sweeps). Touches no slot.
     Count,
-    /// Add an isolate's tallies to the object's per-policy stats and answer the totals
-    /// (the stats object).
+    /// Add an isolate's tallies to the object's per-policy stats, keep a coordinator's
+    /// slots in use, and answer the totals (the stats object).
     Report {
-        /// The isolate's tallies by policy and route.
+        /// The isolate's tallies by policy and route (empty in a coordinator's report).
         tallies: Vec<PolicyTally>,
+        /// A coordinator object's slots in use ([`crate::in_use`]); `None` from an isolate.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        in_use: Option<in_use::Report>,
     },
 }
 
@@ -69,6 +73,10 @@ pub struct Check {
     /// How long a lease lasts (ms).
     #[serde(default)]
     pub lease_ms: u64,
+    /// The route asking (`None`: the check API); its lease is counted under it in the gauge
+    /// of slots in use ([`crate::in_use`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub route: Option<String>,
     /// The test clock and the deadline.
     #[serde(default)]
     pub when: When,
@@ -141,6 +149,9 @@ pub enum ObjectResponse {
     Stats {
         /// The totals by policy and route.
         tallies: Vec<PolicyTally>,
+        /// Slots in use by policy and route: every coordinator's latest report, added up.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        in_use: Vec<SeriesInUse>,
     },
     /// The object's stored rows.
     Count {
@@ -185,6 +196,7 @@ mod tests {
             cost: 2,
             lease: Some("ab".into()),
             lease_ms: 1000,
+            route: Some("/api".into()),
             when: When {
                 now_ms: None,
                 deadline_ms: Some(5),

@@ -1,7 +1,9 @@
 //! The object's SQLite storage as the table's [`Store`]: tables `limits` (a state per slot,
 //! with when it is back to fresh), `leases` (a slot's concurrency leases) and `tallies` (the
 //! stats object's totals: a [`Tally`] per policy and route, as JSON; it replaced the
-//! `stats` table of five counters per policy, which objects made before keep, unread).
+//! `stats` table of five counters per policy, which objects made before keep, unread),
+//! `in_use` (a coordinator's own slots in use by series, one row) and `in_use_reports` (the
+//! stats object's latest report of each coordinator, [`crate::in_use`]).
 //! Writes wait in memory for the object's next flush (one commit for many calls); reads
 //! see them first.
 
@@ -13,11 +15,15 @@ use tollgate::State;
 use worker::{SqlStorage, SqlStorageValue};
 
 use crate::counters::PolicyTally;
+use crate::in_use::{self, InUse, SeriesInUse};
 use crate::lease::Lease;
 use crate::table::Store;
 
 /// The schema, created once per object.
-pub const SCHEMA: [&str; 4] = [
+pub const SCHEMA: [&str; 6] = [
+    "CREATE TABLE IF NOT EXISTS in_use (id INTEGER PRIMARY KEY, body TEXT NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS in_use_reports (object TEXT PRIMARY KEY, \
+     version INTEGER NOT NULL, body TEXT NOT NULL)",
     "CREATE TABLE IF NOT EXISTS limits (slot TEXT PRIMARY KEY, state TEXT NOT NULL, fresh_at INTEGER)",
     "CREATE INDEX IF NOT EXISTS limits_fresh_at ON limits (fresh_at)",
     "CREATE TABLE IF NOT EXISTS leases (slot TEXT PRIMARY KEY, body TEXT NOT NULL)",
@@ -46,6 +52,13 @@ pub struct SqlStore<'a> {
     pub pending: &'a mut HashMap<String, Write>,
     /// Leases changed and not yet written (by slot; empty: delete).
     pub pending_leases: &'a mut HashMap<String, Vec<Lease>>,
+    /// This object's slots in use, changed and not yet written.
+    pub pending_in_use: &'a mut Option<InUse>,
+}
+
+#[derive(Deserialize)]
+struct BodyRow {
+    body: String,
 }
 
 #[derive(Deserialize)]
@@ -65,8 +78,45 @@ struct TallyRow {
     tally: String,
 }
 
-impl Store for SqlStore<'_> {
-    fn report(&mut self, tallies: &[PolicyTally]) -> Vec<PolicyTally> {
+impl SqlStore<'_> {
+    /// Keeps a coordinator's report if newer than the one kept, and answers every kept
+    /// report added up.
+    fn keep_in_use(&mut self, report: Option<&in_use::Report>) -> Vec<SeriesInUse> {
+        if let Some(r) = report {
+            let body = serde_json::to_string(&r.in_use).unwrap_or_default();
+            // Only a newer version replaces the kept one (a repeated or late report changes
+            // nothing): the rule is `in_use::newer`, written here as the upsert's condition.
+            let version = SqlStorageValue::Integer(r.in_use.version.min(1 << 52) as i64);
+            let result = self.sql.exec(
+                "INSERT INTO in_use_reports (object, version, body) VALUES (?, ?, ?) \
+                 ON CONFLICT(object) DO UPDATE SET version = excluded.version, body = excluded.body \
+                 WHERE excluded.version > in_use_reports.version",
+                vec![r.object.as_str().into(), version, body.into()],
+            );
+            if let Err(e) = result {
+                self.error.get_or_insert(e.to_string());
+            }
+        }
+        let rows = self
+            .sql
+            .exec("SELECT body FROM in_use_reports", None)
+            .and_then(|c| c.to_array::<BodyRow>());
+        match rows {
+            Ok(rows) => {
+                let kept: Vec<InUse> = rows
+                    .iter()
+                    .filter_map(|r| serde_json::from_str(&r.body).ok())
+                    .collect();
+                in_use::sum(&kept)
+            }
+            Err(e) => {
+                self.error.get_or_insert(e.to_string());
+                Vec::new()
+            }
+        }
+    }
+
+    fn add_tallies(&mut self, tallies: &[PolicyTally]) -> Vec<PolicyTally> {
         // Read, add, write back: the object runs one call at a time, so no other report
         // interleaves. A route of `None` (the check API) is stored as the empty string.
         for t in tallies {
@@ -129,6 +179,44 @@ impl Store for SqlStore<'_> {
                 Vec::new()
             }
         }
+    }
+}
+
+impl Store for SqlStore<'_> {
+    fn report(
+        &mut self,
+        tallies: &[PolicyTally],
+        in_use: Option<&in_use::Report>,
+    ) -> (Vec<PolicyTally>, Vec<SeriesInUse>) {
+        (self.add_tallies(tallies), self.keep_in_use(in_use))
+    }
+
+    fn load_in_use(&mut self) -> InUse {
+        if let Some(pending) = self.pending_in_use.as_ref() {
+            return pending.clone();
+        }
+        let rows = self
+            .sql
+            .exec("SELECT body FROM in_use WHERE id = 0", None)
+            .and_then(|c| c.to_array::<BodyRow>());
+        match rows {
+            Ok(rows) => match rows.first().map(|r| serde_json::from_str(&r.body)) {
+                None => InUse::default(),
+                Some(Ok(kept)) => kept,
+                Some(Err(e)) => {
+                    self.error.get_or_insert(format!("stored in_use: {e}"));
+                    InUse::default()
+                }
+            },
+            Err(e) => {
+                self.error.get_or_insert(e.to_string());
+                InUse::default()
+            }
+        }
+    }
+
+    fn save_in_use(&mut self, in_use: &InUse) {
+        *self.pending_in_use = Some(in_use.clone());
     }
 
     fn count(&mut self) -> u64 {
@@ -207,14 +295,42 @@ impl Store for SqlStore<'_> {
     }
 }
 
-/// Writes the pending states and leases to SQLite; answers the earliest instant a written
-/// state is fresh again (for the sweep) and the first error.
+/// Every stored lease by slot (for the alarm, which frees the expired ones).
+pub fn all_leases(sql: &SqlStorage) -> worker::Result<Vec<(String, Vec<Lease>)>> {
+    #[derive(Deserialize)]
+    struct Row {
+        slot: String,
+        body: String,
+    }
+    let rows: Vec<Row> = sql
+        .exec("SELECT slot, body FROM leases", None)?
+        .to_array()?;
+    Ok(rows
+        .into_iter()
+        .filter_map(|r| Some((r.slot, serde_json::from_str(&r.body).ok()?)))
+        .collect())
+}
+
+/// Writes the pending states, leases and slots in use to SQLite; answers the earliest
+/// instant a written state is fresh again (for the sweep) and the first error.
 pub fn write_pending(
     sql: &SqlStorage,
     pending: HashMap<String, Write>,
     leases: HashMap<String, Vec<Lease>>,
+    in_use: Option<InUse>,
 ) -> (Option<u64>, Option<String>) {
     let mut error = None;
+    if let Some(totals) = in_use {
+        let body = serde_json::to_string(&totals).unwrap_or_default();
+        let result = sql.exec(
+            "INSERT INTO in_use (id, body) VALUES (0, ?) \
+             ON CONFLICT(id) DO UPDATE SET body = excluded.body",
+            vec![body.into()],
+        );
+        if let Err(e) = result {
+            error.get_or_insert(e.to_string());
+        }
+    }
     for (slot, held) in leases {
         let result = if held.is_empty() {
             sql.exec("DELETE FROM leases WHERE slot = ?", vec![slot.into()])

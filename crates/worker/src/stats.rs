@@ -14,12 +14,13 @@ use worker::{console_error, AnalyticsEngineDataPointBuilder, Context, Env};
 use crate::config::{Config, Route};
 use crate::counters::{self, fallback_decision, DataPoint, PolicyTally, Tallies};
 use crate::env::now_ms;
+use crate::in_use::SeriesInUse;
 use crate::plan::LimitName;
 use crate::protocol::{ObjectRequest, ObjectResponse};
 use crate::rpc::{send_batch, Failure};
 
 /// The object that keeps the per-policy stats of every isolate.
-const STATS_OBJECT: &str = "tollgate#stats";
+pub const STATS_OBJECT: &str = "tollgate#stats";
 
 /// The Workers Analytics Engine binding that receives a data point per decision, if bound.
 pub const ANALYTICS_BINDING: &str = "ANALYTICS";
@@ -152,17 +153,22 @@ pub fn unreported() -> Vec<PolicyTally> {
 }
 
 /// Sends this isolate's tallies to the stats object (adding them there) and returns the
-/// totals; on failure the tallies are kept for the next report.
-pub async fn report(env: &Env, timeout_ms: u64) -> Result<Vec<PolicyTally>, Failure> {
+/// totals, with the slots in use the coordinators reported ([`crate::in_use`]); on failure
+/// the tallies are kept for the next report.
+pub async fn report(
+    env: &Env,
+    timeout_ms: u64,
+) -> Result<(Vec<PolicyTally>, Vec<SeriesInUse>), Failure> {
     let tallies = STATS.with(|s| std::mem::take(&mut s.borrow_mut().tallies));
     let req = ObjectRequest::Report {
         tallies: counters::to_list(&tallies),
+        in_use: None,
     };
     let result = send_batch(env, timeout_ms, STATS_OBJECT, std::slice::from_ref(&req)).await;
     match result.map(|mut a| a.pop()) {
-        Ok(Some(ObjectResponse::Stats { tallies })) => Ok(tallies),
+        Ok(Some(ObjectResponse::Stats { tallies, in_use })) => Ok((tallies, in_use)),
         other => {
-            if let ObjectRequest::Report { tallies } = &req {
+            if let ObjectRequest::Report { tallies, .. } = &req {
                 STATS.with(|s| counters::merge(&mut s.borrow_mut().tallies, tallies));
             }
             match other {

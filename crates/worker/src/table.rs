@@ -3,8 +3,9 @@
 //! slots, decide with a [`Batch`] (all or nothing across the stack), and hand the store what
 //! [`Batch::writes`] says changed, in the same call, with when each state is back to fresh.
 //! Around that, the object's own bookkeeping: concurrency leases ([`crate::lease`]), call
-//! deadlines, and the test clock. The Durable Object wraps this with its SQLite storage and
-//! its clock.
+//! deadlines, the test clock, and the slots in use by series ([`crate::in_use`]), changed
+//! around every request that touches a concurrency slot. The Durable Object wraps this with
+//! its SQLite storage and its clock.
 
 use std::collections::HashMap;
 
@@ -12,7 +13,9 @@ use tollgate::store::{Batch, Limits, Write};
 use tollgate::{millis, Algorithm, DecideError, Nanos, State, NANOS_PER_MS};
 
 use crate::counters::PolicyTally;
-use crate::lease::{self, Lease};
+use crate::in_use::{self, InUse, SeriesInUse};
+use crate::lease::{self, Grant, Lease};
+use crate::plan::policy_of_slot;
 use crate::protocol::{Check, Limit, ObjectRequest, ObjectResponse, Release, When};
 
 /// Where an object keeps its states. `save` is called for every slot whose state changed,
@@ -26,8 +29,18 @@ pub trait Store {
     fn save(&mut self, slot: &str, state: Option<&State>, fresh_at: Option<u64>);
     /// How many states are stored.
     fn count(&mut self) -> u64;
-    /// Adds tallies to the stored per-policy stats and returns the totals.
-    fn report(&mut self, tallies: &[PolicyTally]) -> Vec<PolicyTally>;
+    /// Adds tallies to the stored per-policy stats, keeps a coordinator's report of slots
+    /// in use if it is newer than the one kept ([`in_use::newer`]), and returns the totals:
+    /// the tallies, and the slots in use of every coordinator added up ([`in_use::sum`]).
+    fn report(
+        &mut self,
+        tallies: &[PolicyTally],
+        in_use: Option<&in_use::Report>,
+    ) -> (Vec<PolicyTally>, Vec<SeriesInUse>);
+    /// This object's own slots in use by series (empty when none were ever held).
+    fn load_in_use(&mut self) -> InUse;
+    /// Stores this object's slots in use by series.
+    fn save_in_use(&mut self, in_use: &InUse);
     /// The leases held on a concurrency slot.
     fn load_leases(&mut self, slot: &str) -> Vec<Lease>;
     /// Stores the leases of a concurrency slot (empty: delete them).
@@ -75,13 +88,15 @@ pub struct Table {
     cache: HashMap<String, Option<State>>,
     /// Leases of concurrency slots, read once per slot like the states.
     leases: HashMap<String, Vec<Lease>>,
+    /// Slots in use by series, read from the store at the first change.
+    in_use: Option<InUse>,
 }
 
 /// Slots kept in memory before the cache is dropped (the store still has them).
 pub const MAX_CACHED: usize = 100_000;
 
 fn is_concurrency(l: &Limit) -> bool {
-    l.policy.algorithm() == Algorithm::Concurrency
+    l.policy.holds_slots()
 }
 
 impl Table {
@@ -101,30 +116,92 @@ impl Table {
     }
 
     /// Handles one request; `clock_ms` is the object's clock.
-    pub fn handle(
+    pub fn handle<S: Store>(
         &mut self,
         req: &ObjectRequest,
         clock_ms: u64,
-        store: &mut impl Store,
+        store: &mut S,
     ) -> ObjectResponse {
         let answer = match req {
             ObjectRequest::Count => Ok(ObjectResponse::Count {
                 rows: store.count(),
             }),
-            ObjectRequest::Report { tallies } => Ok(ObjectResponse::Stats {
-                tallies: store.report(tallies),
+            ObjectRequest::Report { tallies, in_use } => {
+                let (tallies, in_use) = store.report(tallies, in_use.as_ref());
+                Ok(ObjectResponse::Stats { tallies, in_use })
+            }
+            ObjectRequest::Check(c) => Clock::of(&c.when, clock_ms)
+                .map(|clock| self.counted(&c.limits, store, |t, s| t.check(c, clock, s))),
+            ObjectRequest::Peek(p) => Clock::of(&p.when, clock_ms).map(|clock| {
+                self.counted(&p.limits, store, |t, s| {
+                    t.decide(&p.limits, 0, clock, s, true).0
+                })
             }),
-            ObjectRequest::Check(c) => {
-                Clock::of(&c.when, clock_ms).map(|clock| self.check(c, clock, store))
+            ObjectRequest::Release(r) => Clock::of(&r.when, clock_ms)
+                .map(|clock| self.counted(&r.limits, store, |t, s| t.release(r, clock, s))),
+            ObjectRequest::Reset { limits } => {
+                Ok(self.counted(limits, store, |t, s| t.reset(limits, s)))
             }
-            ObjectRequest::Peek(p) => Clock::of(&p.when, clock_ms)
-                .map(|clock| self.decide(&p.limits, 0, clock, store, true).0),
-            ObjectRequest::Release(r) => {
-                Clock::of(&r.when, clock_ms).map(|clock| self.release(r, clock, store))
-            }
-            ObjectRequest::Reset { limits } => Ok(self.reset(limits, store)),
         };
         answer.unwrap_or_else(|late| late)
+    }
+
+    /// Frees the expired leases of `limits` (concurrency slots no call may name for a
+    /// while: the object's alarm sweeps them, so the slots in use come back down).
+    pub fn expire<S: Store>(&mut self, limits: &[Limit], clock_ms: u64, store: &mut S) {
+        let clock = Clock {
+            now_ms: clock_ms,
+            test: false,
+        };
+        self.counted(limits, store, |t, s| {
+            let mut states = t.load(limits, s);
+            t.expire_leases(limits, &mut states, clock, s);
+        });
+    }
+
+    /// This object's slots in use by series, if read or changed in this table's life.
+    pub fn in_use(&self) -> Option<&InUse> {
+        self.in_use.as_ref()
+    }
+
+    /// This object's slots in use by series, read from the store if not yet in memory.
+    pub fn in_use_or_load(&mut self, store: &mut impl Store) -> &InUse {
+        self.in_use.get_or_insert_with(|| store.load_in_use())
+    }
+
+    /// What the concurrency slot of `l` holds, by route ([`in_use::holdings`]).
+    fn holdings(&mut self, l: &Limit, store: &mut impl Store) -> in_use::Holdings {
+        let state = self.get(&l.slot, store);
+        let leases = self.leases_of(&l.slot, store);
+        in_use::holdings(state.as_ref(), leases)
+    }
+
+    /// Runs `f` on a request over `limits`, and adds what it changed in their concurrency
+    /// slots' holdings to the slots in use (stored with the states, in the same commit).
+    fn counted<S: Store, R>(
+        &mut self,
+        limits: &[Limit],
+        store: &mut S,
+        f: impl FnOnce(&mut Table, &mut S) -> R,
+    ) -> R {
+        let slots: Vec<&Limit> = limits.iter().filter(|l| is_concurrency(l)).collect();
+        if slots.is_empty() {
+            return f(self, store);
+        }
+        let before: Vec<_> = slots.iter().map(|l| self.holdings(l, store)).collect();
+        let answer = f(self, store);
+        let mut changed = false;
+        for (l, before) in slots.iter().zip(&before) {
+            let after = self.holdings(l, store);
+            self.in_use_or_load(store);
+            let totals = self.in_use.as_mut().expect("loaded above");
+            changed |= totals.apply(policy_of_slot(&l.slot), before, &after);
+        }
+        if changed {
+            let totals = self.in_use.clone().expect("changed");
+            store.save_in_use(&totals);
+        }
+        answer
     }
 
     /// A check: decides and charges; an admitted check takes its lease on the concurrency
@@ -134,7 +211,14 @@ impl Table {
         if let (Some(id), true) = (&c.lease, allowed && c.cost > 0) {
             for l in c.limits.iter().filter(|l| is_concurrency(l)) {
                 let leases = self.leases_of(&l.slot, store);
-                if lease::grant(leases, id, c.cost, clock.now_ms, c.lease_ms) {
+                let grant = Grant {
+                    id,
+                    cost: c.cost,
+                    lease_ms: c.lease_ms,
+                    route: c.route.as_deref(),
+                    policy: l.policy,
+                };
+                if lease::grant(leases, grant, clock.now_ms) {
                     let held = leases.clone();
                     store.save_leases(&l.slot, &held);
                 }

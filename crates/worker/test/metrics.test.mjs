@@ -1,9 +1,12 @@
 // The per-policy stats in the core's metric model: GET /admin/v1/metrics serves them as
 // Prometheus text (rendered by the core), bearer-protected, agreeing with the JSON stats;
-// with the optional Analytics Engine binding the worker behaves the same.
+// with the optional Analytics Engine binding the worker behaves the same. The gauge of
+// concurrency slots in use, which the coordinator objects report, agrees in both forms and
+// follows holds, releases and expired leases.
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { start, hit, ADMIN_SECRET } from "./harness.mjs";
+import { startOrigin, eventually } from "./origin.mjs";
 
 const CONFIG = {
   settings: { stats_flush_ms: 3600000 },
@@ -178,4 +181,86 @@ test("a failing coordinator: the fallback's decisions count as degraded; the met
   } finally {
     await edge.dispose();
   }
+});
+
+// The gauge: slots a route's concurrency limit holds, reported by the objects (batched, about
+// a second after a change), read in both forms. Asynchronous: polled with a bounded wait.
+const HELD = (settings = {}) => ({
+  settings: { stats_flush_ms: 3600000, ...settings },
+  policies: { conc: { limit: "concurrency 3", key: "ip" } },
+  routes: [{ name: "held", path: "/hold", policies: ["conc"] }],
+});
+const HELD_SERIES = { tollgate_policy: "conc", tollgate_route: "held" };
+
+/** The gauge as the JSON stats and the Prometheus text give it (`undefined`: absent). */
+async function inUse(edge) {
+  const json = (await edge.stats()).conc?.concurrencyInUse;
+  const r = await scrape(edge);
+  assert.equal(r.status, 200);
+  const m = parsePrometheus(r.text);
+  const found = m.samples.filter((s) => s.name === "tollgate_concurrency_in_use");
+  if (found.length) assert.equal(m.types.get("tollgate_concurrency_in_use"), "gauge");
+  found.forEach((s) => assert.deepEqual(s.labels, HELD_SERIES, "one series: the route's"));
+  return { json, prometheus: found[0]?.value };
+}
+
+/** Polls until both forms read `n` (bounded); fails naming what they read last. */
+async function gaugeReaches(edge, n) {
+  let last;
+  const ok = await eventually(async () => {
+    last = await inUse(edge);
+    return last.json === n && last.prometheus === n;
+  }, 15_000);
+  assert.ok(ok, `tollgate_concurrency_in_use should reach ${n} in JSON and Prometheus alike; read ${JSON.stringify(last)}`);
+}
+
+async function withHeld(settings, f) {
+  const origin = await startOrigin();
+  const edge = await start({ config: HELD(settings), bindings: { ORIGIN: origin.url } });
+  try {
+    await f(edge, origin);
+  } finally {
+    origin.release();
+    await edge.dispose();
+    await origin.close();
+  }
+}
+
+test("concurrency in use: N held requests read N in JSON and Prometheus alike, and 0 once released", async () => {
+  await withHeld({}, async (edge, origin) => {
+    // Unauthenticated reads are refused, the gauge with the rest.
+    for (const headers of [{}, { authorization: "Bearer check-secret-for-tests" }]) {
+      const r = await scrape(edge, headers);
+      assert.equal(r.status, 401);
+      assert.doesNotMatch(r.text, /tollgate_concurrency_in_use/);
+      assert.equal((await edge.fetch("/admin/v1/stats", { headers })).status, 401);
+    }
+    // Two clients (two slots, maybe two objects): 2 + 1 held.
+    const held = [
+      hit(edge, "/hold/a", { ip: "198.51.100.20" }),
+      hit(edge, "/hold/b", { ip: "198.51.100.20" }),
+      hit(edge, "/hold/c", { ip: "198.51.100.21" }),
+    ];
+    await origin.arrived(3);
+    await gaugeReaches(edge, 3);
+    origin.release();
+    assert.deepEqual((await Promise.all(held)).map((r) => r.status), [200, 200, 200]);
+    await gaugeReaches(edge, 0);
+  });
+});
+
+test("concurrency in use: leases that expire while their requests still run are freed by the sweep, back to 0", async () => {
+  // The shortest lease (1 s): the objects' alarm frees the leases no call names again, and
+  // reports the gauge at 0 (present, not absent) while the origin still holds both requests.
+  await withHeld({ lease_ms: 1000 }, async (edge, origin) => {
+    const held = [hit(edge, "/hold/a", { ip: "198.51.100.22" }), hit(edge, "/hold/b", { ip: "198.51.100.23" })];
+    await origin.arrived(2);
+    await gaugeReaches(edge, 0);
+    assert.equal(origin.seen.length, 2, "nothing else reached the origin");
+    origin.release();
+    assert.deepEqual((await Promise.all(held)).map((r) => r.status), [200, 200]);
+    // Their late releases free nothing more: still 0, never below.
+    await new Promise((r) => setTimeout(r, 1500));
+    assert.deepEqual(await inUse(edge), { json: 0, prometheus: 0 });
+  });
 });

@@ -10,6 +10,8 @@ struct Mem {
     loads: usize,
     saves: usize,
     stats: crate::counters::Tallies,
+    in_use: InUse,
+    reports: HashMap<String, InUse>,
 }
 
 impl Store for Mem {
@@ -20,9 +22,28 @@ impl Store for Mem {
     fn count(&mut self) -> u64 {
         self.map.len() as u64
     }
-    fn report(&mut self, t: &[PolicyTally]) -> Vec<PolicyTally> {
+    fn report(
+        &mut self,
+        t: &[PolicyTally],
+        in_use: Option<&in_use::Report>,
+    ) -> (Vec<PolicyTally>, Vec<SeriesInUse>) {
         crate::counters::merge(&mut self.stats, t);
-        crate::counters::to_list(&self.stats)
+        if let Some(r) = in_use {
+            let kept = self.reports.get(&r.object).map(|k| k.version);
+            if in_use::newer(r.in_use.version, kept) {
+                self.reports.insert(r.object.clone(), r.in_use.clone());
+            }
+        }
+        (
+            crate::counters::to_list(&self.stats),
+            in_use::sum(self.reports.values()),
+        )
+    }
+    fn load_in_use(&mut self) -> InUse {
+        self.in_use.clone()
+    }
+    fn save_in_use(&mut self, in_use: &InUse) {
+        self.in_use = in_use.clone();
     }
     fn load_leases(&mut self, slot: &str) -> Vec<Lease> {
         self.leases.get(slot).cloned().unwrap_or_default()
@@ -60,6 +81,7 @@ fn check_req(limits: &[Limit], cost: u64) -> Check {
         cost,
         lease: None,
         lease_ms: 0,
+        route: None,
         when: When::default(),
     }
 }
@@ -302,4 +324,124 @@ fn a_state_is_fresh_again_when_its_decision_says() {
         assert!(allowed(&t.handle(&test_clock, 0, &mut m)));
         assert_eq!(m.map["s"].1, None, "{p}: test-clock states are never swept");
     }
+}
+
+/// The slots in use the store holds for `policy` on `route`.
+fn gauge(m: &Mem, policy: &str, route: Option<&str>) -> Option<u64> {
+    m.in_use
+        .slots
+        .iter()
+        .find(|s| s.policy == policy && s.route.as_deref() == route)
+        .map(|s| s.slots)
+}
+
+fn routed_check(ls: &[Limit], id: &str, route: &str) -> ObjectRequest {
+    ObjectRequest::Check(Check {
+        lease: Some(id.into()),
+        lease_ms: 1000,
+        route: Some(route.into()),
+        ..check_req(ls, 1)
+    })
+}
+
+#[test]
+fn slots_in_use_follow_grants_releases_and_expiry_by_route() {
+    let (mut t, mut m) = (Table::new(), Mem::default());
+    let ls = [limit("conc|0|ip4:1", "concurrency 3")];
+    assert!(allowed(&t.handle(&routed_check(&ls, "a", "/x"), 0, &mut m)));
+    assert!(allowed(&t.handle(&routed_check(&ls, "b", "/x"), 0, &mut m)));
+    assert!(allowed(&t.handle(
+        &routed_check(&ls, "c", "/y"),
+        500,
+        &mut m
+    )));
+    assert!(!allowed(&t.handle(
+        &routed_check(&ls, "d", "/y"),
+        500,
+        &mut m
+    )));
+    assert_eq!(gauge(&m, "conc", Some("/x")), Some(2));
+    assert_eq!(
+        gauge(&m, "conc", Some("/y")),
+        Some(1),
+        "a denial holds nothing"
+    );
+    let v = m.in_use.version;
+    // A release frees once; the repeat changes nothing (no new version to report).
+    t.handle(&leased_release(&ls, "a"), 600, &mut m);
+    t.handle(&leased_release(&ls, "a"), 600, &mut m);
+    assert_eq!(gauge(&m, "conc", Some("/x")), Some(1));
+    assert_eq!(m.in_use.version, v + 1);
+    // The alarm frees expired leases without a call naming the slot: "b" (taken at 0)
+    // expired at 1000, "c" (taken at 500) not yet.
+    t.expire(&ls, 1000, &mut m);
+    assert_eq!(
+        gauge(&m, "conc", Some("/x")),
+        Some(0),
+        "freed, and listed at 0"
+    );
+    assert_eq!(gauge(&m, "conc", Some("/y")), Some(1));
+    // A restarted object (a new table over the same store) goes on from the stored totals.
+    let mut t = Table::new();
+    t.expire(&ls, 1500, &mut m);
+    assert_eq!(gauge(&m, "conc", Some("/y")), Some(0));
+    assert_eq!(in_flight(&mut t, &mut m, &ls, 1500), 0);
+    // A late release of an expired lease frees nothing, twice.
+    t.handle(&leased_release(&ls, "b"), 1600, &mut m);
+    assert_eq!(gauge(&m, "conc", Some("/x")), Some(0));
+}
+
+#[test]
+fn slots_taken_without_a_lease_count_under_no_route_and_a_reset_frees_them() {
+    let (mut t, mut m) = (Table::new(), Mem::default());
+    let ls = [limit("api|0|ext:k", "concurrency 5")];
+    check(&mut t, &mut m, &ls, 3, 0);
+    assert_eq!(gauge(&m, "api", None), Some(3));
+    t.handle(&release(&ls, 1, None), 0, &mut m);
+    assert_eq!(gauge(&m, "api", None), Some(2));
+    // Releasing more than is held frees what is held: the gauge never goes below 0.
+    t.handle(&release(&ls, 9, None), 0, &mut m);
+    assert_eq!(gauge(&m, "api", None), Some(0));
+    check(&mut t, &mut m, &ls, 2, 0);
+    t.handle(
+        &ObjectRequest::Reset {
+            limits: ls.to_vec(),
+        },
+        0,
+        &mut m,
+    );
+    assert_eq!(gauge(&m, "api", None), Some(0));
+    // Limits without slots (a rate) change nothing.
+    let v = m.in_use.version;
+    check(&mut t, &mut m, &[limit("r|0|k", "5/s")], 1, 0);
+    assert_eq!(m.in_use.version, v);
+}
+
+#[test]
+fn the_stats_object_keeps_each_objects_latest_report() {
+    let (mut t, mut m) = (Table::new(), Mem::default());
+    let report = |object: &str, version: u64, slots: u64| ObjectRequest::Report {
+        tallies: Vec::new(),
+        in_use: Some(in_use::Report {
+            object: object.into(),
+            in_use: InUse {
+                version,
+                slots: vec![SeriesInUse {
+                    policy: "p".into(),
+                    route: Some("/r".into()),
+                    slots,
+                }],
+            },
+        }),
+    };
+    let total = |a: ObjectResponse| match a {
+        ObjectResponse::Stats { in_use, .. } => in_use.first().map(|s| s.slots),
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(total(t.handle(&report("a", 1, 2), 0, &mut m)), Some(2));
+    assert_eq!(total(t.handle(&report("b", 1, 1), 0, &mut m)), Some(3));
+    // A retried report (the answer was lost) and a late one change nothing.
+    assert_eq!(total(t.handle(&report("a", 1, 2), 0, &mut m)), Some(3));
+    assert_eq!(total(t.handle(&report("a", 3, 0), 0, &mut m)), Some(1));
+    assert_eq!(total(t.handle(&report("a", 2, 5), 0, &mut m)), Some(1));
 }
