@@ -14,7 +14,7 @@ use std::cell::RefCell;
 use std::rc::Rc;
 use std::time::Duration;
 
-use tollgate::{Algorithm, Decision};
+use tollgate::Decision;
 use wasm_bindgen::JsValue;
 use worker::{console_error, Context, Delay, Env, Request, Response};
 
@@ -35,10 +35,7 @@ pub struct Hold {
 
 /// A fresh lease id when the route's limits include a concurrency limit.
 pub fn lease_for(names: &[LimitName]) -> Option<String> {
-    if !names
-        .iter()
-        .any(|n| n.limit.algorithm() == Algorithm::Concurrency)
-    {
+    if !names.iter().any(|n| n.limit.holds_slots()) {
         return None;
     }
     let mut bytes = [0u8; 16];
