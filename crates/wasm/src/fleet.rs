@@ -93,6 +93,9 @@ struct Io {
     out: Vec<f64>,
     /// Out: the values to write (write id and state), one after the other.
     bytes: Vec<u8>,
+    /// In and out: a module reply's numbers, read in place ([`FleetLimits::module_reply`]).
+    /// Only [`FleetLimits::module_buffer`] resizes it, so JavaScript keeps its address.
+    module: Vec<f64>,
 }
 /// A request kind of [`FleetLimits::decide`]'s input as the core's [`Op`].
 fn op(kind: u32, cost: u64, max_delay_ms: f64) -> Option<Op> {

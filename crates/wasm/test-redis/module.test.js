@@ -236,3 +236,51 @@ test("the module's denials are remembered by the core's deny cache: each limit's
   assert.equal(again.source, "redis");
   assert.equal(again.allowed, true);
 });
+
+test("a module reply is read by the core's rule in wasm: the real replies as they are, a stack's each limit, anything else not a decision", async () => {
+  const { ModuleReplies, fleetLimits } = await import("../pkg/redis/fleet.js");
+  const policies = ["gcra 2/400ms", "fixed-window 100/min", "sliding-window 5/s"];
+  const replies = new ModuleReplies(fleetLimits(policies, undefined));
+  const c = ioredis();
+  const send = (...limits) => c.callBuffer("TOLLGATE.CHECK", [`mreply-${Math.random()}`, ...limits]);
+  // Real replies (integers, durations in whole ms): the answer is the status, then the same
+  // numbers (ms -> the core's ns -> ms is exact), the combined decision first.
+  const flat = (r) => [r[0], ...r.slice(0, 6), ...r[6].flat()];
+  const stack = await send("STACK", "3", ...policies);
+  assert.equal(stack[6].length, 3);
+  assert.deepEqual(replies.answer(stack), flat(stack));
+  const single = await send("10/s");
+  assert.deepEqual(replies.answer(single), flat(single)); // after a larger reply: the room is reused
+  const key = `mreply-deny-${Math.random()}`;
+  let denied;
+  for (let i = 0; i < 3; i++) denied = await c.callBuffer("TOLLGATE.CHECK", [key, "STACK", "3", ...policies]);
+  assert.equal(denied[0], 0);
+  assert.ok(denied[4] > 0, "a retry time");
+  assert.deepEqual(replies.answer(denied), flat(denied));
+  // Fields as bulk strings (a client that answers integers as Buffers or strings) read the same.
+  const asText = (r) => [...r.slice(0, 6).map(String), r[6].map((e) => e.map((x) => Buffer.from(String(x))))];
+  assert.deepEqual(replies.answer(asText(denied)), flat(denied));
+  // Not decisions: the core's rule (whole numbers 0..2^53-1, allowed 0 or 1) and the shape.
+  const ok = [1, 10, 9, 382, 0, 0];
+  const withField = (i, v) => [...ok, [ok.map((x, j) => (j === i ? v : x))]];
+  const notDecisions = {
+    "non-integer": withField(2, 9.5),
+    negative: withField(2, -1),
+    "above 2^53": withField(3, 2 ** 53 + 2),
+    "above 2^53, as text": withField(3, Buffer.from("123456789012345678901")),
+    "not a number": withField(1, "ten"),
+    "empty bulk string": withField(1, Buffer.alloc(0)),
+    infinite: withField(4, Infinity),
+    "allowed 2 in a limit": withField(0, 2),
+    "allowed 2 in the combined decision": [2, 10, 9, 382, 0, 0, [ok]],
+    "no limits": [...ok, []],
+    "no array of limits": [...ok],
+    "a limit of five fields": [...ok, [[1, 10, 9, 382, 0]]],
+    "a limit not an array": [...ok, ["OK"]],
+    "five fields, then the limits": [1, 10, 9, 382, 0, [ok]],
+    "not an array": "OK",
+    null: null,
+  };
+  for (const [what, reply] of Object.entries(notDecisions)) assert.equal(replies.answer(reply), undefined, what);
+  assert.deepEqual(replies.answer(stack), flat(stack), "read after replies that were not decisions");
+});

@@ -78,22 +78,56 @@ export function answerDecision(out, source, why) {
 }
 
 /**
- * A module reply (six integers, durations in ms, then an array of each limit's six) read by
- * the core's rule (FleetLimits.moduleReply): the answer's numbers (a request's answer, as
- * FleetLimits.decide writes it), or undefined when the reply is not a decision.
+ * Module replies (six integers, durations in ms, then an array of each limit's six) read by
+ * the core's rule (FleetLimits.moduleReply) for one limiter's limits. The reply's numbers
+ * go straight into wasm memory (no array of its fields first), where the core turns them
+ * in place into the answer; the room's address is kept (it moves only when asked for more:
+ * FleetLimits.moduleBuffer), so a reply is one wasm call (PERF.md, "The module reply read
+ * in place").
  */
-export function moduleAnswer(limits, reply) {
-  if (!Array.isArray(reply) || !Array.isArray(reply[6])) return undefined;
-  const each = reply[6];
-  const fields = [reply.slice(0, 6), ...each];
-  if (fields.some((f) => !Array.isArray(f) || f.length < 6)) return undefined;
-  limits.prepare(0, 6 * fields.length);
-  const numbers = limits.numbersPtr() / 8;
-  const f64 = views().f64;
-  for (let i = 0; i < fields.length; i++) {
-    for (let j = 0; j < 6; j++) f64[numbers + 6 * i + j] = number(fields[i][j]);
+export class ModuleReplies {
+  #limits;
+  /** Where the room is in wasm memory (index of f64s), and how many reply numbers it takes. */
+  #at = 0;
+  #room = 0;
+
+  constructor(limits) {
+    this.#limits = limits;
   }
-  return outNumbers(limits, limits.moduleReply());
+
+  /**
+   * The answer's numbers of `reply` (a request's answer, as FleetLimits.decide writes it),
+   * or undefined when the reply is not a decision.
+   */
+  answer(reply) {
+    if (!Array.isArray(reply)) return undefined;
+    const each = reply[6];
+    if (!Array.isArray(each)) return undefined;
+    const len = DECISION_LEN * (1 + each.length);
+    if (len > this.#room) {
+      this.#at = this.#limits.moduleBuffer(len) / 8;
+      this.#room = len;
+    }
+    let f64 = views().f64;
+    const at = this.#at;
+    if (!putFields(f64, at + 1, reply)) return undefined;
+    for (let k = 0; k < each.length; k++) {
+      if (!putFields(f64, at + 1 + DECISION_LEN * (k + 1), each[k])) return undefined;
+    }
+    const n = this.#limits.moduleReply(len);
+    if (n === 0) return undefined;
+    f64 = views().f64;
+    const out = new Array(n);
+    for (let i = 0; i < n; i++) out[i] = f64[at + i];
+    return out;
+  }
+}
+
+/** Writes the first six fields of `f` (an array of at least six) as numbers at `at`; false when `f` is not one. */
+function putFields(f64, at, f) {
+  if (!Array.isArray(f) || f.length < DECISION_LEN) return false;
+  for (let j = 0; j < DECISION_LEN; j++) f64[at + j] = number(f[j]);
+  return true;
 }
 
 /** The deny cache's answer (FleetLimits.denied, the core's DenyCache) for `group` and `cost` at `now` ms, or undefined. */

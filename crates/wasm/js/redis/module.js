@@ -4,7 +4,7 @@
 
 import { LOOK } from "../web/waiting.js";
 import { RedisLimiterError, Unavailable, fatal } from "./errors.js";
-import { OP_ACQUIRE, OP_PEEK, OP_RELEASE, classify, moduleAnswer, releaseError } from "./fleet.js";
+import { ModuleReplies, OP_ACQUIRE, OP_PEEK, OP_RELEASE, classify, releaseError } from "./fleet.js";
 
 /** The module's command for each request kind. */
 const MODULE_COMMAND = ["TOLLGATE.CHECK", "TOLLGATE.PEEK", "TOLLGATE.RELEASE", "TOLLGATE.CHECK"];
@@ -13,6 +13,8 @@ const MODULE_COMMAND = ["TOLLGATE.CHECK", "TOLLGATE.PEEK", "TOLLGATE.RELEASE", "
 export class Module {
   #call;
   #limits;
+  /** The replies' reader (the core's rule, in wasm). */
+  #replies;
   /** The commands' limiter arguments without a tenant (made once). */
   #args;
   /** Whether the server has the module: undefined until asked (again after it lost it). */
@@ -22,6 +24,7 @@ export class Module {
   constructor(limits, call) {
     this.#call = call;
     this.#limits = limits;
+    this.#replies = new ModuleReplies(limits);
     const policies = limits.policies();
     const fair = policies.length > limits.slots(undefined).length;
     this.#args = fair ? [policies[0]] : policies.length === 1 ? policies : ["STACK", String(policies.length), ...policies];
@@ -82,7 +85,7 @@ export class Module {
       throw fatal(error);
     }
     if (p.kind === OP_RELEASE) return undefined;
-    const out = moduleAnswer(this.#limits, value);
+    const out = this.#replies.answer(value);
     if (out === undefined) throw new RedisLimiterError("redis", "redis: unexpected module reply");
     return out;
   }
