@@ -20,6 +20,8 @@ cargo clippy -q -p tollgate-wasm --all-targets -- -D warnings
 cargo clippy -q -p tollgate-wasm --all-targets --features state-json --target wasm32-unknown-unknown -- -D warnings
 cargo clippy -q -p tollgate-wasm --all-targets --features store,metrics-text --target wasm32-unknown-unknown -- -D warnings
 cargo clippy -q -p tollgate-wasm --features uncounted --target wasm32-unknown-unknown -- -D warnings
+# The Redis entry's docs (its features; 70-package checks the default build's workspace docs).
+RUSTDOCFLAGS="-D warnings" cargo doc --quiet -p tollgate-wasm --no-deps --features store,metrics-text
 
 echo "--- build"
 crates/wasm/build.sh

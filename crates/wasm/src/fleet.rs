@@ -247,13 +247,13 @@ impl FleetLimits {
     /// * `tenant`: the requests' tenant (they share their slots: [`FleetLimits::slots`]).
     /// * the input numbers ([`FleetLimits::prepare`]): first each slot's value length in the
     ///   input bytes, the values as read, one after the other (0: an absent key); then a triple (kind,
-    ///   cost, maxDelay) per request: [`OP_CHECK`], [`OP_PEEK`], [`OP_RELEASE`],
-    ///   [`OP_ACQUIRE`] (whose `maxDelay`, in ms, is the most queue delay it may keep,
+    ///   cost, maxDelay) per request: `OP_CHECK`, `OP_PEEK`, `OP_RELEASE`,
+    ///   `OP_ACQUIRE` (whose `maxDelay`, in ms, is the most queue delay it may keep,
     ///   negative for a look that keeps nothing; ignored by the other kinds).
     /// * `secs`, `micros`: the clock, as Redis `TIME` answers it.
     ///
     /// Output, for each request, `1 + 6 * (1 + slots)` numbers: its status
-    /// ([`crate::ALLOWED`], [`crate::DENIED`], [`RELEASED`], or [`FAILED`]:
+    /// ([`crate::ALLOWED`], [`crate::DENIED`], `RELEASED`, or [`FAILED`]:
     /// [`FleetLimits::error`] gives the exception), then the combined decision and each
     /// slot's (six numbers each: allowed, limit, remaining, resetAfter, retryAfter, delay;
     /// zeros when not decided). Then, for each slot, the write: action (0 keep, 1 delete, 2 put), time to live in ms (the core's

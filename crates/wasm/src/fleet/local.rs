@@ -26,7 +26,7 @@ impl FleetLimits {
     /// The `local` fallback: decides a request of `cost` (0: a peek) for `key` (and
     /// `tenant`) in this process's memory at `now` (ms). The output of one request of
     /// [`FleetLimits::decide`], with as many limits as the request had. `max_delay` is an
-    /// [`OP_ACQUIRE`]'s (Infinity for a check): the charge is kept only as the waiting rule
+    /// `OP_ACQUIRE`'s (Infinity for a check): the charge is kept only as the waiting rule
     /// says.
     #[wasm_bindgen(js_name = localCheck)]
     pub fn local_check(

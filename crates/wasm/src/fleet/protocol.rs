@@ -78,8 +78,8 @@ impl FleetLimits {
     /// What to do about a failed call (the core's rule, [`fleet::handle`]): `write` whether
     /// the call may have written (a commit, a module command); `timeout` whether it had no
     /// answer in time, else `reply` the error reply's message (`undefined`: the connection
-    /// failed). Returns [`FATAL`], [`SEND_BODY`], [`UNREACHABLE`], [`TIMEOUT`] or
-    /// [`INDETERMINATE`].
+    /// failed). Returns `FATAL`, `SEND_BODY`, `UNREACHABLE`, `TIMEOUT` or
+    /// `INDETERMINATE`.
     pub fn handle(write: bool, timeout: bool, reply: Option<String>) -> u32 {
         let call = if write { Call::Write } else { Call::Read };
         let error = match (timeout, reply.as_deref()) {
