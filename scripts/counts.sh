@@ -77,7 +77,7 @@ fi
 total() {
   local bin=$BIN
   case $1 in
-    fleet-*) bin=$BIN-fleet ;;
+    fleet-* | module-*) bin=$BIN-fleet ;;
     tower-metrics-* | tower-prometheus-*) bin=$BIN-tower-metered ;;
     tower-*) bin=$BIN-tower ;;
     *metered*) bin=$BIN-metered ;;
@@ -133,6 +133,7 @@ keyed-admit-1m 100000
 keyed-check-1m 100000
 keyed-stack-1 20000
 fleet-round-1 20000
+module-check-1 20000
 keyed-check-unmetered-1 20000
 keyed-check-metered-1 20000
 keyed-check-metered-prometheus-1 20000

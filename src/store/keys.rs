@@ -152,7 +152,8 @@ impl KeyLayout {
     /// The key of `slot` for `key` (and `tenant`, for the tenant slot).
     pub fn slot_key(&self, key: &str, tenant: Option<&str>, slot: Slot) -> String {
         let mut name = self.base(key);
-        name.push_str(&slot.key_suffix(tenant));
+        name.push(':');
+        slot.push_suffix(tenant, &mut name);
         name
     }
 }

@@ -4,15 +4,27 @@
 //! `keyed-stack-1` by 3%); here it cannot.
 //!
 //! `tollgate-counts-fleet PATH ROUNDS`, as `tollgate-counts`.
+//!
+//! The Redis module's command body (`module-*`) is compiled here from the module's own
+//! source (`crates/redis-module/src/command.rs`, plain Rust over the core): the module
+//! crate itself is a `cdylib` whose global allocator is Redis's, so it cannot be linked
+//! into a program that runs outside Redis.
 
 use std::hint::black_box;
 use std::process::ExitCode;
 
 use tollgate::store::fleet::{self, Commit, KeyWrite, Ttl};
 use tollgate::store::{Batch, Limits, Op};
+use tollgate::NANOS_PER_MS;
+
+/// The module's command body, from its source (see above); the count uses a few of its
+/// functions.
+#[path = "../../redis-module/src/command.rs"]
+#[allow(dead_code)]
+mod command;
 
 /// The paths, by the name the baseline file gives them.
-const PATHS: &str = "fleet-round-1";
+const PATHS: &str = "fleet-round-1, module-check-1";
 
 /// The Rust side of one check on the fleet store (scripts path), Redis's replies canned:
 /// the read script's answer (`TIME`, then the stored value) read and decoded, the round
@@ -67,12 +79,56 @@ fn fleet_round(rounds: u64) {
     }
 }
 
+/// The Redis module's `TOLLGATE.CHECK <key> gcra 1000/s` body as `decide` in
+/// `crates/redis-module/src/lib.rs` runs it, Redis's side canned: the arguments parsed
+/// (the policy from the module's cache), the slots' key names, their stored values
+/// decoded, the round decided over a `Batch` and its key writes encoded. Not counted:
+/// Redis's own work (the command's dispatch, opening and writing the keys, `TIME`) and the
+/// reply built from the decision (`decisions_reply`, on Redis's API). One key, 1 ms apart
+/// (each check admitted), the value written by one command read back by the next.
+fn module_check(rounds: u64) {
+    let base: &[u8] = b"tollgate:{api:203.0.113.7}";
+    let args: [&[u8]; 1] = [b"gcra 1000/s"];
+    let ttl = Some(Ttl {
+        grace_ms: 1_000,
+        lease_ms: 60_000,
+    });
+    let mut stored: Option<Vec<u8>> = None;
+    let mut now = 0u64;
+    for _ in 0..rounds {
+        now += NANOS_PER_MS;
+        let rest: Vec<&[u8]> = black_box(&args).to_vec();
+        let req = command::parse(&rest, false).expect("valid arguments");
+        let slots = req.limits.slots(req.tenant.as_deref());
+        let names: Vec<Vec<u8>> = slots
+            .iter()
+            .map(|s| command::slot_key(base, req.tenant.as_deref(), *s))
+            .collect();
+        let loaded = names
+            .iter()
+            .map(|name| command::decode(name, black_box(stored.as_deref())))
+            .collect::<Result<Vec<_>, _>>()
+            .expect("a stored value");
+        let outcome =
+            command::run(&req, &slots, loaded, now, command::Op::Check, ttl).expect("a decision");
+        black_box(outcome.decided.as_ref().map(|(d, _)| d.allowed));
+        if let Some((_, KeyWrite::Put { value, .. })) = outcome.writes.first() {
+            stored = Some(value.clone());
+        }
+        black_box(outcome.writes);
+    }
+}
+
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let rounds = args.get(1).and_then(|r| r.parse::<u64>().ok());
     match (args.first().map(String::as_str), rounds) {
         (Some("fleet-round-1"), Some(rounds)) => {
             fleet_round(rounds);
+            ExitCode::SUCCESS
+        }
+        (Some("module-check-1"), Some(rounds)) => {
+            module_check(rounds);
             ExitCode::SUCCESS
         }
         _ => {
