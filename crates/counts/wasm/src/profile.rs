@@ -310,6 +310,8 @@ struct Open {
     callees: u64,
     run_at_enter: u64,
     callees_run: u64,
+    /// The wrappers of every call made inside this one (not in the uninstrumented count).
+    wrappers: u64,
 }
 
 #[derive(Default)]
@@ -353,6 +355,7 @@ pub fn enter(index: u32, fuel: u64, run: u64) {
             callees: 0,
             run_at_enter: run,
             callees_run: 0,
+            wrappers: 0,
         })
     });
 }
@@ -367,6 +370,8 @@ pub fn leave(index: u32, fuel: u64, run: u64) -> Result<(), String> {
         }
         let window = open.fuel_at_enter - fuel;
         let exclusive = window - open.callees;
+        // The window less the probes' wrappers inside it: the uninstrumented inclusive count.
+        let inclusive = window - open.wrappers;
         let window_run = run - open.run_at_enter;
         let exclusive_run = window_run - open.callees_run;
         let wrapper = p.wrapper_cost.get(&index).copied().unwrap_or(0);
@@ -375,6 +380,7 @@ pub fn leave(index: u32, fuel: u64, run: u64) -> Result<(), String> {
         if let Some(parent) = p.stack.last_mut() {
             parent.callees += window + wrapper;
             parent.callees_run += window_run;
+            parent.wrappers += open.wrappers + wrapper;
             caller = Some(parent.index);
         }
         if let (Some(caller), true) = (caller, p.recording) {
@@ -382,7 +388,7 @@ pub fn leave(index: u32, fuel: u64, run: u64) -> Result<(), String> {
             let e = p.edges.entry((caller, index)).or_default();
             if fuel {
                 e.0 += 1;
-                e.1 += window;
+                e.1 += inclusive;
             } else {
                 e.2 += window_run;
             }
@@ -393,7 +399,7 @@ pub fn leave(index: u32, fuel: u64, run: u64) -> Result<(), String> {
             if fuel {
                 t.calls += 1;
                 t.exclusive += exclusive;
-                t.inclusive += if recursive { 0 } else { window };
+                t.inclusive += if recursive { 0 } else { inclusive };
             } else {
                 t.exclusive_run += exclusive_run;
                 t.inclusive_run += if recursive { 0 } else { window_run };
