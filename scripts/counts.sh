@@ -13,6 +13,10 @@
 #   scripts/counts.sh --npm [--update | PATH...]
 #                                the same for the npm package's `check` and `allow`, against
 #                                benches/counts-npm.tsv (after crates/wasm/build.sh)
+#   scripts/counts.sh --npm --profile [PATH]
+#                                where one call of PATH (npm-check-1 by default) goes, by
+#                                function: wasmi's fuel and the operators actually run
+#                                (crates/counts/wasm/src/profile.rs; PERF.md)
 #
 # Each path runs twice, at R and 2R operations after the same set-up; the difference over R
 # is one operation's count (the set-up, the start and the exit cancel). The margin (the
@@ -29,7 +33,7 @@
 # ratio may be; the check fails over it, whatever the baselines.
 #
 # The npm paths (`npm-*`) count the package's .wasm (crates/wasm/pkg/web/tollgate_wasm_bg.wasm)
-# under the wasmi interpreter's fuel metering (crates/counts/wasm): wasm operators executed
+# under the wasmi interpreter's fuel metering (crates/counts/wasm): wasm operators (of the frames entered)
 # per call of the export `check` or `allow` calls, exact on any machine, no valgrind. The
 # `npm-*-uncounted-*` paths are the same calls on the package built without its metric tally
 # (crates/wasm/pkg-uncounted: the feature `uncounted`; the npm suite builds it), the npm
@@ -43,9 +47,11 @@ baseline=benches/counts.tsv
 mode=check
 case "${1:-}" in
   --update) mode=update; shift ;;
-  -*) sed -n '2,36p' "$0"; exit 2 ;;
+  --profile) mode=profile; shift ;;
+  -*) sed -n '2,40p' "$0"; exit 2 ;;
 esac
-[ $# -gt 0 ] && mode=only
+[ $mode = profile ] && [ $suite != npm ] && { echo "--profile is for the npm paths (--npm --profile)"; exit 2; }
+[ $# -gt 0 ] && [ $mode != profile ] && mode=only
 
 if [ $suite = npm ]; then
   WASM=crates/wasm/pkg/web/tollgate_wasm_bg.wasm
@@ -57,6 +63,9 @@ if [ $suite = npm ]; then
   }
   cargo build -j2 --quiet --release -p tollgate-counts-wasm
   WASM_HOST="${CARGO_TARGET_DIR:-target}/release/tollgate-counts-wasm"
+  if [ $mode = profile ]; then
+    exec "$WASM_HOST" "$WASM" "${1:-npm-check-1}" 20000 --profile crates/wasm/pkg-web.symbols
+  fi
 else
   command -v valgrind >/dev/null || { echo "valgrind not found (apt-get install valgrind)"; exit 1; }
   cargo build -j2 --quiet --release -p tollgate-counts

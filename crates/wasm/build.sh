@@ -46,10 +46,13 @@ mkdir -p "$pkg"
 # and stores, which assumes no data at addresses 0-1023: rust-lld lays the 1 MB stack out
 # first (it grows down from 1 MB to 0, the data after it), so those addresses are the stack's
 # last KB, reached only by an overflow.
+# Further arguments go to wasm-opt: web's .wasm gets --symbolmap, its functions' names by
+# index (the .wasm is byte for byte the same with it), next to pkg/ (not shipped) for
+# `scripts/counts.sh --npm --profile` (PERF.md).
 opt() {
   "$wasm_opt" -Oz --low-memory-unused --enable-bulk-memory --enable-nontrapping-float-to-int --enable-sign-ext \
     --enable-mutable-globals --enable-reference-types --enable-multivalue \
-    --strip-producers --strip-target-features "$1" -o "$1"
+    --strip-producers --strip-target-features "$1" -o "$1" "${@:2}"
 }
 for target in nodejs web bundler; do
   dir=$target
@@ -84,7 +87,7 @@ else
   echo "note: the node wasm differs from web's; shipping both" >&2
   opt "$pkg/node/tollgate_wasm_bg.wasm"
 fi
-opt "$pkg/web/tollgate_wasm_bg.wasm"
+opt "$pkg/web/tollgate_wasm_bg.wasm" "--symbolmap=$pkg-web.symbols"
 # The bundler build's .wasm is the same file as web's (same imports, "./tollgate_wasm_bg.js"),
 # so it is shipped once: the bundler glue moves next to web's copy (where the .wasm's import
 # of ./tollgate_wasm_bg.js resolves to it under ESM integration; the web target has no file

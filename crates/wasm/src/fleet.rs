@@ -63,8 +63,9 @@ pub const OP_ACQUIRE: u32 = 3;
 #[wasm_bindgen]
 pub struct FleetLimits {
     limits: Limits,
-    /// The `local` fallback's limiter over the same limits, if that fallback was declared.
-    local: Option<KeyedLimiter<String>>,
+    /// The `local` fallback's limiter over the same limits, if that fallback was declared;
+    /// keyed by bytes as `Core` is (one instantiation of the keyed store in this .wasm).
+    local: Option<KeyedLimiter<Vec<u8>>>,
     /// The error of each failed request of the last call, by position.
     errors: RefCell<Vec<Option<DecideError>>>,
     /// The buffers shared with JavaScript.

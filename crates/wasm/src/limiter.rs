@@ -31,7 +31,11 @@ pub const KEY_MAX: usize = 128;
 /// in wasm memory. Used through the JS `Limiter` class.
 #[wasm_bindgen]
 pub struct Core {
-    limiter: KeyedLimiter<String>,
+    /// Keyed by the key's UTF-8 bytes, not a `String`: a key is only an identity here, so a
+    /// check needs no UTF-8 validation of it (`core::str::from_utf8` was 302 of the 4,628
+    /// wasm operators of a check at 1 key, measured with `scripts/counts.sh --npm --profile`
+    /// on 2026-12-06; PERF.md).
+    limiter: KeyedLimiter<Vec<u8>>,
     /// `limit, remaining, resetAfter, retryAfter, delay` of the last decision, in ms.
     out: Box<[Cell<f64>; OUT_LEN]>,
     /// The key (and tenant) of the next call, UTF-8, written by JS at [`Core::key_ptr`];
@@ -55,7 +59,7 @@ impl Core {
     /// A core over `limiter`; `slots` when one of its policies is a concurrency limit (told
     /// by the constructors, which have the policies at hand: asking the limiter for its
     /// policies' copies made the `.wasm` 60 bytes larger gzipped, measured 2026-12-05).
-    fn with(limiter: KeyedLimiter<String>) -> Core {
+    fn with(limiter: KeyedLimiter<Vec<u8>>) -> Core {
         Core {
             out: Box::default(),
             key: RefCell::new(vec![0; KEY_MAX].into_boxed_slice()),
@@ -68,11 +72,13 @@ impl Core {
     }
 
     /// Counts `decision`, for a request of `cost`, in series `series` (a decision made here,
-    /// in the store: the core's [`Tally::decision`]), and the slots an admission took. Not
-    /// inlined: one copy for every call that decides (a smaller `.wasm`, the same speed).
-    /// With the feature `uncounted` it counts nothing: the npm suite builds that package too,
-    /// to hold what counting costs a check (scripts/counts.sh --npm; PERF.md).
-    #[inline(never)]
+    /// in the store: the core's [`Tally::decision`]), and the slots an admission took.
+    /// Inlined (measured 2026-12-06, with the division on wasm: the `.wasm` 1 B larger
+    /// gzipped than with one out-of-line copy; `check` 3,896 -> 3,884 wasm operators, `allow`
+    /// 3,834 -> 3,828, the decision no longer passed through memory for it). With the feature
+    /// `uncounted` it counts nothing: the npm suite builds that package too, to hold what
+    /// counting costs a check (scripts/counts.sh --npm; PERF.md).
+    #[inline]
     fn count(&self, series: u32, decision: &Decision, cost: u64) {
         if cfg!(feature = "uncounted") {
             return;
@@ -180,25 +186,23 @@ impl Core {
         self.key_ptr()
     }
 
-    /// Runs `f` with the key buffer's first `key` bytes and the `tenant` bytes after them,
-    /// as strings.
-    fn keys<R>(&self, key: usize, tenant: usize, f: impl FnOnce(&str, &str) -> R) -> R {
+    /// Runs `f` with the key buffer's first `key` bytes (the key, as bytes) and the `tenant`
+    /// bytes after them (as a string).
+    fn keys<R>(&self, key: usize, tenant: usize, f: impl FnOnce(&[u8], &str) -> R) -> R {
         // JS writes the key buffer only between calls into this module, and nothing below
         // calls out to JS or grows the buffer, so this borrow ends before JS writes again.
         let buffer = self.key.borrow();
         let (key, rest) = buffer.split_at(key.min(buffer.len()));
         let tenant = &rest[..tenant.min(rest.len())];
-        // JS writes UTF-8 here (TextEncoder's, or ASCII); anything else would be a wrapper
-        // bug, and is refused as an empty string rather than trusted.
-        f(
-            std::str::from_utf8(key).unwrap_or(""),
-            std::str::from_utf8(tenant).unwrap_or(""),
-        )
+        // JS writes UTF-8 here (TextEncoder's, or ASCII); a tenant that is not would be a
+        // wrapper bug, and is refused as an empty string rather than trusted.
+        f(key, std::str::from_utf8(tenant).unwrap_or(""))
     }
 
-    /// Runs `f` with the key buffer's first `len` bytes as a string.
-    fn with_key<R>(&self, len: usize, f: impl FnOnce(&str) -> R) -> R {
-        self.keys(len, 0, |key, _| f(key))
+    /// Runs `f` with the key buffer's first `len` bytes: the key (see [`Core::keys`]).
+    fn with_key<R>(&self, len: usize, f: impl FnOnce(&[u8]) -> R) -> R {
+        let buffer = self.key.borrow();
+        f(&buffer[..len.min(buffer.len())])
     }
 
     /// Decides a request of `cost` for the key in the key buffer (`len` bytes) at `now`

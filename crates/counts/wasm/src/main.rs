@@ -1,18 +1,23 @@
 //! The npm package's `Limiter.check` and `Limiter.allow`, counted: the package's `.wasm`
 //! (`crates/wasm/pkg/web/tollgate_wasm_bg.wasm`, as `crates/wasm/build.sh` ships it) run
-//! under the wasmi interpreter with fuel metering, which by default charges one unit per
-//! executed Wasm operator (`nop`, `drop`, `block`, `loop`, `else`, `end`, `return` and
-//! `unreachable` free). The fuel of a call is exact and the same on any machine and under any
-//! load, so CI can hold it to a margin as it holds the core's valgrind counts
-//! (`scripts/counts.sh --npm`, `benches/counts-npm.tsv`; PERF.md). Wasm operators are not
-//! machine instructions (a stack machine's `local.get`s and `local.set`s are most of them):
-//! compare these counts with each other, not with the core's.
+//! under the wasmi interpreter with fuel metering, which by default charges one unit per Wasm
+//! operator (`nop`, `drop`, `block`, `loop`, `else`, `end`, `return` and `unreachable` free)
+//! and one per control frame entered. It charges a frame (a function's body, an `if`'s branch,
+//! a loop's round) whole when the frame starts, so the operators that a branch out of a
+//! `block` skips are charged too: a `match` compiled to a `br_table` over blocks pays for
+//! every arm (`--profile` counts the operators actually run as well; PERF.md). The fuel of a
+//! call is exact and the same on any machine and under any load, so CI can hold it to a
+//! margin as it holds the core's valgrind counts (`scripts/counts.sh --npm`,
+//! `benches/counts-npm.tsv`; PERF.md). Wasm operators are not machine instructions (a stack
+//! machine's `local.get`s and `local.set`s are most of them): compare these counts with each
+//! other, not with the core's.
 //!
 //! `tollgate-counts-wasm WASM PATH ROUNDS` sets the path up (a limiter made as
 //! `new Limiter("gcra 1000/s", { maxKeys })` makes it, every key checked once), then makes
 //! `ROUNDS` calls, then `ROUNDS` more, and prints the fuel of the second `ROUNDS` calls over
 //! `ROUNDS`: one call's count, the set-up and the first calls (which may still move the
-//! table) left out.
+//! table) left out. With `--profile MAP` (MAP: wasm-opt's `--symbolmap` of WASM) it prints
+//! where that count goes, function by function (profile.rs).
 //!
 //! What is counted is the wasm side of a call: the export the JS API calls per check
 //! (`Core.checkBuf` or `Core.allowBuf`, the key already in the key buffer), the key's UTF-8
@@ -26,6 +31,8 @@
 //! a change that makes the hot path call out to JS fails here rather than counting wrong.
 
 use std::process::ExitCode;
+
+mod profile;
 
 use wasmi::{
     CompilationMode, Config, Engine, ExternRef, ExternType, Func, Instance, Linker, Memory, Module,
@@ -95,6 +102,36 @@ impl Host {
             let ExternType::Func(ty) = import.ty() else {
                 return Err(format!("unexpected import {}", import.name()).into());
             };
+            if import.module() == profile::MODULE {
+                // The probes of `--profile` (profile.rs): the fuel left, at a function's
+                // entry and exit.
+                let enter = import.name() == "enter";
+                linker.func_new(
+                    import.module(),
+                    import.name(),
+                    ty.clone(),
+                    move |caller, params, _| {
+                        let index = i32_of(&params[0]) as u32;
+                        let fuel = caller.get_fuel()?;
+                        let run = match export(&caller, profile::COUNTER)?.into_global() {
+                            Some(g) => match g.get(&caller) {
+                                Val::I64(n) => n as u64,
+                                other => {
+                                    return Err(wasmi::Error::new(format!("counter {other:?}")))
+                                }
+                            },
+                            None => return Err(wasmi::Error::new("no operator counter")),
+                        };
+                        if enter {
+                            profile::enter(index, fuel, run);
+                            Ok(())
+                        } else {
+                            profile::leave(index, fuel, run).map_err(wasmi::Error::new)
+                        }
+                    },
+                )?;
+                continue;
+            }
             let name = import.name().to_string();
             linker.func_new(import.module(), import.name(), ty.clone(), {
                 let ty = ty.clone();
@@ -292,7 +329,9 @@ const ALLOWED: i32 = 1;
 /// A time as `Date.now()` gives it (whole ms), where the counted calls start.
 const START_MS: f64 = 1_764_000_000_000.0;
 
-fn run(wasm: &[u8], path: &str, rounds: u64) -> Result<Option<f64>, Error> {
+/// The counted calls of `path` (the second `rounds`), one call's fuel; with `profiled`, the
+/// profile's probes record those calls only (their fuel, or the operators run: profile.rs).
+fn run(wasm: &[u8], path: &str, rounds: u64, profiled: Option<bool>) -> Result<Option<f64>, Error> {
     let (export, n) = match path {
         "npm-check-1" => ("core_checkBuf", 1),
         "npm-allow-1" => ("core_allowBuf", 1),
@@ -346,8 +385,38 @@ fn run(wasm: &[u8], path: &str, rounds: u64) -> Result<Option<f64>, Error> {
         Ok(before - host.fuel())
     };
     counted(&mut host, 0)?;
+    profile::record(profiled);
     let fuel = counted(&mut host, rounds)?;
+    profile::record(None);
     Ok(Some(fuel as f64 / rounds as f64))
+}
+
+/// `tollgate-counts-wasm WASM PATH ROUNDS --profile MAP`: the path's count, then where it
+/// goes by function (profile.rs), with the names of MAP (wasm-opt's `--symbolmap` for WASM);
+/// fails unless the functions' exclusive counts add up to the uninstrumented count.
+fn profiled(wasm: &[u8], path: &str, rounds: u64, map: &str) -> ExitCode {
+    let result = (|| -> Result<(), Error> {
+        let names = profile::names(&std::fs::read_to_string(map)?);
+        let plain = run(wasm, path, rounds, None)?.ok_or("unknown path")?;
+        let (instrumented, costs) = profile::instrument(wasm, false)?;
+        profile::set_wrapper_costs(costs);
+        run(&instrumented, path, rounds, Some(true))?;
+        let (counting, _) = profile::instrument(wasm, true)?;
+        run(&counting, path, rounds, Some(false))?;
+        let (fuel, run) = profile::report(rounds, &names);
+        println!("\n{path}: {plain:.1} fuel a call uninstrumented (the profile's sum: {fuel:.1}); {run:.1} operators run");
+        if (fuel - plain).abs() > 0.05 {
+            return Err(format!("the profile adds up to {fuel:.1}, not {plain:.1}").into());
+        }
+        Ok(())
+    })();
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("{path}: {e}");
+            ExitCode::FAILURE
+        }
+    }
 }
 
 /// `tollgate-counts-wasm WASM --list`: the module's imports and exports with their types.
@@ -379,7 +448,9 @@ fn main() -> ExitCode {
     }
     let rounds = args.get(2).and_then(|r| r.parse::<u64>().ok());
     let (Some(file), Some(path), Some(rounds)) = (args.first(), args.get(1), rounds) else {
-        eprintln!("usage: tollgate-counts-wasm WASM PATH ROUNDS; PATH is one of: {PATHS}");
+        eprintln!(
+            "usage: tollgate-counts-wasm WASM PATH ROUNDS [--profile MAP]; PATH is one of: {PATHS}"
+        );
         return ExitCode::from(2);
     };
     let wasm = match std::fs::read(file) {
@@ -389,7 +460,12 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match run(&wasm, path, rounds) {
+    if let [_, _, _, flag, map] = &args[..] {
+        if flag == "--profile" {
+            return profiled(&wasm, path, rounds, map);
+        }
+    }
+    match run(&wasm, path, rounds, None) {
         Ok(Some(per_call)) => {
             println!("{per_call:.1}");
             ExitCode::SUCCESS

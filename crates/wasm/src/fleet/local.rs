@@ -16,7 +16,7 @@ use crate::{cost_units, max_keys, now_ns, ALLOWED, FAILED};
 pub(super) fn local_limiter(
     limits: &Limits,
     max: Option<f64>,
-) -> Result<Option<KeyedLimiter<String>>, JsValue> {
+) -> Result<Option<KeyedLimiter<Vec<u8>>>, JsValue> {
     let Some(max) = max else { return Ok(None) };
     Ok(Some(limits.keyed(max_keys(max)?)))
 }
@@ -44,7 +44,13 @@ impl FleetLimits {
             return out;
         };
         let keep = |d: &Decision| keeps_within(d, max_delay);
-        match local.check_if(key, tenant.as_deref(), now_ns(now), cost_units(cost), keep) {
+        match local.check_if(
+            key.as_bytes(),
+            tenant.as_deref(),
+            now_ns(now),
+            cost_units(cost),
+            keep,
+        ) {
             Ok(d) => answer(&mut out, &d),
             Err(e) => {
                 out.push(FAILED as f64);
@@ -63,7 +69,7 @@ impl FleetLimits {
         match self
             .local
             .as_ref()
-            .map(|l| l.release(key, cost_units(cost)))
+            .map(|l| l.release(key.as_bytes(), cost_units(cost)))
         {
             Some(Err(e)) => {
                 errors.push(Some(e));
@@ -76,6 +82,6 @@ impl FleetLimits {
     /// The `local` fallback: forgets `key`.
     #[wasm_bindgen(js_name = localReset)]
     pub fn local_reset(&self, key: &str) -> bool {
-        self.local.as_ref().is_some_and(|l| l.reset(key))
+        self.local.as_ref().is_some_and(|l| l.reset(key.as_bytes()))
     }
 }
