@@ -56,9 +56,9 @@ pub struct Core {
 
 #[wasm_bindgen]
 impl Core {
-    /// A core over `limiter`; `slots` when one of its policies is a concurrency limit (told
-    /// by the constructors, which have the policies at hand: asking the limiter for its
-    /// policies' copies made the `.wasm` 60 bytes larger gzipped, measured 2026-12-05).
+    /// A core over `limiter`, with a concurrency gauge when the limiter holds slots
+    /// ([`KeyedLimiter::holds_slots`], which reads its policies in place: asking for their
+    /// copies instead made the `.wasm` 60 bytes larger gzipped, measured 2026-12-05).
     fn with(limiter: KeyedLimiter<Vec<u8>>) -> Core {
         Core {
             out: Box::default(),
