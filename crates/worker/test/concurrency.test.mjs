@@ -7,7 +7,7 @@ import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { start, hit } from "./harness.mjs";
-import { startOrigin, eventually } from "./origin.mjs";
+import { startOrigin, withOrigin, eventually } from "./origin.mjs";
 
 const config = (settings = {}) => ({
   settings: { stats_flush_ms: 3600000, ...settings },
@@ -22,20 +22,8 @@ async function inFlight(edge, ip) {
   return r.body.decision.limit - r.body.decision.remaining;
 }
 
-async function withEdge(opts, f) {
-  const origin = await startOrigin();
-  const edge = await start({ ...opts, bindings: { ORIGIN: origin.url } });
-  try {
-    await f(edge, origin);
-  } finally {
-    origin.release();
-    await edge.dispose();
-    await origin.close();
-  }
-}
-
 test("sequential requests never lock a client out (the issue's reproduction)", async () => {
-  await withEdge({ config: config() }, async (edge) => {
+  await withOrigin({ config: config() }, async (edge) => {
     const ip = "203.0.113.60";
     const got = [];
     for (let i = 0; i < 8; i++) got.push((await hit(edge, "/api/conc/x", { ip })).status);
@@ -45,7 +33,7 @@ test("sequential requests never lock a client out (the issue's reproduction)", a
 });
 
 test("a slow origin holds the slots; they free when it answers", async () => {
-  await withEdge({ config: config() }, async (edge, origin) => {
+  await withOrigin({ config: config() }, async (edge, origin) => {
     const ip = "203.0.113.61";
     const a = hit(edge, "/hold/a", { ip });
     const b = hit(edge, "/hold/b", { ip });
@@ -61,7 +49,7 @@ test("a slow origin holds the slots; they free when it answers", async () => {
 });
 
 test("a failing origin releases its slot", async () => {
-  await withEdge({ config: config() }, async (edge) => {
+  await withOrigin({ config: config() }, async (edge) => {
     const ip = "203.0.113.62";
     for (let i = 0; i < 4; i++) {
       const r = await hit(edge, "/fail/x", { ip });
@@ -73,7 +61,7 @@ test("a failing origin releases its slot", async () => {
 });
 
 test("a client that goes away releases its slot once the origin answers", async () => {
-  await withEdge({ config: config() }, async (edge, origin) => {
+  await withOrigin({ config: config() }, async (edge, origin) => {
     const ip = "203.0.113.63";
     const gone = [new AbortController(), new AbortController()];
     const calls = gone.map((c, i) =>

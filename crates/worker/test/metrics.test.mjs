@@ -6,7 +6,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { start, hit, ADMIN_SECRET } from "./harness.mjs";
-import { startOrigin, eventually } from "./origin.mjs";
+import { withOrigin, eventually } from "./origin.mjs";
 
 const CONFIG = {
   settings: { stats_flush_ms: 3600000 },
@@ -214,17 +214,7 @@ async function gaugeReaches(edge, n) {
   assert.ok(ok, `tollgate_concurrency_in_use should reach ${n} in JSON and Prometheus alike; read ${JSON.stringify(last)}`);
 }
 
-async function withHeld(settings, f) {
-  const origin = await startOrigin();
-  const edge = await start({ config: HELD(settings), bindings: { ORIGIN: origin.url } });
-  try {
-    await f(edge, origin);
-  } finally {
-    origin.release();
-    await edge.dispose();
-    await origin.close();
-  }
-}
+const withHeld = (settings, f) => withOrigin({ config: HELD(settings) }, f);
 
 test("concurrency in use: N held requests read N in JSON and Prometheus alike, and 0 once released", async () => {
   await withHeld({}, async (edge, origin) => {

@@ -3,6 +3,7 @@
 // (path and arrival time). `/hold/*` waits until `release()`; `/fail/*` resets the
 // connection; anything else answers 200 with JSON at once.
 import http from "node:http";
+import { start } from "./harness.mjs";
 
 export async function startOrigin() {
   const seen = [];
@@ -53,5 +54,21 @@ export async function eventually(f, ms = 15_000) {
     if (await f()) return true;
     if (Date.now() > until) return false;
     await new Promise((r) => setTimeout(r, 200));
+  }
+}
+
+/**
+ * Runs `f(edge, origin)` with an edge (`start(opts)`, its ORIGIN binding set) in front of a
+ * fresh origin; releases the origin's held requests and stops both afterwards.
+ */
+export async function withOrigin(opts, f) {
+  const origin = await startOrigin();
+  const edge = await start({ ...opts, bindings: { ...opts.bindings, ORIGIN: origin.url } });
+  try {
+    await f(edge, origin);
+  } finally {
+    origin.release();
+    await edge.dispose();
+    await origin.close();
   }
 }
