@@ -82,16 +82,43 @@ fn fingerprint(dir: &Path) -> u64 {
     h.finish()
 }
 
-/// Watches `dir` every `every` and swaps the service's configuration when its files change:
-/// the whole directory is loaded, and only a configuration that loads entirely replaces the
-/// running one (a bad file is logged and counted, and the running configuration stays).
+/// A configuration directory to watch for changes ([`watch_config`]).
+#[derive(Clone, Debug)]
+pub struct Reload {
+    /// The directory.
+    pub dir: PathBuf,
+    /// How often its files are compared with the last ones loaded.
+    pub every: Duration,
+    /// Their fingerprint when the running configuration was read.
+    seen: u64,
+}
+
+impl Reload {
+    /// A watch of `dir` every `every`, from the files as they are now: take it *before*
+    /// loading the configuration that will run. A change made after it is then reloaded
+    /// even if it comes before the watcher's first look (the server binds its ports and
+    /// connects to its store in between); a change made between this and the load costs
+    /// one reload of the files already running, never a missed one.
+    pub fn before_load(dir: PathBuf, every: Duration) -> Reload {
+        let seen = fingerprint(&dir);
+        Reload { dir, every, seen }
+    }
+}
+
+/// Watches `reload.dir` every `reload.every` and swaps the service's configuration when its
+/// files change: the whole directory is loaded, and only a configuration that loads
+/// entirely replaces the running one (a bad file is logged and counted, and the running
+/// configuration stays).
 pub async fn watch_config<S: Store>(
     service: Arc<Service<S>>,
-    dir: PathBuf,
-    every: Duration,
+    reload: Reload,
     mut stop: watch::Receiver<bool>,
 ) {
-    let mut last = fingerprint(&dir);
+    let Reload {
+        dir,
+        every,
+        seen: mut last,
+    } = reload;
     loop {
         tokio::select! {
             _ = tokio::time::sleep(every) => {}
@@ -132,7 +159,7 @@ pub async fn run<S: Store>(
     service: Arc<Service<S>>,
     grpc: TcpListener,
     http: TcpListener,
-    reload: Option<(PathBuf, Duration)>,
+    reload: Option<Reload>,
     shutdown: impl Future<Output = ()> + Send + 'static,
     grace: Duration,
 ) -> std::io::Result<()> {
@@ -146,7 +173,7 @@ pub async fn run_with_tls<S: Store>(
     service: Arc<Service<S>>,
     grpc: TcpListener,
     http: TcpListener,
-    reload: Option<(PathBuf, Duration)>,
+    reload: Option<Reload>,
     shutdown: impl Future<Output = ()> + Send + 'static,
     grace: Duration,
     tls: Option<tonic::transport::ServerTlsConfig>,
@@ -163,8 +190,8 @@ pub async fn run_with_tls<S: Store>(
     reporter
         .set_serving::<RateLimitServiceServer<Grpc<S>>>()
         .await;
-    if let Some((dir, every)) = reload {
-        tokio::spawn(watch_config(service.clone(), dir, every, stop_rx.clone()));
+    if let Some(reload) = reload {
+        tokio::spawn(watch_config(service.clone(), reload, stop_rx.clone()));
     }
     {
         let healthy = healthy.clone();

@@ -11,7 +11,7 @@ use tollgate_server::engine::Charging;
 use tollgate_server::redis_store::{parse_failure, ModuleUse, RedisStore, DENY_CACHE_ENTRIES};
 use tollgate_server::service::{Service, Settings};
 use tollgate_server::store::Memory;
-use tollgate_server::{log, run_with_tls};
+use tollgate_server::{log, run_with_tls, Reload};
 use tonic::transport::{Certificate, Identity, ServerTlsConfig};
 
 /// Envoy's global rate limit service (envoy.service.ratelimit.v3) on tollgate.
@@ -161,6 +161,9 @@ async fn shutdown_signal() {
 fn main() -> ExitCode {
     let args = Args::parse();
     let dir = config_dir(&args);
+    // The files as they are before the load: a change from here on is reloaded.
+    let reload = (args.reload_interval_ms > 0 && !args.check_config)
+        .then(|| Reload::before_load(dir.clone(), Duration::from_millis(args.reload_interval_ms)));
     let config = match Config::load_dir(&dir) {
         Ok(c) => c,
         Err(e) => {
@@ -212,8 +215,6 @@ fn main() -> ExitCode {
         let grpc = tokio::net::TcpListener::bind((args.grpc_host.as_str(), args.grpc_port)).await?;
         let http = tokio::net::TcpListener::bind((args.http_host.as_str(), args.http_port)).await?;
         let grace = Duration::from_millis(args.shutdown_grace_ms);
-        let reload = (args.reload_interval_ms > 0)
-            .then(|| (dir.clone(), Duration::from_millis(args.reload_interval_ms)));
         // One line on stdout with the bound addresses (ports may have been 0).
         let listening = format!(
             "listening grpc={} http={}",

@@ -5,12 +5,17 @@
 mod support;
 
 use std::process::Command;
+use std::sync::Arc;
 use std::time::Duration;
 
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::Code;
 use support::binary::{temp_dir, Server};
 use support::{code, desc, req};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tollgate_server::config::Config;
+use tollgate_server::service::{Service, Settings};
+use tollgate_server::store::Memory;
+use tollgate_server::{watch_config, Reload};
 
 const GOOD: &str = "domain: app\ndescriptors:\n  - key: a\n    rate_limit:\n      unit: day\n      requests_per_unit: 2\n";
 const SWAPPED: &str = "domain: app\ndescriptors:\n  - key: b\n    rate_limit:\n      unit: day\n      requests_per_unit: 100\n";
@@ -49,6 +54,41 @@ fn check_config_reports_ok_or_the_file_and_path() {
         ),
         "{err}"
     );
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// A change made after the running configuration was read but before the watcher's first
+/// look (the server binds its ports and connects to its store in between) is reloaded: the
+/// watch starts from the files as they were loaded. (It started from the files as they were
+/// at its first look, and a CI run of the test below once swapped the file in that gap: the
+/// server never reloaded it.)
+#[tokio::test]
+async fn a_change_while_the_server_starts_is_reloaded() {
+    let dir = temp_dir("reload-start");
+    put(&dir, "limits.yaml", GOOD);
+    let reload = Reload::before_load(dir.clone(), Duration::from_millis(10));
+    let config = Config::load_dir(&dir).unwrap();
+    let service = Arc::new(Service::new(config, Memory::new(), Settings::default()));
+    let b = req("app", vec![desc(&[("b", "probe")])]);
+    let b_limited = || async {
+        service.should_rate_limit(&b).await.unwrap().statuses[0]
+            .current_limit
+            .is_some()
+    };
+    assert!(!b_limited().await, "GOOD does not limit b");
+    put(&dir, "limits.yaml", SWAPPED);
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let watcher = tokio::spawn(watch_config(service.clone(), reload, stopped));
+    // Bounded only so that a reload that never comes fails the test instead of hanging it.
+    tokio::time::timeout(Duration::from_secs(30), async {
+        while !b_limited().await {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await
+    .expect("the file swapped before the watcher started was never loaded");
+    stop.send(true).unwrap();
+    watcher.await.unwrap();
     let _ = std::fs::remove_dir_all(dir);
 }
 
