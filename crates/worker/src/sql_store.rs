@@ -82,15 +82,16 @@ impl SqlStore<'_> {
     /// Keeps a coordinator's report if newer than the one kept, and answers every kept
     /// report added up.
     fn keep_in_use(&mut self, report: Option<&in_use::Report>) -> Vec<SeriesInUse> {
-        if let Some(r) = report {
+        // Only a newer version replaces the kept one (`in_use::newer`). Read, compare, write:
+        // the object runs one call at a time, so no other report interleaves.
+        if let Some(r) =
+            report.filter(|r| in_use::newer(r.in_use.version, self.kept_version(&r.object)))
+        {
             let body = serde_json::to_string(&r.in_use).unwrap_or_default();
-            // Only a newer version replaces the kept one (a repeated or late report changes
-            // nothing): the rule is `in_use::newer`, written here as the upsert's condition.
             let version = SqlStorageValue::Integer(r.in_use.version.min(1 << 52) as i64);
             let result = self.sql.exec(
                 "INSERT INTO in_use_reports (object, version, body) VALUES (?, ?, ?) \
-                 ON CONFLICT(object) DO UPDATE SET version = excluded.version, body = excluded.body \
-                 WHERE excluded.version > in_use_reports.version",
+                 ON CONFLICT(object) DO UPDATE SET version = excluded.version, body = excluded.body",
                 vec![r.object.as_str().into(), version, body.into()],
             );
             if let Err(e) = result {
@@ -112,6 +113,28 @@ impl SqlStore<'_> {
             Err(e) => {
                 self.error.get_or_insert(e.to_string());
                 Vec::new()
+            }
+        }
+    }
+
+    /// The version of `object`'s kept report, if any.
+    fn kept_version(&mut self, object: &str) -> Option<u64> {
+        #[derive(Deserialize)]
+        struct VersionRow {
+            version: i64,
+        }
+        let rows = self
+            .sql
+            .exec(
+                "SELECT version FROM in_use_reports WHERE object = ?",
+                vec![object.into()],
+            )
+            .and_then(|c| c.to_array::<VersionRow>());
+        match rows {
+            Ok(rows) => rows.first().map(|r| r.version.max(0) as u64),
+            Err(e) => {
+                self.error.get_or_insert(e.to_string());
+                None
             }
         }
     }

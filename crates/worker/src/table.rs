@@ -165,7 +165,7 @@ impl Table {
     }
 
     /// This object's slots in use by series, read from the store if not yet in memory.
-    pub fn in_use_or_load(&mut self, store: &mut impl Store) -> &InUse {
+    pub fn in_use_or_load(&mut self, store: &mut impl Store) -> &mut InUse {
         self.in_use.get_or_insert_with(|| store.load_in_use())
     }
 
@@ -193,13 +193,11 @@ impl Table {
         let mut changed = false;
         for (l, before) in slots.iter().zip(&before) {
             let after = self.holdings(l, store);
-            self.in_use_or_load(store);
-            let totals = self.in_use.as_mut().expect("loaded above");
+            let totals = self.in_use_or_load(store);
             changed |= totals.apply(policy_of_slot(&l.slot), before, &after);
         }
-        if changed {
-            let totals = self.in_use.clone().expect("changed");
-            store.save_in_use(&totals);
+        if let (true, Some(totals)) = (changed, &self.in_use) {
+            store.save_in_use(totals);
         }
         answer
     }
