@@ -174,19 +174,18 @@ impl Stack for &mut [(&Policy, &mut Option<State>)] {
 
 /// How many limits' scratch space [`per_limit`] keeps on the stack: every stack of the
 /// tests, examples and configs (a per-second and a per-minute limit, a fair share's two)
-/// fits. Deeper stacks take the heap. (Only the keyed store, with `std`, keeps scratch.)
-#[cfg(feature = "std")]
+/// fits. Deeper stacks take the heap, so that no input size decides how deep the call
+/// stack goes.
 const INLINE: usize = 4;
 
 /// Runs `f` on scratch space for one `T` per limit of a stack of `n` (each
 /// `T::default()`): on the stack for up to [`INLINE`] limits, on the heap beyond. For the
-/// keyed store's decisions that report only the combined decision (`check`, `admit`,
-/// `peek`, the waiting rule's): each limit's decision lives for the decision only.
+/// copies of states a stack decides on ([`decide_each`]) and the keyed store's decisions
+/// that report only the combined decision (`check`, `admit`, `peek`, the waiting rule's):
+/// they live for the decision only.
 ///
-/// Measured 2026-12-05 (`scripts/counts.sh keyed-stack-1`): with a `Vec` for those
-/// decisions a keyed stack's `check` counted 1887 instructions, with this 1749 (a heap
-/// allocation and its free are ~130); it costs the npm `.wasm` 187 bytes gzipped.
-#[cfg(feature = "std")]
+/// (A heap allocation and its free are ~130 instructions of a keyed stack's `check`, whose
+/// count `scripts/counts.sh keyed-stack-1` holds; PERF.md has the figures.)
 pub(crate) fn per_limit<T: Default, R>(n: usize, f: impl FnOnce(&mut [T]) -> R) -> R {
     let mut inline: [T; INLINE] = Default::default();
     let mut heap = Vec::new();
@@ -204,6 +203,14 @@ pub(crate) fn per_limit<T: Default, R>(n: usize, f: impl FnOnce(&mut [T]) -> R) 
 /// are updated only when every limit admits; errors leave every state untouched (and
 /// `each` unspecified).
 ///
+/// Two passes over the limits, in a loop (never a call per limit: a stack's depth comes
+/// from its caller, e.g. an Envoy request's descriptors, and must not decide how deep the
+/// call stack goes):
+/// 1. every limit decides on a copy of its state ([`per_limit`] scratch), its decision into
+///    `each`; an error returns before any state is touched;
+/// 2. if every limit admitted, each copy is stored; otherwise each limit that had room
+///    reports its uncharged standing ([`uncharged`]) and no state changes.
+///
 /// (Through `dyn`: one copy of the rule for its three callers, the slices of
 /// [`decide_all`], the keyed store and [`crate::store::Batch`].)
 pub(crate) fn decide_each(
@@ -213,42 +220,24 @@ pub(crate) fn decide_each(
     each: &mut [Decision],
 ) -> Result<Decision, DecideError> {
     debug_assert_eq!(each.len(), limits.len(), "one decision per limit");
-    decide_from(limits, 0, true, now, cost, each)?;
-    Ok(combine(each))
-}
-
-/// [`decide_each`] from limit `i` on, the limits before it having all admitted if
-/// `admitted`; returns whether every limit of the stack admitted. Limit `i` decides on a
-/// copy of its state kept in this call's frame, the rest of the stack is decided by the
-/// call within, and on the way back the copy is stored if every limit admitted, or the
-/// limit reports its uncharged standing if it had room and another limit denied.
-///
-/// (Recursion keeps one copy per limit on the call stack: the `Vec` of copies it replaces
-/// was one of the four heap allocations of a keyed stack's decision, `keyed-stack-1` 2124
-/// instructions of which ~520 in `malloc`/`free`, `scripts/counts.sh`, 2026-12-05.)
-fn decide_from(
-    limits: &mut dyn Stack,
-    i: usize,
-    admitted: bool,
-    now: Nanos,
-    cost: &dyn Fn(usize) -> u64,
-    each: &mut [Decision],
-) -> Result<bool, DecideError> {
-    if i == limits.len() {
-        return Ok(admitted);
-    }
-    let (policy, state) = limits.limit(i);
-    let mut next = state.clone();
-    let d = decide_at(policy, &mut next, now, cost(i))?;
-    each[i] = d;
-    let all = decide_from(limits, i + 1, admitted && d.allowed, now, cost, each)?;
-    let (policy, state) = limits.limit(i);
-    if all {
-        *state = next;
-    } else if d.allowed {
-        each[i] = uncharged(policy, state, now)?;
-    }
-    Ok(all)
+    per_limit(limits.len(), |next: &mut [Option<State>]| {
+        let mut all = true;
+        for (i, copy) in next.iter_mut().enumerate() {
+            let (policy, state) = limits.limit(i);
+            copy.clone_from(state);
+            each[i] = decide_at(policy, copy, now, cost(i))?;
+            all &= each[i].allowed;
+        }
+        for (i, copy) in next.iter_mut().enumerate() {
+            let (policy, state) = limits.limit(i);
+            if all {
+                *state = copy.take();
+            } else if each[i].allowed {
+                each[i] = uncharged(policy, state, now)?;
+            }
+        }
+        Ok(combine(each))
+    })
 }
 
 /// What a limit that would have admitted a request reports when another limit of its stack

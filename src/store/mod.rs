@@ -63,6 +63,7 @@ use crate::fair_share::{skips_tenant_window, FairShare};
 use crate::stack::StackDecision;
 use crate::{DecideError, Decision, Field, Nanos, Policy, PolicyError, Rule, State};
 
+pub mod bounds;
 mod bytes;
 mod deny;
 pub mod fleet;

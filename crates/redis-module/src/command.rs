@@ -251,8 +251,9 @@ pub fn run(
     Ok(Outcome { decided, writes })
 }
 
-/// The most limits one `TOLLGATE.REQUEST` may have.
-pub const MAX_REQUEST: u64 = 64;
+/// The most limits one `TOLLGATE.REQUEST` may have: the core's bound on a request's
+/// limits ([`tollgate::store::bounds::MAX_LIMITS`]), the one tollgate-server enforces too.
+pub const MAX_REQUEST: u64 = tollgate::store::bounds::MAX_LIMITS as u64;
 
 /// `TOLLGATE.REQUEST`'s arguments after the base, parsed: limits on separate keys (an Envoy
 /// request's descriptors), decided by the core's [`tollgate::store::request`].
