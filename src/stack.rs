@@ -222,18 +222,18 @@ pub(crate) fn decide_each(
     debug_assert_eq!(each.len(), limits.len(), "one decision per limit");
     per_limit(limits.len(), |next: &mut [Option<State>]| {
         let mut all = true;
-        for (i, copy) in next.iter_mut().enumerate() {
+        for (i, (copy, d)) in next.iter_mut().zip(each.iter_mut()).enumerate() {
             let (policy, state) = limits.limit(i);
-            copy.clone_from(state);
-            each[i] = decide_at(policy, copy, now, cost(i))?;
-            all &= each[i].allowed;
+            *copy = state.clone();
+            *d = decide_at(policy, copy, now, cost(i))?;
+            all &= d.allowed;
         }
-        for (i, copy) in next.iter_mut().enumerate() {
+        for (i, (copy, d)) in next.iter_mut().zip(each.iter_mut()).enumerate() {
             let (policy, state) = limits.limit(i);
             if all {
-                *state = copy.take();
-            } else if each[i].allowed {
-                each[i] = uncharged(policy, state, now)?;
+                core::mem::swap(state, copy);
+            } else if d.allowed {
+                *d = uncharged(policy, state, now)?;
             }
         }
         Ok(combine(each))

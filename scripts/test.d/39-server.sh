@@ -9,6 +9,10 @@
 set -euo pipefail
 source scripts/tools.sh
 apt_packages redis-server libclang-dev
+# Every crate of the workspace's graph, downloaded here rather than by a test: the README
+# test reads envoy-types' descriptors through `cargo metadata --offline`, which needs
+# manifests no build of the server downloads.
+cargo fetch --locked
 cargo fmt -p tollgate-server --check
 cargo clippy -p tollgate-server --all-targets --locked -- -D warnings
 # The tests load target/debug/libtollgate_redis_module.so: build it first.

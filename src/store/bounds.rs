@@ -109,6 +109,7 @@ pub const fn check_key(key: &[u8]) -> Result<(), OverBound> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use alloc::string::ToString;
 
     #[test]
     fn a_size_at_its_bound_passes_and_one_more_is_refused_with_both_numbers() {

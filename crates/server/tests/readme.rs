@@ -32,9 +32,12 @@ fn envoy_pool() -> DescriptorPool {
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .output()
         .expect("cargo metadata");
+    // Offline: a test never downloads. `cargo metadata` reads the manifest of every package
+    // of the workspace's graph, some of which no build of this crate needs; the suite
+    // (scripts/test.d/39-server.sh) fetches them first, as an install step.
     assert!(
         out.status.success(),
-        "{}",
+        "cargo metadata --offline failed (run `cargo fetch --locked` first): {}",
         String::from_utf8_lossy(&out.stderr)
     );
     let meta: Value = serde_json::from_slice(&out.stdout).unwrap();
