@@ -60,6 +60,19 @@ for target in nodejs web bundler; do
   wasm-bindgen --target "$target" --out-dir "$pkg/$dir" "$raw"
   rm -f "$pkg/$dir/.gitignore" "$pkg/$dir/package.json"
 done
+# The instance guard (js/instance.js): every glue calls the wasm exports through it, so
+# that after a trap every call throws TollgateInstanceLost rather than running on the memory
+# the trapping call left (README, "When wasm traps"). Each glue's one line that takes the
+# instance's exports is rewritten, and the guard's function appended.
+guard() {
+  local glue=$1 from=$2 to=$3
+  grep -qF "$from" "$glue" || { echo "$glue: '$from' not found (the instance guard)" >&2; exit 1; }
+  sed -i "s#$from#$to#" "$glue"
+  cat "$here/js/instance.js" >> "$glue"
+}
+guard "$pkg/node/tollgate_wasm.js" "let wasm = wasmInstance.exports;" "let wasm = __tollgate_guard(wasmInstance.exports);"
+guard "$pkg/web/tollgate_wasm.js" "    wasm = instance.exports;" "    wasm = __tollgate_guard(instance.exports);"
+guard "$pkg/bundler/tollgate_wasm_bg.js" "    wasm = val;" "    wasm = __tollgate_guard(val);"
 # One copy of the JS API (web/ stays self-contained: www/build.sh copies it whole); each
 # build binds it to its own wasm-bindgen output. api.js binds its parts (see its head):
 # limiter.js, checks.js, backoff.js; and the parts redis.js shares: decision.js (a decision
@@ -163,6 +176,7 @@ cp "$here/js/index.d.ts" "$here/js/web.d.ts" "$here/js/wasm.d.ts" "$here/js/expr
 if [ -z "$features" ]; then
   cargo build --quiet --profile wasm --target wasm32-unknown-unknown -p tollgate-wasm --features store,metrics-text
   wasm-bindgen --target nodejs --out-dir "$pkg/redis" "$raw"
+  guard "$pkg/redis/tollgate_wasm.js" "let wasm = wasmInstance.exports;" "let wasm = __tollgate_guard(wasmInstance.exports);"
   rm -f "$pkg/redis/.gitignore" "$pkg/redis/package.json" "$pkg/redis/"*.d.ts
   mv "$pkg/redis/tollgate_wasm.js" "$pkg/redis/tollgate_wasm.cjs"
   opt "$pkg/redis/tollgate_wasm_bg.wasm"

@@ -1,5 +1,5 @@
 // Express middleware: `app.use(rateLimit({ limiter: new Limiter("100/min") }))`.
-import { decide, isExempt, options as normalise, problem } from "./middleware.js";
+import { decide, isExempt, options as normalise, problem, refusedKey } from "./middleware.js";
 
 /**
  * Limits requests per client IP (`req.ip`, which honours Express's `trust proxy` setting),
@@ -7,7 +7,8 @@ import { decide, isExempt, options as normalise, problem } from "./middleware.js
  * `key(req)`. Allowed requests get `RateLimit-Policy`/`RateLimit` headers; denied ones a 429
  * with `Retry-After`, `Cache-Control: no-store` and an application/problem+json body.
  * `exempt` paths are never counted. With `route`, the limiter counts the decisions under that
- * route in its `metrics()` (the `tollgate.route` attribute).
+ * route in its `metrics()` (the `tollgate.route` attribute). A key longer than the core's
+ * bound on a key's bytes is answered 400 with an application/problem+json body, uncounted.
  */
 export function rateLimit(opts) {
   const o = normalise(opts);
@@ -21,7 +22,9 @@ export function rateLimit(opts) {
       const cost = typeof o.cost === "function" ? o.cost(req) : o.cost;
       decision = decide(o.limiter, String(key), cost, o.route);
     } catch (err) {
-      return next(err);
+      const refused = refusedKey(err);
+      if (refused === undefined) return next(err);
+      return res.status(400).type("application/problem+json").send(refused);
     }
     res.set(o.limiter.headers(decision, o.name, { legacy: o.legacy }));
     if (decision.allowed) return next();

@@ -1,5 +1,5 @@
 // Hono middleware: `app.use(rateLimiter({ limiter: new Limiter("100/min") }))`.
-import { decide, isExempt, options as normalise, problem } from "./middleware.js";
+import { decide, isExempt, options as normalise, problem, refusedKey } from "./middleware.js";
 
 /** The client IP: the Node adapter's socket, else Cloudflare's `CF-Connecting-IP`. */
 function clientIp(c) {
@@ -11,7 +11,8 @@ function clientIp(c) {
  * on Cloudflare; never `X-Forwarded-For`), per header value (`header: "x-api-key"`, falling
  * back to the IP) or per `key(c)`. Allowed requests get `RateLimit-Policy`/`RateLimit`
  * headers; denied ones a 429 with `Retry-After`, `Cache-Control: no-store` and an
- * application/problem+json body. `exempt` paths are never counted.
+ * application/problem+json body. `exempt` paths are never counted. A key longer than the
+ * core's bound on a key's bytes is answered 400 with an application/problem+json body.
  */
 export function rateLimiter(opts) {
   const o = normalise(opts);
@@ -21,7 +22,14 @@ export function rateLimiter(opts) {
     if (key === undefined && o.header) key = c.req.header(o.header);
     if (key === undefined) key = clientIp(c);
     const cost = typeof o.cost === "function" ? o.cost(c) : o.cost;
-    const decision = decide(o.limiter, String(key), cost, o.route);
+    let decision;
+    try {
+      decision = decide(o.limiter, String(key), cost, o.route);
+    } catch (err) {
+      const refused = refusedKey(err);
+      if (refused === undefined) throw err;
+      return new Response(refused, { status: 400, headers: { "Content-Type": "application/problem+json" } });
+    }
     const h = o.limiter.headers(decision, o.name, { legacy: o.legacy });
     if (!decision.allowed) {
       return new Response(problem(o.limiter, decision, o.name), {

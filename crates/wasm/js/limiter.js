@@ -91,18 +91,21 @@ export function limiterClass(glue) {
      * Writes `text` into the key buffer at byte offset `at` (bytes before it are kept) and
      * returns its length in bytes: ASCII by the loop, anything else as UTF-8 (lone
      * surrogates become U+FFFD, as with any string passed to wasm), growing the buffer first
-     * when it could be too small.
+     * when it could be too small. The core grows it only as far as keys within its bound
+     * need (`keyBuffer` answers the room it gave): a longer key is written in part, and its
+     * whole length tells the core to refuse it (the bound is the core's, checked there).
      */
     #put(text, at) {
       const n = putAscii(text, this.#key + at, this.#room - at);
       if (n >= 0) return n;
       const need = at + 3 * text.length; // UTF-8 needs at most 3 bytes per UTF-16 unit
       if (need > this.#room) {
-        this.#key = this.#core.keyBuffer(need);
-        this.#room = need;
+        this.#room = this.#core.keyBuffer(need);
+        this.#key = this.#core.keyPtr();
       }
       const m = bytes();
-      return utf8.encodeInto(text, m.subarray(this.#key + at, this.#key + need)).written;
+      const { read, written } = utf8.encodeInto(text, m.subarray(this.#key + at, this.#key + this.#room));
+      return read === text.length ? written : utf8.encode(text).length;
     }
 
     /** An all-or-nothing stack: each request must pass every policy, or none is charged. */

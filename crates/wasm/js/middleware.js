@@ -58,6 +58,18 @@ export function decide(limiter, key, cost, route) {
 }
 
 /**
+ * The answer to a request whose key (the key function's result, the header's value) the
+ * limiter refused as longer than the core's bound on a key's bytes (its `RangeError` with
+ * `rule: "too-long"`): the application/problem+json body of a 400 whose `detail` is the
+ * core's message (`key: 2000 bytes, at most 1024 [too-long]`). `undefined` for any other
+ * error, which goes to the app as before.
+ */
+export function refusedKey(err) {
+  if (!(err instanceof RangeError) || err.rule !== "too-long") return undefined;
+  return JSON.stringify({ type: "about:blank", title: "Bad Request", status: 400, detail: err.message });
+}
+
+/**
  * The application/problem+json body of a 429 (type quota-exceeded, `detail` with the wait,
  * `violated-policies`), built by the core: the same bytes as the edge worker's.
  */

@@ -30,6 +30,9 @@ import { TESTING, readOptions } from "./redis/options.js";
 
 export { WaitTimeoutError, RedisLimiterError, TESTING, prometheus };
 
+/** Keys of at most this many UTF-16 units are within the core's bound on a key's bytes. */
+const SURELY_SHORT = FleetLimits.surelyShortKey();
+
 /**
  * A fleet-wide limiter on Redis. See redis.d.ts.
  */
@@ -75,10 +78,12 @@ export class RedisLimiter {
   /**
    * A key's name without its slot, `<prefix>:{<namespace>:<key>}` (the core's KeyLayout::base;
    * the module's `<base>`): the head, the key with `%` and `}` percent-encoded by the core
-   * (`keyPart`; keys without them are used as they are, without a call), and the tag's end.
+   * (`keyPart`, which also refuses a key over the core's bound on its bytes; short keys
+   * without `%` and `}` are used as they are, without a call), and the tag's end.
    */
   #baseKey(key) {
-    const part = key.includes("}") || key.includes("%") ? FleetLimits.keyPart(key) : key;
+    const plain = key.length <= SURELY_SHORT && !key.includes("}") && !key.includes("%");
+    const part = plain ? key : FleetLimits.keyPart(key);
     return `${this.#o.head}${part}}`;
   }
 

@@ -10,9 +10,13 @@
 //!   and `value`;
 //! * decisions that can never be made (a cost above the capacity): `RangeError` with
 //!   `field: "cost"` and `rule` = [`DecideError::code`](tollgate::DecideError::code)
-//!   (`field: "policy"` for a release on a limiter without a concurrency policy).
+//!   (`field: "policy"` for a release on a limiter without a concurrency policy);
+//! * a key (or tenant) longer than the core's bound on a caller-given key part
+//!   ([`tollgate::store::bounds::MAX_KEY_BYTES`]): `RangeError` with `field: "key"` (or
+//!   `"tenant"`), `rule: "too-long"` and `value` its length in bytes ([`key_error`]).
 
 use js_sys::{Error, RangeError, Reflect, TypeError};
+use tollgate::store::bounds::OverBound;
 use tollgate::{DecideError, PolicyError, Rule};
 use wasm_bindgen::{JsCast, JsValue};
 
@@ -84,4 +88,20 @@ pub fn decide_error(e: &DecideError) -> JsValue {
         _ => "state",
     };
     annotate(&error, field, e.code(), &value)
+}
+
+/// The rule code of a key (or tenant) over the core's bound on a key part's bytes.
+pub const KEY_TOO_LONG: &str = "too-long";
+
+/// The exception for a key part over its bound (`field`: `"key"` or `"tenant"`), e.g.
+/// `key: 2000 bytes, at most 1024 [too-long]`; its `value` is the length in bytes (the key
+/// itself may be a megabyte).
+pub fn key_error(field: &str, e: &OverBound) -> JsValue {
+    let error: Error = RangeError::new(&format!("{field}: {e} [{KEY_TOO_LONG}]")).unchecked_into();
+    annotate(
+        &error,
+        field,
+        KEY_TOO_LONG,
+        &JsValue::from_f64(e.size as f64),
+    )
 }

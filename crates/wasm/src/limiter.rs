@@ -9,6 +9,7 @@ use std::cell::{Cell, RefCell};
 use tollgate::fair_share::FairShare;
 use tollgate::keyed::KeyedLimiter;
 use tollgate::metrics::{Source, Tally};
+use tollgate::store::bounds::{self, Bound, OverBound};
 use tollgate::{DecideError, Decision, Policy};
 use wasm_bindgen::prelude::*;
 
@@ -27,6 +28,42 @@ pub const OUT_LEN: usize = 5;
 /// tenant) grow it ([`Core::key_buffer`]).
 pub const KEY_MAX: usize = 128;
 
+/// Why the last [`FAILED`] call failed.
+enum Failure {
+    /// The core refused the decision (a cost above the capacity, ...).
+    Decide(DecideError),
+    /// A key part (`"key"` or `"tenant"`) over the core's bound on its bytes; nothing was
+    /// decided or stored.
+    Key(&'static str, OverBound),
+}
+
+impl From<DecideError> for Failure {
+    fn from(e: DecideError) -> Failure {
+        Failure::Decide(e)
+    }
+}
+
+impl Failure {
+    /// The exception JS throws for it.
+    fn to_js(&self) -> JsValue {
+        match self {
+            Failure::Decide(e) => errors::decide_error(e),
+            Failure::Key(field, e) => errors::key_error(field, e),
+        }
+    }
+}
+
+/// `Ok` when a key part of `len` bytes is within the core's bound
+/// ([`bounds::MAX_KEY_BYTES`]). The length is JS's: the key's UTF-8 length even when it did
+/// not fit in the key buffer (which grows only as far as two parts at the bound need).
+fn check_part(field: &'static str, len: usize) -> Result<(), Failure> {
+    bounds::check(Bound::KeyBytes, len).map_err(|e| Failure::Key(field, e))
+}
+
+/// The most the key buffer grows to: a key and a tenant, each at the bound. A longer key
+/// is refused by its length alone, so JS never needs more room than this.
+const KEY_ROOM: usize = 2 * bounds::MAX_KEY_BYTES;
+
 /// A keyed limiter over one policy, an all-or-nothing stack, or a fair share, with its state
 /// in wasm memory. Used through the JS `Limiter` class.
 #[wasm_bindgen]
@@ -43,7 +80,7 @@ pub struct Core {
     /// costs no allocation and no wasm-bindgen string glue per call. JS writes it only
     /// between calls, when no borrow of the cell is alive.
     key: RefCell<Box<[u8]>>,
-    error: RefCell<Option<DecideError>>,
+    error: RefCell<Option<Failure>>,
     /// A fair share (its last policy is the tenant window, named `<name>.tenant`).
     fair_share: bool,
     /// The decisions' counts ([`metrics`]): the first for calls without a route, then one
@@ -171,24 +208,32 @@ impl Core {
         self.key.borrow().as_ptr() as usize as u32
     }
 
-    /// Makes the key buffer at least `bytes` long (its contents kept) and returns its
-    /// address, which may have moved.
+    /// Makes the key buffer at least `bytes` long, or as long as two key parts at the
+    /// core's bound when `bytes` is more ([`KEY_ROOM`]: a longer key is refused by its
+    /// length, so a megabyte key never becomes a megabyte of wasm memory), its contents
+    /// kept, and returns its length in bytes (its address, [`Core::key_ptr`], may have moved).
     #[wasm_bindgen(js_name = keyBuffer)]
-    pub fn key_buffer(&self, bytes: usize) -> u32 {
-        {
-            let mut buffer = self.key.borrow_mut();
-            if buffer.len() < bytes {
-                let mut grown = vec![0; bytes.max(2 * buffer.len())].into_boxed_slice();
-                grown[..buffer.len()].copy_from_slice(&buffer);
-                *buffer = grown;
-            }
+    pub fn key_buffer(&self, bytes: usize) -> usize {
+        let mut buffer = self.key.borrow_mut();
+        let bytes = bytes.min(KEY_ROOM);
+        if buffer.len() < bytes {
+            let mut grown = vec![0; bytes.max(2 * buffer.len())].into_boxed_slice();
+            grown[..buffer.len()].copy_from_slice(&buffer);
+            *buffer = grown;
         }
-        self.key_ptr()
+        buffer.len()
     }
 
     /// Runs `f` with the key buffer's first `key` bytes (the key, as bytes) and the `tenant`
-    /// bytes after them (as a string).
-    fn keys<R>(&self, key: usize, tenant: usize, f: impl FnOnce(&[u8], &str) -> R) -> R {
+    /// bytes after them (as a string), when both are within the core's bound.
+    fn keys<R>(
+        &self,
+        key: usize,
+        tenant: usize,
+        f: impl FnOnce(&[u8], &str) -> Result<R, DecideError>,
+    ) -> Result<R, Failure> {
+        check_part("key", key)?;
+        check_part("tenant", tenant)?;
         // JS writes the key buffer only between calls into this module, and nothing below
         // calls out to JS or grows the buffer, so this borrow ends before JS writes again.
         let buffer = self.key.borrow();
@@ -196,13 +241,19 @@ impl Core {
         let tenant = &rest[..tenant.min(rest.len())];
         // JS writes UTF-8 here (TextEncoder's, or ASCII); a tenant that is not would be a
         // wrapper bug, and is refused as an empty string rather than trusted.
-        f(key, std::str::from_utf8(tenant).unwrap_or(""))
+        Ok(f(key, std::str::from_utf8(tenant).unwrap_or(""))?)
     }
 
-    /// Runs `f` with the key buffer's first `len` bytes: the key (see [`Core::keys`]).
-    fn with_key<R>(&self, len: usize, f: impl FnOnce(&[u8]) -> R) -> R {
+    /// Runs `f` with the key buffer's first `len` bytes, the key, when it is within the
+    /// core's bound (see [`Core::keys`]).
+    fn with_key<R>(
+        &self,
+        len: usize,
+        f: impl FnOnce(&[u8]) -> Result<R, DecideError>,
+    ) -> Result<R, Failure> {
+        check_part("key", len)?;
         let buffer = self.key.borrow();
-        f(&buffer[..len.min(buffer.len())])
+        Ok(f(&buffer[..len.min(buffer.len())])?)
     }
 
     /// Decides a request of `cost` for the key in the key buffer (`len` bytes) at `now`
@@ -237,10 +288,7 @@ impl Core {
                     DENIED
                 }
             }
-            Err(e) => {
-                *self.error.borrow_mut() = Some(e);
-                FAILED
-            }
+            Err(e) => self.fail(e),
         }
     }
 
@@ -251,7 +299,13 @@ impl Core {
         self.emit(result)
     }
 
-    fn emit(&self, result: Result<Decision, DecideError>) -> u32 {
+    /// Keeps `e` for [`Core::take_error`]: [`FAILED`].
+    fn fail(&self, e: Failure) -> u32 {
+        *self.error.borrow_mut() = Some(e);
+        FAILED
+    }
+
+    fn emit(&self, result: Result<Decision, Failure>) -> u32 {
         match result {
             Ok(d) => {
                 // MillisDecision's conversion (whole ms, rounded up), field by field.
@@ -267,10 +321,7 @@ impl Core {
                     DENIED
                 }
             }
-            Err(e) => {
-                *self.error.borrow_mut() = Some(e);
-                FAILED
-            }
+            Err(e) => self.fail(e),
         }
     }
 
@@ -296,7 +347,7 @@ impl Core {
         if let Ok(d) = &d {
             self.count(series, &d.decision, cost);
         }
-        let d = d.map_err(|e| errors::decide_error(&e))?;
+        let d = d.map_err(|e| e.to_js())?;
         Ok(std::iter::once(&d.decision)
             .chain(&d.each)
             .flat_map(http::numbers)
@@ -337,17 +388,16 @@ impl Core {
                 self.in_use.released(cost_units(cost));
                 ALLOWED
             }
-            Err(e) => {
-                *self.error.borrow_mut() = Some(e);
-                FAILED
-            }
+            Err(e) => self.fail(e),
         }
     }
 
-    /// Forgets the key in the key buffer (`len` bytes); whether it was stored.
+    /// Forgets the key in the key buffer (`len` bytes); whether it was stored (never, for a
+    /// key over the bound: no check stores one).
     #[wasm_bindgen(js_name = reset)]
     pub fn reset_buf(&self, len: usize) -> bool {
-        self.with_key(len, |key| self.limiter.reset(key))
+        self.with_key(len, |key| Ok(self.limiter.reset(key)))
+            .unwrap_or(false)
     }
 
     /// The number of limited keys stored.
@@ -368,7 +418,7 @@ impl Core {
     #[wasm_bindgen(js_name = takeError)]
     pub fn take_error(&self) -> JsValue {
         match self.error.borrow_mut().take() {
-            Some(e) => errors::decide_error(&e),
+            Some(e) => e.to_js(),
             None => JsValue::UNDEFINED,
         }
     }

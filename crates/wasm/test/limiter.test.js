@@ -273,7 +273,7 @@ test("keys and tenants share the key buffer: long and non-ASCII ones grow it, ke
   assert.equal(l.check("k".repeat(99), { now: 0, tenant }).allowed, true, "another key, the same tenant");
   assert.equal(l.check(key.slice(1), { now: 0, tenant }).allowed, true);
   const c = new Limiter("concurrency 1");
-  const long = "ключ".repeat(300);
+  const long = "ключ".repeat(100); // 800 bytes: past the first 128, within the core's bound
   assert.equal(c.check(long, { now: 0 }).allowed, true);
   assert.equal(c.check(long, { now: 0 }).allowed, false);
   c.release(long);

@@ -171,3 +171,59 @@ fn decide_state_round_trips_the_core_state_as_json() {
     assert!(e.is_instance_of::<TypeError>());
     assert_eq!(prop(&e, "rule"), "invalid-state");
 }
+
+/// Issue 43 in wasm itself: a stack of 100,000 limits decides, all or nothing, on wasm's
+/// shadow stack and the engine's call stack (the core's loops, not a call a limit), and the
+/// instance keeps deciding for every other limiter after it.
+#[wasm_bindgen_test]
+fn a_stack_of_100_000_limits_decides_all_or_nothing_in_wasm() {
+    const DEEP: usize = 100_000;
+    let other = Core::single(&"2/min".into(), 10.0).unwrap();
+    assert_eq!(other.check("k", 0.0, 1.0), ALLOWED);
+    for algorithm in ["fixed-window", "sliding-log"] {
+        // The last limit is the tightest: two requests pass, the third charges nothing.
+        let policies = (0..DEEP)
+            .map(|i| JsValue::from(format!("{algorithm} {}/min", DEEP - i + 1)))
+            .collect();
+        let stack = Core::stack(policies, 10.0).unwrap();
+        let decided: Vec<u32> = (0..3).map(|_| stack.check("k", 0.0, 1.0)).collect();
+        assert_eq!(decided, [ALLOWED, ALLOWED, DENIED], "{algorithm}");
+        // A peek (cost 0) of "k", still in the key buffer from the last check.
+        let each = stack
+            .check_detailed_buf(1, 0, false, 0.0, 0.0, 0)
+            .unwrap_or_else(|_| panic!("{algorithm}: a peek of the stack"));
+        assert_eq!(each.len(), (DEEP + 1) * tollgate_wasm::DECISION_LEN);
+        // The first limit (limit 100,001) was charged twice, not by the denied request.
+        assert_eq!(each[tollgate_wasm::DECISION_LEN + 2], (DEEP + 1 - 2) as f64);
+    }
+    assert_eq!(other.check("k", 0.0, 1.0), ALLOWED);
+    assert_eq!(other.check("k", 0.0, 1.0), DENIED);
+}
+
+/// Issue 44: a key (or tenant) over the core's bound on a key part's bytes is refused with
+/// a named RangeError, nothing charged or stored; one at the bound is decided.
+#[wasm_bindgen_test]
+fn a_key_over_the_core_bound_is_refused_by_name() {
+    use tollgate::store::bounds::MAX_KEY_BYTES;
+    let core = Core::fair_share(&"10/min".into(), &"1/min".into(), 10.0).unwrap();
+    let at = "k".repeat(MAX_KEY_BYTES);
+    assert_eq!(core.check(&at, 0.0, 1.0), ALLOWED);
+    let over = "k".repeat(MAX_KEY_BYTES + 1);
+    let calls: [(&dyn Fn() -> u32, &str); 4] = [
+        (&|| core.check(&over, 0.0, 1.0), "key"),
+        (&|| core.allow(&over, 0.0, 1.0), "key"),
+        (&|| core.peek(&over, 0.0), "key"),
+        (&|| core.check_tenant("k", &over, 0.0, 1.0), "tenant"),
+    ];
+    for (call, field) in calls {
+        let status = call();
+        assert_eq!(status, FAILED, "{field}");
+        let e = core.take_error();
+        assert!(e.is_instance_of::<RangeError>());
+        assert_eq!(prop(&e, "field"), field);
+        assert_eq!(prop(&e, "rule"), "too-long");
+        assert_eq!(prop(&e, "value"), (MAX_KEY_BYTES + 1) as f64);
+    }
+    assert_eq!(core.check_tenant(&at, &at, 0.0, 1.0), ALLOWED);
+    assert_eq!(core.size(), 1);
+}

@@ -2,6 +2,7 @@
 //! [`tollgate::store::fleet`] and [`KeyLayout`]) for JavaScript: key names, times to live,
 //! the handling of failed calls and the fallback's decisions.
 
+use tollgate::store::bounds::{self, MAX_KEY_BYTES};
 use tollgate::store::fleet::{self, Call, CallError, Handling, Ttl, Why};
 use tollgate::store::KeyLayout;
 use wasm_bindgen::prelude::*;
@@ -23,10 +24,20 @@ pub const INDETERMINATE: u32 = 4;
 #[wasm_bindgen]
 impl FleetLimits {
     /// A key as it appears in key names (`%` and `}` percent-encoded: the core's
-    /// `store::key_part`).
+    /// `store::key_part`); throws the key's `RangeError` (`rule: "too-long"`) when it is
+    /// over the core's bound on a key's bytes ([`bounds::check_key`]).
     #[wasm_bindgen(js_name = keyPart)]
-    pub fn key_part(key: &str) -> String {
-        tollgate::store::key_part(key).into_owned()
+    pub fn key_part(key: &str) -> Result<String, JsValue> {
+        bounds::check_key(key.as_bytes()).map_err(|e| errors::key_error("key", &e))?;
+        Ok(tollgate::store::key_part(key).into_owned())
+    }
+
+    /// The longest key, in UTF-16 units, that is within the bound on a key's bytes whatever
+    /// its characters (UTF-8 takes at most 3 bytes a unit): JS passes longer keys through
+    /// [`FleetLimits::key_part`], which checks them, and uses shorter plain ones as they are.
+    #[wasm_bindgen(js_name = surelyShortKey)]
+    pub fn surely_short_key() -> usize {
+        MAX_KEY_BYTES / 3
     }
 
     /// What every key's base starts with, `<prefix>:{<namespace>:` (the core's
@@ -56,12 +67,18 @@ impl FleetLimits {
     /// `":<i>"` for the stack's limit i, `":t:<tenant>"` for a fair share's tenant window,
     /// which requests without a tenant, or with `""` or `"default"`, skip), each appended to
     /// the key's base.
-    pub fn slots(&self, tenant: Option<String>) -> Vec<String> {
-        self.limits
+    /// Throws the tenant's `RangeError` (`field: "tenant"`, `rule: "too-long"`) when it is
+    /// over the core's bound on a key part's bytes.
+    pub fn slots(&self, tenant: Option<String>) -> Result<Vec<String>, JsValue> {
+        if let Some(t) = &tenant {
+            bounds::check_key(t.as_bytes()).map_err(|e| errors::key_error("tenant", &e))?;
+        }
+        Ok(self
+            .limits
             .slots(tenant.as_deref())
             .into_iter()
             .map(|s| s.key_suffix(tenant.as_deref()))
-            .collect()
+            .collect())
     }
 
     /// The keys' times to live (the core's rule, [`Ttl`]): `grace` ms added to the time a

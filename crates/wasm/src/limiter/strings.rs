@@ -5,13 +5,16 @@ use super::Core;
 use crate::{cost_units, now_ns};
 
 impl Core {
-    /// Writes `key` then `tenant` into the key buffer; their lengths in bytes.
+    /// Writes `key` then `tenant` into the key buffer as JS does (as much as fits: a part
+    /// over the bound is refused by its length); their lengths in bytes.
     fn put(&self, key: &str, tenant: &str) -> (usize, usize) {
         let (k, t) = (key.len(), tenant.len());
-        self.key_buffer(k + t);
+        let room = self.key_buffer(k + t);
         let mut buffer = self.key.borrow_mut();
-        buffer[..k].copy_from_slice(key.as_bytes());
-        buffer[k..k + t].copy_from_slice(tenant.as_bytes());
+        let both = key.bytes().chain(tenant.bytes()).take(room);
+        for (at, byte) in buffer.iter_mut().zip(both) {
+            *at = byte;
+        }
         (k, t)
     }
 
