@@ -87,8 +87,7 @@ fn decimal(v: u64) -> String {
 
 /// Appends `v` in decimal, digit by digit. Not `write!`: a server writes these integers on
 /// every response, and the formatting machinery made `RateLimit` the largest of the tower
-/// layer's own costs (measured 2026-12-03, `crates/tower/examples/bench.rs cost`: the
-/// layer's time per admitted request at 10k keys, see that crate's README).
+/// layer's own costs (PERF.md, "Measured reasons in the code").
 fn push_decimal(out: &mut String, mut v: u64) {
     let mut digits = [0u8; 20];
     let mut start = digits.len();
@@ -207,8 +206,7 @@ pub fn response_headers(items: &[Named<'_>], with_legacy: bool) -> Vec<(&'static
 /// `RateLimit-Policy`, which depends on the limits and their names alone, so that a server
 /// answering many requests under the same limits can write it once with
 /// [`rate_limit_policy`] and send it with these (the tower layer does: writing it per
-/// request was a fifth of the layer's own time, measured 2026-12-03 with
-/// `crates/tower/examples/bench.rs cost`, see that crate's README).
+/// request was a fifth of the layer's own time, (PERF.md, "Measured reasons in the code")).
 ///
 /// ```
 /// use tollgate::headers::{decision_headers, response_headers, Named};
@@ -226,8 +224,7 @@ pub fn decision_headers(items: &[Named<'_>], with_legacy: bool) -> Vec<(&'static
     let each = || items.iter().map(|n| *n.decision).collect::<Vec<Decision>>();
     // A single limit binds the decision itself. Not choosing among one spares the copies
     // that choosing makes, three allocations on every response of a single-limit policy
-    // (measured 2026-12-03 with `crates/tower/examples/bench.rs cost`, see that crate's
-    // README).
+    // (PERF.md, "Measured reasons in the code").
     let rate_limit_value = if items.len() == 1 {
         rate_limit(items)
     } else {

@@ -97,9 +97,8 @@ fn lock<T>(shards: &[Mutex<T>], hash: u64) -> MutexGuard<'_, T> {
 /// Takes a shard's lock. A lock is held for tens of nanoseconds (a look-up and a decision,
 /// no allocation on the common path), so it is a spin lock: taking it is one atomic
 /// compare-and-swap and releasing it a plain store, where an OS mutex pays a second atomic
-/// to release. Measured 2026-12-03 (`cargo bench --bench check`, builds alternated, load
-/// 9-12 on 2 cores): with `std::sync::Mutex` a keyed check at 1 key took 0.87x governor's
-/// time (median of 7 runs; 10k keys 0.88x), with this lock 0.66x (0.72x). A thread that
+/// to release: a keyed check is measurably faster with it than with `std::sync::Mutex`
+/// (PERF.md, "Measured reasons in the code"). A thread that
 /// finds it taken spins briefly, then yields its time slice so that a preempted holder can
 /// finish. A panic while it is held cannot leave a table half-written (each write is one
 /// assignment after the decision); the lock is released as the guard unwinds.
@@ -390,8 +389,8 @@ impl<K: Hash + Eq + Clone> KeyedLimiter<K> {
 
     /// Decides one request of `cost` for `key` at `now`.
     // Out of line, as the compiler laid it out before `check_inlined` existed: a call to an
-    // `#[inline(always)]` body is otherwise inlined into every caller (measured 2026-12-05:
-    // the npm package's raw .wasm 692,540 -> 695,876 B, its two `check` calls each a copy).
+    // `#[inline(always)]` body is otherwise inlined into every caller (the npm package's
+    // two `check` calls each a copy, (PERF.md, "Measured reasons in the code")).
     #[inline(never)]
     pub fn check<Q>(&self, key: &Q, now: Nanos, cost: u64) -> Result<Decision, DecideError>
     where
@@ -405,9 +404,8 @@ impl<K: Hash + Eq + Clone> KeyedLimiter<K> {
     /// wrapper `metrics::Metered::check`, so that the wrapper and the decision are one
     /// function. Calling `check` out of line, the wrapper kept its state in four
     /// callee-saved registers across the call and read the decision back through memory:
-    /// 12 of the hook's 21 instructions. Measured with `scripts/counts.sh` (2026-12-05):
-    /// `keyed-check-metered-1` 394 -> 369 instructions, against 372 for the plain check in
-    /// the same binary; every other row unchanged.
+    /// most of the hook's instructions (`scripts/counts.sh keyed-check-metered-1` holds it;
+    /// (PERF.md, "Measured reasons in the code")).
     #[inline(always)]
     pub(crate) fn check_inlined<Q>(
         &self,
@@ -438,9 +436,8 @@ impl<K: Hash + Eq + Clone> KeyedLimiter<K> {
         match (&*self.layers, &self.tenants) {
             // The closure inlined: `admit` inlines every algorithm's decision into it, and
             // past that size the compiler kept it out of line, the state and the verdict
-            // passed through memory (`scripts/counts.sh`, 2026-12-04: 319 -> 313 instructions
-            // per admit at 1 key, 287 -> 262 at 10k keys; 1540d17, 26 ns a check, had 322
-            // and 272, with the same inlining forced by a trait).
+            // passed through memory (`scripts/counts.sh keyed-admit-*` hold it;
+            // (PERF.md, "Measured reasons in the code")).
             ([store], None) => store.apply(
                 key,
                 #[inline(always)]
@@ -475,8 +472,8 @@ impl<K: Hash + Eq + Clone> KeyedLimiter<K> {
     /// Each limit's decision is made in scratch space (`stack::per_limit`) and copied out
     /// only for a caller that reads it (`detailed`); the others get an empty
     /// [`StackDecision::each`] (no `Vec` built and dropped for each decision). One function
-    /// for both rather than two entry points: the second cost the npm `.wasm` 175 bytes
-    /// gzipped (2026-12-05).
+    /// for both rather than two entry points: the second made the npm `.wasm` larger
+    /// (PERF.md, "Measured reasons in the code").
     fn decide_if<Q>(
         &self,
         key: &Q,

@@ -124,9 +124,9 @@ impl Divisor {
     pub(crate) fn div_u64(self, n: u64) -> u64 {
         // On wasm the division itself: a runtime compiles `i64.div_u` to one hardware
         // division, while the multiplication below needs the high half of a 64x64 product,
-        // which wasm32 has no operator for (`mul_wide`: four 32-bit multiplications). Measured
-        // 2026-12-06 on the npm package (PERF.md): a `check` at 1 key 4,117 -> 3,896 Wasm
-        // operators (fuel; 1,471 -> 1,254 run), and no slower in Node over alternated rounds.
+        // which wasm32 has no operator for (`mul_wide`: four 32-bit multiplications). The
+        // npm package's `check` runs fewer wasm operators this way, and no slower in Node
+        // (PERF.md, "Measured reasons in the code").
         if cfg!(target_family = "wasm") {
             return n / core::num::NonZeroU64::new(self.d).unwrap_or(core::num::NonZeroU64::MIN);
         }

@@ -39,10 +39,9 @@ pkg=$(realpath -m "${TOLLGATE_WASM_PKG:-$here/pkg}")
 rm -rf "$pkg"
 mkdir -p "$pkg"
 # The `producers` and `target_features` custom sections are for tools, not runtimes: dropped
-# (0.2 KB of the gzipped .wasm). -Oz rather than -O3, with --low-memory-unused (measured
-# 2026-12-05 on the same cargo output, PERF.md): 450 B smaller gzipped and 2.6% fewer wasm
-# operators per `check` (4,785 -> 4,637), with no difference in Node's time per check over
-# three alternated rounds. --low-memory-unused lets binaryen fold constant offsets into loads
+# (a fraction of a KB of the gzipped .wasm). -Oz rather than -O3, with --low-memory-unused:
+# smaller gzipped and fewer wasm operators per `check`, and no slower in Node (PERF.md,
+# "Measured reasons in the code"). --low-memory-unused lets binaryen fold constant offsets into loads
 # and stores, which assumes no data at addresses 0-1023: rust-lld lays the 1 MB stack out
 # first (it grows down from 1 MB to 0, the data after it), so those addresses are the stack's
 # last KB, reached only by an overflow.

@@ -108,9 +108,9 @@ impl<K: Hash, C> Table<K, C> {
     /// index size works).
     ///
     /// Why the mix: the store's hasher is seeded from addresses, and with the hash's low 32
-    /// bits taken as they are, some seeds clustered the probes of small integer keys. Counted
-    /// (`scripts/counts.sh keyed-admit-10k`, 16 limiters, five seeds of one build,
-    /// 2026-12-04): 261-335 instructions per check unmixed, 271-272 mixed.
+    /// bits taken as they are, some seeds clustered the probes of small integer keys: the
+    /// count of a check at 10k keys varied by over a quarter from seed to seed unmixed, and not
+    /// mixed (PERF.md, "Measured reasons in the code").
     #[inline(always)]
     fn home(&self, hash: u64) -> usize {
         let mixed = hash.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32;

@@ -121,8 +121,8 @@ impl Slot {
     ///
     /// (Appended in place rather than built by `format!`: the Redis module names a
     /// command's keys on every call, and `key_suffix` as a `format!` of `suffix`'s
-    /// `format!` was ~1,000 of the command's ~4,800 instructions, `scripts/counts.sh
-    /// module-check-1`, 2026-12-06.)
+    /// `format!` was a fifth of the command's instructions: `scripts/counts.sh
+    /// module-check-1` holds it; (PERF.md, "Measured reasons in the code").)
     pub(crate) fn push_suffix(&self, tenant: Option<&str>, name: &mut String) {
         match self {
             Slot::Layer(i) => {

@@ -69,9 +69,8 @@ const KEY_ROOM: usize = 2 * bounds::MAX_KEY_BYTES;
 #[wasm_bindgen]
 pub struct Core {
     /// Keyed by the key's UTF-8 bytes, not a `String`: a key is only an identity here, so a
-    /// check needs no UTF-8 validation of it (`core::str::from_utf8` was 302 of the 4,628
-    /// wasm operators of a check at 1 key, measured with `scripts/counts.sh --npm --profile`
-    /// on 2026-12-06; PERF.md).
+    /// check needs no UTF-8 validation of it (`core::str::from_utf8` was a sixteenth of a
+    /// check's wasm operators: `scripts/counts.sh --npm --profile`; (PERF.md, "Measured reasons in the code")).
     limiter: KeyedLimiter<Vec<u8>>,
     /// `limit, remaining, resetAfter, retryAfter, delay` of the last decision, in ms.
     out: Box<[Cell<f64>; OUT_LEN]>,
@@ -95,7 +94,7 @@ pub struct Core {
 impl Core {
     /// A core over `limiter`, with a concurrency gauge when the limiter holds slots
     /// ([`KeyedLimiter::holds_slots`], which reads its policies in place: asking for their
-    /// copies instead made the `.wasm` 60 bytes larger gzipped, measured 2026-12-05).
+    /// copies instead made the `.wasm` larger, (PERF.md, "Measured reasons in the code")).
     fn with(limiter: KeyedLimiter<Vec<u8>>) -> Core {
         Core {
             out: Box::default(),
@@ -110,9 +109,8 @@ impl Core {
 
     /// Counts `decision`, for a request of `cost`, in series `series` (a decision made here,
     /// in the store: the core's [`Tally::decision`]), and the slots an admission took.
-    /// Inlined (measured 2026-12-06, with the division on wasm: the `.wasm` 1 B larger
-    /// gzipped than with one out-of-line copy; `check` 3,896 -> 3,884 wasm operators, `allow`
-    /// 3,834 -> 3,828, the decision no longer passed through memory for it). With the feature
+    /// Inlined: the decision is no longer passed through memory for it, for fewer wasm
+    /// operators a check and no larger a `.wasm` (PERF.md, "Measured reasons in the code"). With the feature
     /// `uncounted` it counts nothing: the npm suite builds that package too, to hold what
     /// counting costs a check (scripts/counts.sh --npm; PERF.md).
     #[inline]
@@ -273,8 +271,8 @@ impl Core {
     /// (the core's [`KeyedLimiter::check`]); what it saves per call is writing the answer's
     /// numbers (three of them converted to ms) and the object JS would build from them. The
     /// core's shorter [`KeyedLimiter::admit`] is not used: it is a second instantiation of
-    /// the keyed store with every algorithm inlined, 6.5 KB more of gzipped `.wasm`
-    /// (measured 2026-12-03: 50,828 against 44,320 bytes), over the package's budget.
+    /// the keyed store with every algorithm inlined, kilobytes more of gzipped `.wasm`,
+    /// over the package's budget (PERF.md, "Measured reasons in the code").
     #[wasm_bindgen(js_name = allowBuf)]
     pub fn allow_buf(&self, len: usize, now: f64, cost: f64) -> u32 {
         let cost = cost_units(cost);

@@ -5,8 +5,8 @@
 //! which `tollgate/redis` and `tollgate/metrics` load), `render_metrics` writes any
 //! limiters' numbers (from either wasm instance) as Prometheus text with the core's
 //! `render`, and `metric_model` gives the OpenTelemetry adapter the core's names. They are
-//! left out of the main `.wasm` (browsers, Workers): rendering is about 4 KB of it gzipped,
-//! over the package's size budget (measured 2026-12-05: 51,068 against 45,846 bytes).
+//! left out of the main `.wasm` (browsers, Workers): rendering is kilobytes of it gzipped,
+//! over the package's size budget (PERF.md, "Measured reasons in the code").
 //!
 //! The numbers of one tally, in order ([`COUNTS_LEN`]): the decisions by outcome
 //! ([`Outcome::ALL`]) then source ([`Source::ALL`]), the near-limit count, the store
@@ -75,8 +75,7 @@ impl InUse {
     }
 
     /// The slots held now; -1 without a concurrency limit (a number rather than an
-    /// `Option` for JavaScript: 150 bytes less of the main `.wasm` gzipped, measured
-    /// 2026-12-05).
+    /// `Option` for JavaScript: a smaller main `.wasm`, (PERF.md, "Measured reasons in the code")).
     pub fn get(&self) -> f64 {
         if self.slots {
             self.held.get() as f64
