@@ -207,7 +207,7 @@ impl Core {
     }
 
     /// Makes the key buffer at least `bytes` long, or as long as two key parts at the
-    /// core's bound when `bytes` is more ([`KEY_ROOM`]: a longer key is refused by its
+    /// core's bound when `bytes` is more (`KEY_ROOM`: a longer key is refused by its
     /// length, so a megabyte key never becomes a megabyte of wasm memory), its contents
     /// kept, and returns its length in bytes (its address, [`Core::key_ptr`], may have moved).
     #[wasm_bindgen(js_name = keyBuffer)]
