@@ -366,6 +366,33 @@ impl<K: Hash + Eq + Clone> KeyedLimiter<K> {
         }
     }
 
+    /// The limiter over a store's [`Limits`](crate::store::Limits) (a single policy, a stack
+    /// or a fair share), keeping at most `max_keys` limited keys per limit: a fleet store's
+    /// local fallback, the tower layer's memory store. It decides as the fleet stores do over
+    /// the same limits (the store contract, [`crate::store`]).
+    ///
+    /// ```
+    /// use std::num::NonZeroUsize;
+    /// use tollgate::keyed::KeyedLimiter;
+    /// use tollgate::store::Limits;
+    /// let limits = Limits::stack(&["2/s".parse().unwrap(), "3/min".parse().unwrap()]).unwrap();
+    /// let local: KeyedLimiter<String> =
+    ///     KeyedLimiter::from_limits(&limits, NonZeroUsize::new(1000).unwrap());
+    /// assert_eq!(local.policies(), limits.policies());
+    /// ```
+    pub fn from_limits(limits: &crate::store::Limits, max_keys: NonZeroUsize) -> Self {
+        KeyedLimiter {
+            layers: limits
+                .layers()
+                .iter()
+                .map(|p| Store::new(*p, max_keys))
+                .collect(),
+            tenants: limits.tenant().map(|t| Store::new(*t, max_keys)),
+            #[cfg(feature = "acquire")]
+            waiters: Default::default(),
+        }
+    }
+
     /// The policies, in stack order (the tenant policy, if any, last).
     pub fn policies(&self) -> Vec<Policy> {
         self.layers

@@ -213,30 +213,6 @@ impl Limits {
         slots
     }
 
-    /// The in-memory keyed limiter over these limits (a store's local fallback, the tower
-    /// layer's memory store), keeping at most `max_keys` limited keys per limit.
-    #[cfg(feature = "std")]
-    pub fn keyed<K: core::hash::Hash + Eq + Clone>(
-        &self,
-        max_keys: core::num::NonZeroUsize,
-    ) -> crate::keyed::KeyedLimiter<K> {
-        use crate::keyed::KeyedLimiter;
-        match (self.layers.as_slice(), self.tenant) {
-            ([one], None) => KeyedLimiter::new(*one, max_keys),
-            (shared, Some(tenant)) => {
-                // The pair was a fair share when these limits were made ([`Limits::fair_share`]).
-                match FairShare::new(shared[0], tenant) {
-                    Ok(fair) => KeyedLimiter::fair_share(fair, max_keys),
-                    Err(_) => unreachable!("a fair share's limits hold a valid pair"),
-                }
-            }
-            (layers, None) => match KeyedLimiter::stack(layers, max_keys) {
-                Ok(limiter) => limiter,
-                Err(_) => unreachable!("a stack's limits hold at least one policy"),
-            },
-        }
-    }
-
     /// The policy that decides `slot`.
     ///
     /// # Panics

@@ -166,7 +166,7 @@ impl<C: Clock> Memory<C> {
         max_keys: NonZeroUsize,
         clock: C,
     ) -> Result<Self, PolicyError> {
-        let limiter = limits.keyed(max_keys);
+        let limiter = KeyedLimiter::from_limits(&limits, max_keys);
         Ok(Memory {
             limits,
             limiter,

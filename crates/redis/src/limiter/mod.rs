@@ -166,7 +166,7 @@ where
             }
         }
         let local = match options.fallback {
-            Fallback::Local { max_keys } => Some(limits.keyed(max_keys)),
+            Fallback::Local { max_keys } => Some(KeyedLimiter::from_limits(&limits, max_keys)),
             Fallback::Open | Fallback::Closed => None,
         };
         #[cfg(feature = "metrics")]
