@@ -31,9 +31,10 @@ pub enum Key {
     /// One counter for every request.
     Global,
     /// A key of your own (prefixed `custom:`, so it never collides with the others). It is
-    /// stored as given, so it is held to the core's bound on a key's bytes
-    /// ([`tollgate::store::bounds::MAX_KEY_BYTES`]): a longer one is refused with a 400
-    /// (`over-bound`, [`tollgate_http::bounds`]). Hash a long identifier before returning it.
+    /// stored as given, so its name `custom:<key>` is held to the core's bound on a key's
+    /// bytes ([`tollgate::store::bounds::MAX_KEY_BYTES`], the 7 bytes of `custom:`
+    /// included): a longer one is refused with a 400 (`over-bound`, field `key`,
+    /// [`tollgate_http::bounds`]). Hash a long identifier before returning it.
     Custom(Extractor),
 }
 
@@ -68,12 +69,16 @@ pub(crate) enum KeyError {
     Header(HeaderError),
     /// No key, and [`MissingKey::Reject`].
     Missing,
-    /// The custom extractor's key is over the core's bound on a key's bytes.
+    /// The custom extractor's key (as `custom:<key>`) or the tenant is over the core's
+    /// bound on a key's bytes.
     OverBound(FieldOverBound),
 }
 
 /// The field a custom extractor's key is named by in its refusal.
 const CUSTOM_FIELD: &str = "key";
+
+/// The field a tenant is named by in its refusal.
+pub(crate) const TENANT_FIELD: &str = "tenant";
 
 /// The key `key` counts this request under.
 pub(crate) fn key_of(settings: &Settings, key: &Key, parts: &Parts) -> Result<Keyed, KeyError> {
@@ -86,8 +91,11 @@ pub(crate) fn key_of(settings: &Settings, key: &Key, parts: &Parts) -> Result<Ke
             .map(|k| name::api_key_name(k.as_bytes())),
         Key::Custom(f) => match f(parts) {
             Some(k) => {
-                bounds::check_key(CUSTOM_FIELD, &k).map_err(KeyError::OverBound)?;
-                Some(name::custom(&k))
+                // The name is what the store is given (and a Redis store holds its key parts
+                // to the same bound): checking it means no store refuses a key passed here.
+                let named = name::custom(&k);
+                bounds::check_key(CUSTOM_FIELD, &named).map_err(KeyError::OverBound)?;
+                Some(named)
             }
             None => None,
         },
