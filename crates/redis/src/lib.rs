@@ -12,6 +12,7 @@ use std::fmt;
 use std::num::NonZeroUsize;
 use std::time::Duration;
 
+use tollgate::store::bounds::OverBound;
 use tollgate::store::StateBytesError;
 use tollgate::{DecideError, Decision, PolicyError};
 
@@ -260,6 +261,15 @@ pub enum Error {
     /// Redis answered with an error that is not about its availability (wrong type at a
     /// key, a permission, a script error).
     Redis(redis::RedisError),
+    /// A key or tenant is longer than the core's bound on a key's bytes
+    /// ([`tollgate::store::bounds::MAX_KEY_BYTES`]): refused before Redis is asked, nothing
+    /// charged. Hash a long identifier before passing it.
+    OverBound {
+        /// The argument at fault: `key` or `tenant`.
+        field: &'static str,
+        /// The bound and the size the argument had.
+        over: OverBound,
+    },
 }
 
 impl fmt::Display for Error {
@@ -290,6 +300,7 @@ impl fmt::Display for Error {
                 retry_after.as_millis()
             ),
             Error::Redis(e) => write!(f, "redis: {e}"),
+            Error::OverBound { field, over } => write!(f, "{field}: {over}"),
         }
     }
 }

@@ -198,6 +198,10 @@ pub(crate) fn refused<B>(refusal: Refusal) -> Response<ResponseBody<B>> {
     match refusal {
         Refusal::Path(e) => problem(400, "invalid-path", &e.to_string(), json!({})),
         Refusal::Key(KeyError::Header(e)) => header_problem(&e),
+        Refusal::Key(KeyError::OverBound(e)) => {
+            let detail = e.to_string();
+            full(StatusCode::BAD_REQUEST, e.problem(), Some(detail))
+        }
         Refusal::Key(KeyError::Missing) => problem(
             400,
             "missing-key",

@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 use http::header::HeaderName;
 use http::request::Parts;
+use tollgate_http::bounds::{self, FieldOverBound};
 use tollgate_http::client::{self, HeaderError};
 use tollgate_http::key as name;
 
@@ -29,7 +30,11 @@ pub enum Key {
     ApiKey,
     /// One counter for every request.
     Global,
-    /// A key of your own (prefixed `custom:`, so it never collides with the others).
+    /// A key of your own (prefixed `custom:`, so it never collides with the others). It is
+    /// stored as given, so its name `custom:<key>` is held to the core's bound on a key's
+    /// bytes ([`tollgate::store::bounds::MAX_KEY_BYTES`], the 7 bytes of `custom:`
+    /// included): a longer one is refused with a 400 (`over-bound`, field `key`,
+    /// [`tollgate_http::bounds`]). Hash a long identifier before returning it.
     Custom(Extractor),
 }
 
@@ -64,7 +69,16 @@ pub(crate) enum KeyError {
     Header(HeaderError),
     /// No key, and [`MissingKey::Reject`].
     Missing,
+    /// The custom extractor's key (as `custom:<key>`) or the tenant is over the core's
+    /// bound on a key's bytes.
+    OverBound(FieldOverBound),
 }
+
+/// The field a custom extractor's key is named by in its refusal.
+const CUSTOM_FIELD: &str = "key";
+
+/// The field a tenant is named by in its refusal.
+pub(crate) const TENANT_FIELD: &str = "tenant";
 
 /// The key `key` counts this request under.
 pub(crate) fn key_of(settings: &Settings, key: &Key, parts: &Parts) -> Result<Keyed, KeyError> {
@@ -75,7 +89,16 @@ pub(crate) fn key_of(settings: &Settings, key: &Key, parts: &Parts) -> Result<Ke
             .map_err(KeyError::Header)?
             .filter(|k| !k.is_empty())
             .map(|k| name::api_key_name(k.as_bytes())),
-        Key::Custom(f) => f(parts).map(|k| name::custom(&k)),
+        Key::Custom(f) => match f(parts) {
+            Some(k) => {
+                // The name is what the store is given (and a Redis store holds its key parts
+                // to the same bound): checking it means no store refuses a key passed here.
+                let named = name::custom(&k);
+                bounds::check_key(CUSTOM_FIELD, &named).map_err(KeyError::OverBound)?;
+                Some(named)
+            }
+            None => None,
+        },
     };
     match (found, settings.missing_key) {
         (Some(k), _) => Ok(Keyed::Key(k)),

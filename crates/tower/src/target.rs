@@ -3,10 +3,11 @@
 
 use http::request::Parts;
 use http::Request;
+use tollgate_http::bounds;
 use tollgate_http::client::HeaderError;
 use tollgate_http::route::{self, PathError};
 
-use crate::key::{header_text, key_of, KeyError, Keyed};
+use crate::key::{header_text, key_of, KeyError, Keyed, TENANT_FIELD};
 use crate::shared::Shared;
 
 /// Where a request goes before the decision.
@@ -76,6 +77,14 @@ pub(crate) fn target<S, ReqB>(shared: &Shared<S>, req: Request<ReqB>) -> Target<
     } else {
         None
     };
+    // A tenant is a key part the store keeps (a fair share's tenant window): held to the
+    // core's bound whatever `max_header_bytes` allows.
+    if let Some(Err(e)) = tenant
+        .as_deref()
+        .map(|t| bounds::check_key(TENANT_FIELD, t))
+    {
+        return Target::Refuse(Refusal::Key(KeyError::OverBound(e)));
+    }
     Target::Check(Checking {
         entry: entry_index,
         route: route_index,

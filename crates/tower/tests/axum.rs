@@ -517,6 +517,67 @@ async fn api_keys_are_hashed_and_missing_keys_get_the_declared_answer() {
 }
 
 #[tokio::test]
+async fn a_custom_key_or_tenant_over_the_core_bound_is_a_400_naming_the_field_and_charges_nothing()
+{
+    use tollgate::store::bounds::MAX_KEY_BYTES;
+    let layer = RateLimitLayer::memory(keys())
+        .policy(
+            "per-user",
+            "fixed-window 5/hour",
+            Key::custom(|p| {
+                p.headers
+                    .get("x-user")
+                    .and_then(|v| v.to_str().ok())
+                    .map(str::to_string)
+            }),
+        )
+        .route(Route::new("/").policy("per-user"))
+        .build()
+        .unwrap();
+    let addr = serve("127.0.0.1", layer.clone()).await;
+    let c = client("127.0.0.1");
+    // The name the store is given, `custom:<key>`, is held to the bound.
+    let at_bound = "u".repeat(MAX_KEY_BYTES - "custom:".len());
+    let r = send(&c, addr, "/", &[("x-user", at_bound.as_bytes())]).await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+    let over = "u".repeat(MAX_KEY_BYTES - "custom:".len() + 1);
+    let r = send(&c, addr, "/", &[("x-user", over.as_bytes())]).await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST);
+    assert_eq!(
+        r.header("content-type"),
+        Some(tollgate_http::problem::CONTENT_TYPE)
+    );
+    let v: serde_json::Value = serde_json::from_str(&r.body).unwrap();
+    assert_eq!(v["error"], "over-bound");
+    assert_eq!(v["field"], "key");
+    assert_eq!(v["size"], MAX_KEY_BYTES + 1);
+    assert_eq!(v["max"], MAX_KEY_BYTES);
+    // Refused before the store: only the key at the bound was counted.
+    let store = layer.store("per-user").unwrap();
+    assert_eq!(store.limiter().len(), 1);
+
+    // A tenant is a key part too, whatever the header bound lets through.
+    let layer = RateLimitLayer::memory(keys())
+        .fair_share("tenants", "10/s", "2/s", Key::Ip)
+        .route(Route::new("/").policy("tenants"))
+        .max_header_bytes(4 * MAX_KEY_BYTES)
+        .build()
+        .unwrap();
+    let addr = serve("127.0.0.1", layer).await;
+    let tenant = "t".repeat(MAX_KEY_BYTES);
+    let r = send(&c, addr, "/", &[("x-tenant", tenant.as_bytes())]).await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+    let tenant = "t".repeat(MAX_KEY_BYTES + 1);
+    let r = send(&c, addr, "/", &[("x-tenant", tenant.as_bytes())]).await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST);
+    let v: serde_json::Value = serde_json::from_str(&r.body).unwrap();
+    assert_eq!(
+        (v["error"].as_str(), v["field"].as_str()),
+        (Some("over-bound"), Some("tenant"))
+    );
+}
+
+#[tokio::test]
 async fn shadow_mode_reports_without_enforcing() {
     let layer = RateLimitLayer::memory(keys())
         .policy("per-ip", "fixed-window 1/hour", Key::Ip)

@@ -5,10 +5,11 @@
 use serde::Deserialize;
 use serde_json::json;
 use tollgate::MillisDecision;
+use tollgate_http::bounds;
 use worker::{console_log, Env, Method, Request, Response};
 
 use crate::config::Config;
-use crate::http::{api_error, authorise, json_ok, read_json};
+use crate::http::{api_error, authorise, json_ok, over_bound, read_json};
 use crate::plan::{admin_key, Plan};
 use crate::protocol::{ObjectRequest, ObjectResponse, Peek, When};
 use crate::{counters, denial, rpc, stats};
@@ -90,6 +91,12 @@ async fn key(req: &mut Request, env: &Env, cfg: &Config, reset: bool) -> worker:
         Ok(b) => b,
         Err(e) => return api_error(400, "bad-request", &e),
     };
+    // The same bound as the check API's: a longer key or tenant was never counted.
+    for (field, text) in [("key", &body.key), ("tenant", &body.tenant)] {
+        if let Some(Err(e)) = text.as_deref().map(|t| bounds::check_key(field, t)) {
+            return over_bound(&e);
+        }
+    }
     let Some((k, entry)) = cfg.policy(&body.policy) else {
         let detail = format!("no policy named {:?}", body.policy);
         return api_error(404, "unknown-policy", &detail);

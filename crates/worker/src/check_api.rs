@@ -6,11 +6,14 @@ use serde_json::json;
 use tollgate::metrics::{Behaviour, Source};
 use tollgate::store::fleet::Why;
 use tollgate::{Decision, MillisDecision};
+use tollgate_http::bounds;
 use worker::{console_error, Env, Method, Request, Response};
 
 use crate::config::Config;
 use crate::env::now_ms;
-use crate::http::{api_error, authorise, json_ok, json_response, read_json, set_all, unavailable};
+use crate::http::{
+    api_error, authorise, json_ok, json_response, over_bound, read_json, set_all, unavailable,
+};
 use crate::plan::{LimitName, Plan};
 use crate::protocol::{Check, ObjectRequest, ObjectResponse, Peek, Release, When};
 use crate::rpc::Failure;
@@ -53,8 +56,10 @@ fn one() -> u64 {
     1
 }
 
-fn valid_text(s: &str, max: usize) -> bool {
-    !s.is_empty() && s.len() <= max && !s.chars().any(char::is_control)
+/// Whether a key or tenant has text to count by: not empty, no control characters. Its
+/// length is the core's bound ([`tollgate_http::bounds::check_key`]).
+fn valid_text(s: &str) -> bool {
+    !s.is_empty() && !s.chars().any(char::is_control)
 }
 
 /// Answers one call of the API.
@@ -74,14 +79,26 @@ pub async fn handle(
         Ok(b) => b,
         Err(e) => return api_error(400, "bad-request", &e),
     };
-    let max = cfg.settings.max_header_bytes;
-    if !valid_text(&body.key, max) {
-        let detail = format!("key must be 1-{max} bytes without control characters");
-        return api_error(400, "invalid-key", &detail);
+    // The key is hashed before it names anything (`ext:<sha-256>`), the tenant is stored as
+    // given in its window's slot: both are held to the core's bound, one rule for every
+    // front end.
+    if let Err(e) = bounds::check_key("key", &body.key) {
+        return over_bound(&e);
     }
-    if body.tenant.as_deref().is_some_and(|t| !valid_text(t, max)) {
-        let detail = format!("tenant must be 1-{max} bytes without control characters");
-        return api_error(400, "invalid-tenant", &detail);
+    if let Some(Err(e)) = body
+        .tenant
+        .as_deref()
+        .map(|t| bounds::check_key("tenant", t))
+    {
+        return over_bound(&e);
+    }
+    if !valid_text(&body.key) {
+        let detail = "key must not be empty or hold control characters";
+        return api_error(400, "invalid-key", detail);
+    }
+    if body.tenant.as_deref().is_some_and(|t| !valid_text(t)) {
+        let detail = "tenant must not be empty or hold control characters";
+        return api_error(400, "invalid-tenant", detail);
     }
     if body.now.is_some() && !cfg.settings.test_clock {
         let detail = "\"now\" is accepted only when settings.test_clock is on";

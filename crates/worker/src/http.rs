@@ -8,7 +8,9 @@ use worker::{Env, Headers, Request, Response};
 use crate::answer;
 use crate::env::string_binding;
 
-/// The largest JSON body the check and admin APIs read.
+/// The largest JSON body the check and admin APIs read (a larger one is a 400
+/// `bad-request`): room for the bounded fields (a key and a tenant of
+/// [`tollgate::store::bounds::MAX_KEY_BYTES`] each, a policy name) many times over.
 const MAX_BODY: usize = 16 * 1024;
 
 /// A response with `body` of `content_type`.
@@ -38,6 +40,14 @@ pub fn problem(
         "application/problem+json",
         answer::problem(status, kind, detail, extra),
     )?;
+    resp.headers_mut().set("Cache-Control", "no-store")?;
+    Ok(resp)
+}
+
+/// A body field over one of the core's bounds: the shared 400 (`over-bound`, naming the
+/// field, its size and the bound; [`tollgate_http::bounds`]).
+pub fn over_bound(e: &tollgate_http::bounds::FieldOverBound) -> worker::Result<Response> {
+    let mut resp = json_response(400, tollgate_http::problem::CONTENT_TYPE, e.problem())?;
     resp.headers_mut().set("Cache-Control", "no-store")?;
     Ok(resp)
 }

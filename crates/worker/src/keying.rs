@@ -4,6 +4,8 @@
 
 use std::net::IpAddr;
 
+use tollgate::store::bounds::MAX_KEY_BYTES;
+
 use crate::config::{KeyKind, Settings};
 
 pub use tollgate_http::client::{ip_group, sha256_hex, HeaderError};
@@ -68,7 +70,10 @@ pub fn identify(
     };
     let tenant = match get(&settings.tenant_header) {
         Some(v) if !v.is_empty() => {
-            check(settings, &settings.tenant_header, &v)?;
+            // Stored as given (a fair share's tenant window): also held to the core's bound
+            // on a key's bytes, whatever `max_header_bytes` allows.
+            let max = settings.max_header_bytes.min(MAX_KEY_BYTES);
+            tollgate_http::client::check_value(&settings.tenant_header, v.as_bytes(), max)?;
             Some(v)
         }
         _ => None,

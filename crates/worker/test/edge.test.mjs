@@ -274,6 +274,41 @@ test("bad requests get the documented errors, never a crash", async () => {
   assert.equal(sfList(ok.headers.get("ratelimit"))["per-ip"].r, 1);
 });
 
+test("check API: a key or tenant over the core's bound is a 400 naming the field and the bound", async () => {
+  // The bound is the core's (tollgate::store::bounds): read from the answer, not restated.
+  const far = await edge.api("/v1/check", { key: "k".repeat(4000), policy: "per-ip" });
+  assert.equal(far.status, 400);
+  assert.equal(far.headers.get("content-type"), "application/problem+json");
+  assert.equal(far.body.error, "over-bound");
+  assert.equal(far.body.field, "key");
+  assert.equal(far.body.size, 4000);
+  assert.equal(far.body.unit, "bytes");
+  const max = far.body.max;
+  assert.ok(Number.isInteger(max) && max < 4000, `max ${max}`);
+  assert.equal(far.body.detail, `key: 4000 bytes, at most ${max}`);
+  // At the bound: decided (and longer than the header bound of 256 the API used before).
+  const at = await edge.api("/v1/check", { key: "k".repeat(max), policy: "per-ip" });
+  assert.equal(at.status, 200, JSON.stringify(at.body));
+  assert.equal(at.body.allowed, true);
+  const over = await edge.api("/v1/check", { key: "k".repeat(max + 1), policy: "per-ip" });
+  assert.equal(over.status, 400);
+  assert.equal(over.body.size, max + 1);
+  // Refused before the coordinator: the key at the bound was charged once, no more.
+  const peek = await edge.api("/v1/peek", { key: "k".repeat(max), policy: "per-ip" });
+  assert.equal(peek.body.remaining, at.body.remaining);
+  // Bytes, not characters (two bytes each).
+  const wide = await edge.api("/v1/check", { key: "\u00e9".repeat(max / 2 + 1), policy: "per-ip" });
+  assert.equal(wide.body.size, max + 2);
+  for (const path of ["/v1/check", "/v1/peek", "/v1/release"]) {
+    const t = await edge.api(path, { key: "a", policy: "per-ip", tenant: "t".repeat(max + 1) });
+    assert.equal(t.status, 400, path);
+    assert.deepEqual([t.body.error, t.body.field, t.body.max], ["over-bound", "tenant", max], path);
+  }
+  const admin = await edge.admin("/admin/v1/keys/read", { policy: "per-ip", key: "k".repeat(max + 1) });
+  assert.equal(admin.status, 400);
+  assert.deepEqual([admin.body.error, admin.body.field], ["over-bound", "key"]);
+});
+
 test("check API: a denial is served from the deny cache with the same decision", async () => {
   const key = "service-deny-cache";
   const first = await edge.api("/v1/check", { key, policy: "per-ip", cost: 3 });

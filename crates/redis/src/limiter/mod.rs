@@ -142,6 +142,13 @@ struct Inner<C> {
     metrics: crate::metrics::Recorded,
 }
 
+/// The core's bound on a key's bytes ([`tollgate::store::bounds`]), for the argument
+/// `field`.
+fn bounded(field: &'static str, key: &str) -> Result<(), Error> {
+    tollgate::store::bounds::check_key(key.as_bytes())
+        .map_err(|over| Error::OverBound { field, over })
+}
+
 /// The most denials remembered; past it the memory is cleared (it is only a shortcut).
 const MAX_DENIALS: usize = 100_000;
 
@@ -241,7 +248,7 @@ where
         tenant: Option<&str>,
         cost: u64,
     ) -> Result<Outcome, Error> {
-        let group = self.group(key, tenant);
+        let group = self.group(key, tenant)?;
         self.inner.check_cost(&group, cost)?;
         if let Some(outcome) = self.inner.remembered(&group, cost) {
             return Ok(outcome);
@@ -254,7 +261,7 @@ where
 
     /// Reports the key's standing without charging it (a decision for a cost of 0).
     pub async fn peek(&self, key: &str, tenant: Option<&str>) -> Result<Outcome, Error> {
-        match self.submit(self.group(key, tenant), Op::Peek).await? {
+        match self.submit(self.group(key, tenant)?, Op::Peek).await? {
             Answer::Decided(o) => Ok(o),
             Answer::Released => unreachable!("a peek is answered with a decision"),
         }
@@ -274,7 +281,7 @@ where
     /// [`check_tenant_uncounted`](Self::check_tenant_uncounted)).
     #[doc(hidden)]
     pub async fn release_uncounted(&self, key: &str, cost: u64) -> Result<(), Error> {
-        self.submit(self.group(key, None), Op::Release(cost))
+        self.submit(self.group(key, None)?, Op::Release(cost))
             .await
             .map(|_| ())
     }
@@ -282,6 +289,7 @@ where
     /// Forgets `key` in every limit of the stack (tenant windows expire by themselves);
     /// returns whether anything was stored.
     pub async fn reset(&self, key: &str) -> Result<bool, Error> {
+        bounded("key", key)?;
         let inner = &self.inner;
         inner.denials.lock().unwrap().retain(|g| g.key != key);
         if let Some(local) = &inner.local {
@@ -320,16 +328,22 @@ where
         }
     }
 
-    fn group(&self, key: &str, tenant: Option<&str>) -> Group {
+    /// The group of `key` and `tenant`, each held to the core's bound on a key's bytes
+    /// (every key of the stack and tenant window is stored under them).
+    fn group(&self, key: &str, tenant: Option<&str>) -> Result<Group, Error> {
+        bounded("key", key)?;
+        if let Some(t) = tenant {
+            bounded("tenant", t)?;
+        }
         // Only a fair share has per-tenant slots; other limits share one group per key.
         let tenant = match self.inner.limits.tenant() {
             Some(_) => tenant.filter(|t| !tollgate::fair_share::skips_tenant_window(Some(t))),
             None => None,
         };
-        Group {
+        Ok(Group {
             key: key.into(),
             tenant: tenant.map(Into::into),
-        }
+        })
     }
 
     /// Queues `op` for its group; the first request of an idle group starts the group's

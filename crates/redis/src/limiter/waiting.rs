@@ -38,7 +38,7 @@ where
         cost: u64,
         max_wait: Duration,
     ) -> Result<Outcome, Error> {
-        let group = self.group(key, tenant);
+        let group = self.group(key, tenant)?;
         self.inner.check_cost(&group, cost)?;
         let max = u64::try_from(max_wait.as_nanos()).unwrap_or(u64::MAX);
         let jitter = u64::try_from(self.inner.options.jitter.as_nanos()).unwrap_or(u64::MAX);
