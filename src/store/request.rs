@@ -22,6 +22,8 @@ use alloc::vec;
 use alloc::vec::Vec;
 
 use super::{Batch, Limits, Write};
+
+pub mod command;
 use crate::stack::uncharged;
 use crate::{DecideError, Decision, Nanos, Policy, State};
 

@@ -8,7 +8,7 @@ use std::sync::{LazyLock, Mutex};
 use tollgate::fair_share::FairShare;
 use tollgate::stack::combine;
 use tollgate::store::fleet;
-use tollgate::store::request::{self, Charging, Counted};
+use tollgate::store::request::{self, command, Counted};
 use tollgate::store::{Batch, Limits, Op as BatchOp, Slot};
 use tollgate::{millis, Decision, Nanos, Policy, State, MAX_COUNT};
 
@@ -251,78 +251,19 @@ pub fn run(
     Ok(Outcome { decided, writes })
 }
 
-/// The most limits one `TOLLGATE.REQUEST` may have: the core's bound on a request's
-/// limits ([`tollgate::store::bounds::MAX_LIMITS`]), the one tollgate-server enforces too.
-pub const MAX_REQUEST: u64 = tollgate::store::bounds::MAX_LIMITS as u64;
-
 /// `TOLLGATE.REQUEST`'s arguments after the base, parsed: limits on separate keys (an Envoy
-/// request's descriptors), decided by the core's [`tollgate::store::request`].
-#[derive(Debug, PartialEq, Eq)]
-pub struct KeysRequest {
-    /// Each limit's key suffix (appended to the base) and what decides it.
-    pub items: Vec<(Vec<u8>, Counted)>,
-    /// All or nothing (the default) or each charged (`EACH`).
-    pub charging: Charging,
-    /// `BLOCKED`: the request also has an enforced limit that always denies.
-    pub blocked: bool,
-    /// `NOW <ms>`: the test clock (only when the module was loaded with `TESTCLOCK`).
-    pub now_ms: Option<u64>,
-}
+/// request's descriptors), decided by the core's [`tollgate::store::request`]. The layout is
+/// the core's ([`tollgate::store::request::command`]), the one tollgate-redis sends.
+pub type KeysRequest<'a> = command::Args<'a>;
 
 /// Parses `<n> (<suffix> <policy> <cost> <shadow 0|1>)*n [EACH] [BLOCKED] [NOW ms]` (`args`
-/// excludes the command and the base).
-pub fn parse_keys(args: &[&[u8]], test_clock: bool) -> Result<KeysRequest, ArgError> {
-    let n = number(args.first().copied(), "the number of limits", MAX_REQUEST)? as usize;
-    if n == 0 {
-        return Err("ERR a request needs at least one limit".into());
-    }
-    let given = args
-        .get(1..1 + 4 * n)
-        .ok_or("ERR fewer limits than their count (each is: suffix policy cost shadow)")?;
-    let mut items = Vec::with_capacity(n);
-    for limit in given.chunks_exact(4) {
-        let cost = number(Some(limit[2]), "a cost", MAX_COUNT)?;
-        let shadow = match limit[3] {
-            b"0" => false,
-            b"1" => true,
-            _ => return Err("ERR a shadow flag must be 0 or 1".into()),
-        };
-        let policy = policy(limit[1])?;
-        items.push((
-            limit[0].to_vec(),
-            Counted {
-                policy,
-                cost,
-                shadow,
-            },
-        ));
-    }
-    let mut req = KeysRequest {
-        items,
-        charging: Charging::AllOrNothing,
-        blocked: false,
-        now_ms: None,
-    };
-    let mut rest = &args[1 + 4 * n..];
-    while let [option, tail @ ..] = rest {
-        rest = tail;
-        match option.to_ascii_uppercase().as_slice() {
-            b"EACH" => req.charging = Charging::Each,
-            b"BLOCKED" => req.blocked = true,
-            b"NOW" if test_clock => {
-                req.now_ms = Some(number(rest.first().copied(), "NOW", u64::MAX)?);
-                rest = &rest[1..];
-            }
-            b"NOW" => return Err("ERR NOW needs the module loaded with TESTCLOCK".into()),
-            _ => {
-                return Err(format!(
-                    "ERR unknown option {:?} (expected EACH, BLOCKED or NOW)",
-                    String::from_utf8_lossy(option)
-                ))
-            }
-        }
-    }
-    Ok(req)
+/// excludes the command and the base) by the core's layout, with the policy cache.
+pub fn parse_keys<'a>(args: &[&'a [u8]], test_clock: bool) -> Result<KeysRequest<'a>, ArgError> {
+    command::parse(args, test_clock, |p| {
+        // The cache's errors already read "ERR ...".
+        policy(p).map_err(|e| e.trim_start_matches("ERR ").to_string())
+    })
+    .map_err(|e| format!("ERR {e}"))
 }
 
 /// Whether `base` fixes the hash slot of every key made by appending to it: it holds a
@@ -434,22 +375,25 @@ mod tests {
         assert!(parse_str("10/s|NOW|5", true).is_ok());
     }
 
-    fn parse_keys_str(s: &str) -> Result<KeysRequest, ArgError> {
+    fn parse_keys_err(s: &str) -> ArgError {
         let a = args(s);
         let refs: Vec<&[u8]> = a.iter().map(Vec::as_slice).collect();
-        parse_keys(&refs, false)
+        parse_keys(&refs, false).unwrap_err()
     }
 
     #[test]
     fn request_forms_and_errors() {
-        let r = parse_keys_str("2|a|10/s|1|0|b|100/min|0|1|EACH|blocked").unwrap();
+        use tollgate::store::request::Charging;
+        let a = args("2|a|10/s|1|0|b|100/min|0|1|EACH|blocked");
+        let refs: Vec<&[u8]> = a.iter().map(Vec::as_slice).collect();
+        let r = parse_keys(&refs, false).unwrap();
         assert_eq!(r.items.len(), 2);
-        assert_eq!((r.items[0].0.as_slice(), r.items[0].1.cost), (&b"a"[..], 1));
+        assert_eq!((r.items[0].0, r.items[0].1.cost), (&b"a"[..], 1));
         assert!(r.items[1].1.shadow && r.items[1].1.cost == 0);
         assert_eq!((r.charging, r.blocked), (Charging::Each, true));
-        let e = |s: &str| parse_keys_str(s).unwrap_err();
+        let e = parse_keys_err;
         assert!(e("0").contains("at least one"));
-        assert!(e("65").contains("above the largest"));
+        assert!(e("65").contains("65 limits, at most 64"));
         assert!(e("2|a|10/s|1|0").contains("fewer limits"));
         assert!(e("1|a|10/s|1|yes").contains("0 or 1"));
         assert!(e("1|a|10/s|x|0").contains("whole number"));

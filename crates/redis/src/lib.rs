@@ -4,9 +4,11 @@
 
 pub mod keys;
 mod limiter;
+mod link;
 #[cfg(feature = "metrics")]
 pub mod metrics;
 pub mod namespaces;
+mod requests;
 
 use std::fmt;
 use std::num::NonZeroUsize;
@@ -17,7 +19,13 @@ use tollgate::store::StateBytesError;
 use tollgate::{DecideError, Decision, PolicyError};
 
 pub use keys::KeyLayout;
-pub use limiter::{handling, module_decision, RedisLimiter, Stats};
+pub use limiter::{module_decision, RedisLimiter, Stats};
+pub use link::handling;
+pub use requests::{Answer, RedisRequests};
+
+/// The most denials a deny cache remembers by default; past it the memory is cleared (it
+/// is only a shortcut).
+pub const DENY_CACHE_ENTRIES: usize = 100_000;
 
 /// The script that reads a request's slots and the node's clock.
 pub const READ_SCRIPT: &str = include_str!("../lua/read.lua");
@@ -52,6 +60,7 @@ pub struct Options {
     pub(crate) grace: Duration,
     pub(crate) lease: Duration,
     pub(crate) deny_cache: bool,
+    pub(crate) deny_entries: usize,
     pub(crate) jitter: Duration,
     pub(crate) use_module: bool,
     pub(crate) metrics_policy: Option<String>,
@@ -79,6 +88,7 @@ impl Options {
             grace: Duration::from_secs(1),
             lease: Duration::from_secs(60),
             deny_cache: true,
+            deny_entries: DENY_CACHE_ENTRIES,
             jitter: Duration::ZERO,
             use_module: true,
             metrics_policy: None,
@@ -137,6 +147,31 @@ impl Options {
     pub fn deny_cache(mut self, on: bool) -> Options {
         self.deny_cache = on;
         self
+    }
+
+    /// The most denials the deny cache remembers (default [`DENY_CACHE_ENTRIES`]; 0 turns
+    /// it off).
+    pub fn deny_cache_entries(mut self, entries: usize) -> Options {
+        self.deny_cache = entries > 0;
+        self.deny_entries = entries;
+        self
+    }
+
+    /// Refuses a zero timeout, probe interval or lease.
+    pub(crate) fn check(&self) -> Result<(), Error> {
+        for (field, d) in [
+            ("timeout", self.timeout),
+            ("probe_every", self.probe_every),
+            ("lease", self.lease),
+        ] {
+            if d.is_zero() {
+                return Err(Error::Config {
+                    field,
+                    reason: "must be more than zero".into(),
+                });
+            }
+        }
+        Ok(())
     }
 
     /// The most random time [`RedisLimiter::acquire`] adds to each wait (default none), so

@@ -27,7 +27,7 @@ where
         }
         let now = since(self.epoch, Instant::now());
         let d = self.denials.lock().unwrap().get(group, cost, now)?;
-        self.counters.deny_cache.fetch_add(1, Relaxed);
+        self.link.counters.deny_cache.fetch_add(1, Relaxed);
         Some(Outcome {
             decision: d.decision,
             each: d.each,

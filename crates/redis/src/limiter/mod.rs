@@ -12,23 +12,22 @@ mod module;
 mod runner;
 mod waiting;
 
-pub use fallback::handling;
 pub use module::module_decision;
-use module::UNKNOWN;
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, AtomicU8, Ordering::Relaxed};
+use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use redis::aio::ConnectionLike;
-use redis::{ErrorKind, RedisError, Script};
+use redis::{ErrorKind, RedisError};
 use tokio::sync::oneshot;
 use tollgate::keyed::KeyedLimiter;
 use tollgate::store::{DenyCache, Limits};
 use tollgate::wait::{Ask, Lines};
 
-use crate::{Error, Fallback, KeyLayout, Options, Outcome, COMMIT_SCRIPT, READ_SCRIPT};
+use crate::link::Link;
+use crate::{Error, Fallback, KeyLayout, Options, Outcome};
 
 /// A fleet-wide limiter on Redis. Cheap to clone (the state is shared behind an `Arc`).
 pub struct RedisLimiter<C> {
@@ -58,16 +57,6 @@ pub struct Stats {
     pub conflicts: u64,
     /// Script calls sent to Redis.
     pub round_trips: u64,
-}
-
-#[derive(Default)]
-struct Counters {
-    redis: AtomicU64,
-    deny_cache: AtomicU64,
-    fallback: AtomicU64,
-    indeterminate: AtomicU64,
-    conflicts: AtomicU64,
-    round_trips: AtomicU64,
 }
 
 /// The requests for one key (and tenant) share their slots: they are merged.
@@ -120,12 +109,11 @@ enum Answer {
 }
 
 struct Inner<C> {
-    conn: C,
+    /// The connection, the mark-down, the module probe and the counts.
+    link: Link<C>,
     limits: Limits,
     layout: KeyLayout,
     options: Options,
-    read: Script,
-    commit: Script,
     local: Option<KeyedLimiter>,
     epoch: Instant,
     groups: Mutex<HashMap<Group, Vec<Pending>>>,
@@ -133,10 +121,6 @@ struct Inner<C> {
     lines: Lines<Group>,
     /// Denials remembered, on the clock of nanoseconds since `epoch`.
     denials: Mutex<DenyCache<Group>>,
-    down_until: Mutex<Option<Instant>>,
-    /// Whether the server has the module: [`UNKNOWN`], [`WITH_MODULE`] or [`WITHOUT_MODULE`].
-    module: AtomicU8,
-    counters: Counters,
     /// The series of the `metrics` facade.
     #[cfg(feature = "metrics")]
     metrics: crate::metrics::Recorded,
@@ -149,9 +133,6 @@ fn bounded(field: &'static str, key: &str) -> Result<(), Error> {
         .map_err(|over| Error::OverBound { field, over })
 }
 
-/// The most denials remembered; past it the memory is cleared (it is only a shortcut).
-const MAX_DENIALS: usize = 100_000;
-
 impl<C> RedisLimiter<C>
 where
     C: ConnectionLike + Clone + Send + Sync + 'static,
@@ -160,18 +141,9 @@ where
     /// connection, or any async connection that can be cloned).
     pub fn new(conn: C, limits: Limits, options: Options) -> Result<Self, Error> {
         let layout = KeyLayout::new(&options.prefix, &options.namespace)?;
-        for (field, d) in [
-            ("timeout", options.timeout),
-            ("probe_every", options.probe_every),
-            ("lease", options.lease),
-        ] {
-            if d.is_zero() {
-                return Err(Error::Config {
-                    field,
-                    reason: "must be more than zero".into(),
-                });
-            }
-        }
+        options.check()?;
+        let denials = Mutex::new(DenyCache::new(options.deny_entries.max(1)));
+        let link = Link::new(conn, options.timeout, options.probe_every, "tollgate.check");
         let local = match options.fallback {
             Fallback::Local { max_keys } => Some(KeyedLimiter::from_limits(&limits, max_keys)),
             Fallback::Open | Fallback::Closed => None,
@@ -189,20 +161,15 @@ where
             inner: Arc::new(Inner {
                 #[cfg(feature = "metrics")]
                 metrics,
-                conn,
+                link,
                 limits,
                 layout,
                 options,
-                read: Script::new(READ_SCRIPT),
-                commit: Script::new(COMMIT_SCRIPT),
                 local,
                 epoch: Instant::now(),
                 groups: Mutex::new(HashMap::new()),
                 lines: Lines::default(),
-                denials: Mutex::new(DenyCache::new(MAX_DENIALS)),
-                down_until: Mutex::new(None),
-                module: AtomicU8::new(UNKNOWN),
-                counters: Counters::default(),
+                denials,
             }),
         })
     }
@@ -303,8 +270,8 @@ where
             .collect();
         let mut cmd = redis::cmd("DEL");
         cmd.arg(&keys);
-        let mut conn = inner.conn.clone();
-        inner.counters.round_trips.fetch_add(1, Relaxed);
+        let mut conn = inner.link.conn.clone();
+        inner.link.counters.round_trips.fetch_add(1, Relaxed);
         match tokio::time::timeout(inner.options.timeout, cmd.query_async::<u64>(&mut conn)).await {
             Ok(Ok(n)) => Ok(n > 0),
             Ok(Err(e)) => Err(Error::Redis(e)),
@@ -317,15 +284,7 @@ where
 
     /// Where decisions were made so far.
     pub fn stats(&self) -> Stats {
-        let c = &self.inner.counters;
-        Stats {
-            redis: c.redis.load(Relaxed),
-            deny_cache: c.deny_cache.load(Relaxed),
-            fallback: c.fallback.load(Relaxed),
-            indeterminate: c.indeterminate.load(Relaxed),
-            conflicts: c.conflicts.load(Relaxed),
-            round_trips: c.round_trips.load(Relaxed),
-        }
+        self.inner.link.stats()
     }
 
     /// The group of `key` and `tenant`, each held to the core's bound on a key's bytes

@@ -10,15 +10,10 @@ use tollgate::store::fleet::{self, Call};
 use tollgate::wait::Ask;
 use tollgate::NANOS_PER_MS;
 
-use super::cas::unexpected_reply;
-use super::fallback::{classify, Failure};
 use super::runner::answer_all;
 use super::{Answer, Group, Inner, Op, Pending};
+use crate::link::{classify, unexpected_reply, Failure};
 use crate::{Error, Outcome, Source, Why};
-
-pub(super) const UNKNOWN: u8 = 0;
-const WITH_MODULE: u8 = 1;
-const WITHOUT_MODULE: u8 = 2;
 
 impl<C> Inner<C>
 where
@@ -29,29 +24,8 @@ where
         if !self.options.use_module || self.test_clock() {
             return false;
         }
-        match self.module.load(Relaxed) {
-            WITH_MODULE => return true,
-            WITHOUT_MODULE => return false,
-            _ => {}
-        }
-        let mut conn = self.conn.clone();
-        let mut cmd = redis::cmd("COMMAND");
-        cmd.arg("INFO").arg("tollgate.check");
-        let reply = tokio::time::timeout(
-            self.options.timeout,
-            cmd.query_async::<redis::Value>(&mut conn),
-        )
-        .await;
-        match reply {
-            Ok(Ok(redis::Value::Array(v))) => {
-                let found = matches!(v.first(), Some(redis::Value::Array(_)));
-                self.module
-                    .store(if found { WITH_MODULE } else { WITHOUT_MODULE }, Relaxed);
-                found
-            }
-            // Not known yet (the read that follows reports the failure).
-            _ => false,
-        }
+        // Not known yet: the round that follows reports the failure.
+        self.link.has_module().await.unwrap_or(false)
     }
 
     /// The limiter's arguments of a module command: the policy, a stack, or a fair share's
@@ -109,32 +83,24 @@ where
             }
         }
         let sent = Instant::now();
-        let mut conn = self.conn.clone();
-        self.counters.round_trips.fetch_add(1, Relaxed);
+        let mut conn = self.link.conn.clone();
         let replies: Vec<redis::RedisResult<redis::Value>> =
-            match tokio::time::timeout(self.options.timeout, pipe.query_async(&mut conn)).await {
-                Ok(Ok(r)) => r,
-                Ok(Err(e)) => match classify(Call::Write, e) {
-                    Failure::Unavailable(_) => {
-                        // The commands may have run: never sent again.
-                        self.counters.indeterminate.fetch_add(1, Relaxed);
-                        self.mark_down(Why::Indeterminate);
-                        return self.fall_back(group, round, Why::Indeterminate);
-                    }
-                    Failure::Fatal(e) => return answer_all(round, Err(Error::Redis(e))),
-                },
-                Err(_) => {
-                    self.counters.indeterminate.fetch_add(1, Relaxed);
+            match self.link.send(pipe.query_async(&mut conn)).await {
+                Ok(r) => r,
+                Err(Failure::Unavailable(_)) => {
+                    // The commands may have run: never sent again.
+                    self.link.counters.indeterminate.fetch_add(1, Relaxed);
                     self.mark_down(Why::Indeterminate);
                     return self.fall_back(group, round, Why::Indeterminate);
                 }
+                Err(Failure::Fatal(e)) => return answer_all(round, Err(Error::Redis(e))),
             };
         for (p, reply) in round.into_iter().zip(replies) {
             let answer = match (reply, &p.op) {
                 (Err(e), _) => match classify(Call::Write, e) {
                     // Refused by a server that cannot serve now: the fallback decides it.
                     Failure::Unavailable(why) => {
-                        self.counters.indeterminate.fetch_add(1, Relaxed);
+                        self.link.counters.indeterminate.fetch_add(1, Relaxed);
                         self.mark_down(why);
                         self.fall_back(group, vec![p], why);
                         continue;
@@ -145,7 +111,7 @@ where
                 (Ok(v), op) => match module_decision(&v) {
                     Some(d) => {
                         if let Op::Check(cost) | Op::Acquire { cost, .. } = op {
-                            self.counters.redis.fetch_add(1, Relaxed);
+                            self.link.counters.redis.fetch_add(1, Relaxed);
                             // Whole ms rounded up: remember the lower bound.
                             let floor = fleet::lower_bound(d.decision.retry_after);
                             self.remember(group, *cost, sent, &d, floor);

@@ -5,7 +5,6 @@ use std::collections::HashMap;
 #[cfg(feature = "testing")] // the test clock and timers only
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
 
 use redis::aio::ConnectionLike;
 use tollgate::{DecideError, Nanos};
@@ -55,7 +54,7 @@ where
     /// One round: by the fallback while Redis is down, else in the module when the server
     /// has it, else on the compare-and-set path.
     async fn decide_round(&self, group: &Group, round: Vec<Pending>) {
-        if self.is_down() {
+        if self.link.is_down() {
             return self.fall_back(group, round, Why::Unreachable);
         }
         if self.has_module().await {
@@ -76,26 +75,13 @@ where
         Ok(())
     }
 
-    pub(super) fn is_down(&self) -> bool {
-        let mut down = self.down_until.lock().unwrap();
-        match *down {
-            Some(t) if Instant::now() < t => true,
-            Some(_) => {
-                // Time to probe: this round tries Redis again.
-                *down = None;
-                false
-            }
-            None => false,
-        }
-    }
-
     /// Redis failed a call (`why`): the fallback decides until the next probe.
     pub(super) fn mark_down(&self, why: Why) {
         #[cfg(feature = "metrics")]
         self.metrics.failure(why);
         #[cfg(not(feature = "metrics"))]
         let _ = why;
-        *self.down_until.lock().unwrap() = Some(Instant::now() + self.options.probe_every);
+        self.link.mark_down();
     }
 
     /// The clock a decision uses: Redis's, or a test's.

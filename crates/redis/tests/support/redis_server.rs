@@ -92,6 +92,22 @@ impl Server {
         }
     }
 
+    /// Freezes the server (SIGSTOP): connections stay open, nothing answers.
+    pub fn pause(&self) {
+        self.signal("STOP");
+    }
+
+    /// Lets a paused server run again (SIGCONT).
+    pub fn resume(&self) {
+        self.signal("CONT");
+    }
+
+    fn signal(&self, name: &str) {
+        let pid = self.child.as_ref().expect("running").id().to_string();
+        let ok = Command::new("kill").args(["-s", name, &pid]).status();
+        assert!(ok.is_ok_and(|s| s.success()), "kill -s {name} {pid}");
+    }
+
     /// Starts it again on the same port and directory.
     pub fn restart(&mut self) {
         self.kill();

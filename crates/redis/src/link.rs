@@ -1,0 +1,314 @@
+//! The link to Redis that both ways of asking share (one key's limits,
+//! [`RedisLimiter`](crate::RedisLimiter), and a request of limits on separate keys,
+//! [`RedisRequests`](crate::RedisRequests)): the calls with their timeout, how a failed call
+//! is sorted (the core's rule), the mark-down until the next probe, whether the server has
+//! tollgate's module, the scripts' replies, and the counts of where decisions were made.
+
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering::Relaxed};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use redis::aio::ConnectionLike;
+use redis::{ErrorKind, RedisError, Script};
+use tollgate::store::fleet::{self, Call, CallError, Handling, ValueError};
+use tollgate::{Nanos, State};
+
+use crate::{Error, Stats, Why, COMMIT_SCRIPT, READ_SCRIPT};
+
+/// How a Redis error is handled.
+pub(crate) enum Failure {
+    /// Redis is unavailable: the fallback decides.
+    Unavailable(Why),
+    /// Any other error: reported to the caller.
+    Fatal(RedisError),
+}
+
+/// The fleet protocol's rule for a failed call ([`fleet::handle`]), for redis-rs' errors:
+/// whether the fallback decides, the script's body is to be sent, or the caller gets the
+/// error.
+pub fn handling(call: Call, e: &RedisError) -> Handling {
+    let error = if e.is_timeout() {
+        CallError::Timeout
+    } else if let Some(code) = e.code() {
+        CallError::Reply(code)
+    } else if e.is_io_error()
+        || e.is_connection_refusal()
+        || e.is_connection_dropped()
+        || e.kind() == ErrorKind::ClusterConnectionNotFound
+    {
+        CallError::Connection
+    } else {
+        return Handling::Fatal;
+    };
+    fleet::handle(call, error)
+}
+
+pub(crate) fn classify(call: Call, e: RedisError) -> Failure {
+    match handling(call, &e) {
+        Handling::FallBack(why) => Failure::Unavailable(why),
+        Handling::SendBody | Handling::Fatal => Failure::Fatal(e),
+    }
+}
+
+/// A call that did not answer within the timeout: the core's rule for it.
+fn timed_out(call: Call) -> Failure {
+    match fleet::handle(call, CallError::Timeout) {
+        Handling::FallBack(why) => Failure::Unavailable(why),
+        Handling::SendBody | Handling::Fatal => Failure::Unavailable(Why::Timeout),
+    }
+}
+
+/// What one read (or a conflicting commit) returned: the node's clock and each slot's value.
+pub(crate) struct View {
+    pub(crate) now: Nanos,
+    pub(crate) values: Vec<Vec<u8>>,
+}
+
+/// What a commit answered.
+pub(crate) enum Committed {
+    Written,
+    Conflict(View),
+}
+
+/// Counts of where decisions were made.
+#[derive(Default)]
+pub(crate) struct Counters {
+    pub(crate) redis: AtomicU64,
+    pub(crate) deny_cache: AtomicU64,
+    pub(crate) fallback: AtomicU64,
+    pub(crate) indeterminate: AtomicU64,
+    pub(crate) conflicts: AtomicU64,
+    pub(crate) round_trips: AtomicU64,
+}
+
+const UNKNOWN: u8 = 0;
+const WITH_MODULE: u8 = 1;
+const WITHOUT_MODULE: u8 = 2;
+
+/// The connection and what is known about the server behind it.
+pub(crate) struct Link<C> {
+    pub(crate) conn: C,
+    /// The longest one round trip may take.
+    pub(crate) timeout: Duration,
+    /// After a failure, how long the fallback decides before Redis is tried again.
+    probe_every: Duration,
+    read: Script,
+    commit: Script,
+    down_until: Mutex<Option<Instant>>,
+    /// Whether the server has the module: [`UNKNOWN`], [`WITH_MODULE`] or [`WITHOUT_MODULE`].
+    module: AtomicU8,
+    /// The module command whose presence says the module is loaded.
+    module_command: &'static str,
+    pub(crate) counters: Counters,
+}
+
+impl<C> Link<C>
+where
+    C: ConnectionLike + Clone + Send + Sync + 'static,
+{
+    pub(crate) fn new(
+        conn: C,
+        timeout: Duration,
+        probe_every: Duration,
+        module_command: &'static str,
+    ) -> Self {
+        Link {
+            conn,
+            timeout,
+            probe_every,
+            read: Script::new(READ_SCRIPT),
+            commit: Script::new(COMMIT_SCRIPT),
+            down_until: Mutex::new(None),
+            module: AtomicU8::new(UNKNOWN),
+            module_command,
+            counters: Counters::default(),
+        }
+    }
+
+    /// Where decisions were made so far.
+    pub(crate) fn stats(&self) -> Stats {
+        let c = &self.counters;
+        Stats {
+            redis: c.redis.load(Relaxed),
+            deny_cache: c.deny_cache.load(Relaxed),
+            fallback: c.fallback.load(Relaxed),
+            indeterminate: c.indeterminate.load(Relaxed),
+            conflicts: c.conflicts.load(Relaxed),
+            round_trips: c.round_trips.load(Relaxed),
+        }
+    }
+
+    /// Whether Redis is marked down (the fallback decides without a call). Past the probe
+    /// time the mark is lifted, and the caller's round tries Redis again.
+    pub(crate) fn is_down(&self) -> bool {
+        let mut down = self.down_until.lock().unwrap_or_else(|p| p.into_inner());
+        match *down {
+            Some(t) if Instant::now() < t => true,
+            Some(_) => {
+                *down = None;
+                false
+            }
+            None => false,
+        }
+    }
+
+    /// Redis failed a call: the fallback decides until the next probe.
+    pub(crate) fn mark_down(&self) {
+        *self.down_until.lock().unwrap_or_else(|p| p.into_inner()) =
+            Some(Instant::now() + self.probe_every);
+    }
+
+    /// The probe interval in nanoseconds (a fail-closed denial's retry time).
+    pub(crate) fn probe_nanos(&self) -> Nanos {
+        u64::try_from(self.probe_every.as_nanos()).unwrap_or(u64::MAX)
+    }
+
+    /// Whether the server has tollgate's module (asked once with `COMMAND INFO`); `None`
+    /// when it did not answer (asked again next time).
+    pub(crate) async fn has_module(&self) -> Option<bool> {
+        match self.module.load(Relaxed) {
+            WITH_MODULE => return Some(true),
+            WITHOUT_MODULE => return Some(false),
+            _ => {}
+        }
+        let mut cmd = redis::cmd("COMMAND");
+        cmd.arg("INFO").arg(self.module_command);
+        let mut conn = self.conn.clone();
+        let reply = tokio::time::timeout(self.timeout, cmd.query_async(&mut conn)).await;
+        let Ok(Ok(redis::Value::Array(v))) = reply else {
+            return None;
+        };
+        let found = matches!(v.first(), Some(redis::Value::Array(_)));
+        let known = if found { WITH_MODULE } else { WITHOUT_MODULE };
+        self.module.store(known, Relaxed);
+        Some(found)
+    }
+
+    /// Sends one command or pipeline (`query`) that may write, within the timeout; a
+    /// failure sorted by the core's rule. Counted as one round trip.
+    pub(crate) async fn send<T>(
+        &self,
+        query: impl std::future::Future<Output = redis::RedisResult<T>>,
+    ) -> Result<T, Failure> {
+        self.counters.round_trips.fetch_add(1, Relaxed);
+        match tokio::time::timeout(self.timeout, query).await {
+            Ok(Ok(v)) => Ok(v),
+            Ok(Err(e)) => Err(classify(Call::Write, e)),
+            Err(_) => Err(timed_out(Call::Write)),
+        }
+    }
+
+    /// Runs `script` (whose body is `source`) over `keys` and `args`: `EVALSHA` (the
+    /// server's script cache), and on `NOSCRIPT`, which means it did not run, `EVAL` with
+    /// its body, which needs no cache (and fills it again): a `SCRIPT FLUSH` or a restart
+    /// between a reload and the call cannot fail a request.
+    async fn eval(
+        &self,
+        script: &Script,
+        source: &str,
+        keys: &[String],
+        args: &[Vec<u8>],
+    ) -> redis::RedisResult<Vec<Vec<u8>>> {
+        let mut conn = self.conn.clone();
+        self.counters.round_trips.fetch_add(1, Relaxed);
+        let mut by_hash = redis::cmd("EVALSHA");
+        by_hash
+            .arg(script.get_hash())
+            .arg(keys.len())
+            .arg(keys)
+            .arg(args);
+        match by_hash.query_async(&mut conn).await {
+            Err(e) if handling(Call::Read, &e) == Handling::SendBody => {
+                self.counters.round_trips.fetch_add(1, Relaxed);
+                let mut by_body = redis::cmd("EVAL");
+                by_body.arg(source).arg(keys.len()).arg(keys).arg(args);
+                by_body.query_async(&mut conn).await
+            }
+            other => other,
+        }
+    }
+
+    /// The read script over `keys`: Redis's clock and their values.
+    pub(crate) async fn read(&self, keys: &[String]) -> Result<View, Failure> {
+        let call = self.eval(&self.read, READ_SCRIPT, keys, &[]);
+        let reply = match tokio::time::timeout(self.timeout, call).await {
+            Ok(Ok(r)) => r,
+            Ok(Err(e)) => return Err(classify(Call::Read, e)),
+            Err(_) => return Err(timed_out(Call::Read)),
+        };
+        view(&reply, 0, keys.len()).ok_or_else(|| Failure::Fatal(unexpected_reply()))
+    }
+
+    /// The commit script over `keys` with `args` ([`fleet::commit_args`]).
+    pub(crate) async fn commit(
+        &self,
+        keys: &[String],
+        args: &[Vec<u8>],
+    ) -> Result<Committed, Failure> {
+        let call = self.eval(&self.commit, COMMIT_SCRIPT, keys, args);
+        let reply = match tokio::time::timeout(self.timeout, call).await {
+            Ok(Ok(r)) => r,
+            Ok(Err(e)) => return Err(classify(Call::Write, e)),
+            Err(_) => return Err(timed_out(Call::Write)),
+        };
+        match reply.first().map(Vec::as_slice) {
+            Some(b"ok") => Ok(Committed::Written),
+            Some(b"conflict") => view(&reply, 1, keys.len())
+                .map(Committed::Conflict)
+                .ok_or_else(|| Failure::Fatal(unexpected_reply())),
+            _ => Err(Failure::Fatal(unexpected_reply())),
+        }
+    }
+}
+
+/// The pause before the `retries`-th retry of a conflicting commit: random, up to a
+/// millisecond per retry so far (at most ten), so that clients that collided do not
+/// collide again in step.
+pub(crate) async fn conflict_pause(retries: u32) {
+    let pause = fastrand::u64(0..=u64::from(retries.min(10)) * 1_000);
+    tokio::time::sleep(Duration::from_micros(pause)).await;
+}
+
+pub(crate) fn unexpected_reply() -> RedisError {
+    RedisError::from((ErrorKind::UnexpectedReturnType, "unexpected script reply"))
+}
+
+/// The time and values of a script's answer from `at` on (the core's [`fleet::read_view`]).
+fn view(reply: &[Vec<u8>], at: usize, n: usize) -> Option<View> {
+    let (now, values) = fleet::read_view(reply.get(at..)?, n)?;
+    Some(View {
+        now,
+        values: values.to_vec(),
+    })
+}
+
+/// Each value's version (empty for an absent key) and state.
+pub(crate) type Decoded = (Vec<Vec<u8>>, Vec<Option<State>>);
+
+/// Splits each value into its version and its state (the fleet's codec,
+/// [`fleet::decode_value`]); a value that is not a state is an error naming its key, never
+/// read as fresh.
+pub(crate) fn decode(keys: &[String], values: &[Vec<u8>]) -> Result<Decoded, Error> {
+    let mut versions = Vec::with_capacity(values.len());
+    let mut states = Vec::with_capacity(values.len());
+    for (key, v) in keys.iter().zip(values) {
+        let stored = fleet::decode_value(v).map_err(|e| match e {
+            ValueError::Short(_) => Error::CorruptVersion { key: key.clone() },
+            ValueError::State(reason) => Error::Corrupt {
+                key: key.clone(),
+                reason,
+            },
+        })?;
+        match stored {
+            Some(s) => {
+                versions.push(s.version.to_vec());
+                states.push(Some(s.state));
+            }
+            None => {
+                versions.push(Vec::new());
+                states.push(None);
+            }
+        }
+    }
+    Ok((versions, states))
+}
