@@ -4,7 +4,7 @@
 //! is sorted (the core's rule), the mark-down until the next probe, whether the server has
 //! tollgate's module, the scripts' replies, and the counts of where decisions were made.
 
-use std::sync::atomic::{AtomicU64, AtomicU8, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering::Relaxed};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -95,6 +95,10 @@ pub(crate) struct Link<C> {
     read: Script,
     commit: Script,
     down_until: Mutex<Option<Instant>>,
+    /// Whether `down_until` is set (read without its lock on every call).
+    marked: AtomicBool,
+    /// How many times Redis was marked down.
+    downs: AtomicU64,
     /// Whether the server has the module: [`UNKNOWN`], [`WITH_MODULE`] or [`WITHOUT_MODULE`].
     module: AtomicU8,
     /// The module command whose presence says the module is loaded.
@@ -119,6 +123,8 @@ where
             read: Script::new(READ_SCRIPT),
             commit: Script::new(COMMIT_SCRIPT),
             down_until: Mutex::new(None),
+            marked: AtomicBool::new(false),
+            downs: AtomicU64::new(0),
             module: AtomicU8::new(UNKNOWN),
             module_command,
             counters: Counters::default(),
@@ -139,23 +145,49 @@ where
     }
 
     /// Whether Redis is marked down (the fallback decides without a call). Past the probe
-    /// time the mark is lifted, and the caller's round tries Redis again.
+    /// time, the first caller probes: it is told Redis is up, and every other caller keeps
+    /// to the fallback for up to a timeout more, until that probe answers (then
+    /// [`Link::up`] lifts the mark) or fails (marked down again): requests that arrive
+    /// during a probe do not each wait for their own timeout.
     pub(crate) fn is_down(&self) -> bool {
+        if !self.marked.load(Relaxed) {
+            return false;
+        }
         let mut down = self.down_until.lock().unwrap_or_else(|p| p.into_inner());
         match *down {
-            Some(t) if Instant::now() < t => true,
-            Some(_) => {
-                *down = None;
+            None => false,
+            Some(t) => {
+                let now = Instant::now();
+                if now < t {
+                    return true;
+                }
+                *down = Some(now + self.timeout);
                 false
             }
-            None => false,
+        }
+    }
+
+    /// A call answered: Redis is up.
+    fn up(&self) {
+        if self.marked.load(Relaxed) {
+            let mut down = self.down_until.lock().unwrap_or_else(|p| p.into_inner());
+            *down = None;
+            self.marked.store(false, Relaxed);
         }
     }
 
     /// Redis failed a call: the fallback decides until the next probe.
     pub(crate) fn mark_down(&self) {
-        *self.down_until.lock().unwrap_or_else(|p| p.into_inner()) =
-            Some(Instant::now() + self.probe_every);
+        let mut down = self.down_until.lock().unwrap_or_else(|p| p.into_inner());
+        *down = Some(Instant::now() + self.probe_every);
+        self.marked.store(true, Relaxed);
+        self.downs.fetch_add(1, Relaxed);
+    }
+
+    /// How many times Redis was marked down so far: a caller that waited compares it with
+    /// what it saw before, to learn whether Redis failed meanwhile.
+    pub(crate) fn downs(&self) -> u64 {
+        self.downs.load(Relaxed)
     }
 
     /// The probe interval in nanoseconds (a fail-closed denial's retry time).
@@ -192,7 +224,10 @@ where
     ) -> Result<T, Failure> {
         self.counters.round_trips.fetch_add(1, Relaxed);
         match tokio::time::timeout(self.timeout, query).await {
-            Ok(Ok(v)) => Ok(v),
+            Ok(Ok(v)) => {
+                self.up();
+                Ok(v)
+            }
             Ok(Err(e)) => Err(classify(Call::Write, e)),
             Err(_) => Err(timed_out(Call::Write)),
         }
@@ -232,7 +267,10 @@ where
     pub(crate) async fn read(&self, keys: &[String]) -> Result<View, Failure> {
         let call = self.eval(&self.read, READ_SCRIPT, keys, &[]);
         let reply = match tokio::time::timeout(self.timeout, call).await {
-            Ok(Ok(r)) => r,
+            Ok(Ok(r)) => {
+                self.up();
+                r
+            }
             Ok(Err(e)) => return Err(classify(Call::Read, e)),
             Err(_) => return Err(timed_out(Call::Read)),
         };

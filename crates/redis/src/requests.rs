@@ -160,6 +160,7 @@ where
         if let Some(answer) = remembered() {
             return Ok(answer);
         }
+        let downs = s.link.downs();
         let decided = if s.link.is_down() {
             Err(Stop::FallBack(Why::Unreachable))
         } else if s.options.use_module && s.link.has_module().await == Some(true) {
@@ -172,9 +173,9 @@ where
             if let Some(answer) = remembered() {
                 return Ok(answer);
             }
-            match s.link.is_down() {
-                true => Err(Stop::FallBack(Why::Unreachable)),
-                false => s.by_scripts(&keys, limits, charging, blocked).await,
+            match s.link.downs() == downs {
+                true => s.by_scripts(&keys, limits, charging, blocked).await,
+                false => Err(Stop::FallBack(Why::Unreachable)),
             }
         };
         match decided {
