@@ -92,12 +92,7 @@ where
     /// caller decides in its own memory (see [`RedisRequests::request`]).
     pub fn new(conn: C, options: Options) -> Result<Self, Error> {
         options.check()?;
-        let link = Link::new(
-            conn,
-            options.timeout,
-            options.probe_every,
-            "tollgate.request",
-        );
+        let link = Link::new(conn, options.timeout, options.probe_every, command::COMMAND);
         let denials = (options.deny_cache && options.deny_entries > 0)
             .then(|| Mutex::new(DenyCache::new(options.deny_entries)));
         Ok(RedisRequests {

@@ -17,7 +17,7 @@
 //! let limit = Counted { policy: "10/s".parse().unwrap(), cost: 2, shadow: true };
 //! let args = encode([(&b"k"[..], &limit)], Charging::Each, false);
 //! let refs: Vec<&[u8]> = args.iter().map(Vec::as_slice).collect();
-//! assert_eq!(refs, [&b"1"[..], b"k", b"10/s", b"2", b"1", b"EACH"]);
+//! assert_eq!(refs, [&b"1"[..], b"k", b"token-bucket 10/s", b"2", b"1", b"EACH"]);
 //! let back = parse(&refs, false, |p| core::str::from_utf8(p).unwrap().parse()).unwrap();
 //! assert_eq!((back.items, back.charging), (vec![(&b"k"[..], limit)], Charging::Each));
 //! ```
@@ -195,7 +195,7 @@ mod tests {
 
     fn read(p: &[u8]) -> Result<Policy, String> {
         core::str::from_utf8(p)
-            .map_err(|_| "not UTF-8".into())?
+            .map_err(|_| String::from("not UTF-8"))?
             .parse()
             .map_err(|e: crate::PolicyError| e.to_string())
     }
