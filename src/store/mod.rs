@@ -66,6 +66,7 @@ use crate::{DecideError, Decision, Field, Nanos, Policy, PolicyError, Rule, Stat
 pub mod bounds;
 mod bytes;
 mod deny;
+pub mod fallback;
 pub mod fleet;
 mod keys;
 pub mod request;

@@ -38,9 +38,10 @@ use redis::{RedisError, Script, ScriptInvocation};
 use std::fmt::Write as _;
 use std::sync::Mutex;
 
-use tollgate::metrics::Behaviour;
 use tollgate::stack::StackDecision;
-use tollgate::store::fleet::{self, Call, CallError, Commit, Handling, Ttl, Why};
+use tollgate::store::fallback::Behaviour;
+use tollgate::store::fallback::Why;
+use tollgate::store::fleet::{self, Call, CallError, Commit, Handling, Ttl};
 use tollgate::store::{DenyCache, Limits};
 use tollgate::{Nanos, State, NANOS_PER_SEC};
 use tollgate_redis::{COMMIT_SCRIPT, READ_SCRIPT};

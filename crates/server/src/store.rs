@@ -16,8 +16,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use tollgate::metrics::{self, Behaviour};
-use tollgate::store::fleet::Why;
+use tollgate::metrics;
+use tollgate::store::fallback::Behaviour;
+use tollgate::store::fallback::Why;
 use tollgate::store::Write;
 use tollgate::{DecideError, Nanos, State};
 

@@ -5,9 +5,10 @@
 
 use std::cell::RefCell;
 
-use tollgate::metrics::{Behaviour, Source};
+use tollgate::metrics::Source;
 use tollgate::stack::combine;
-use tollgate::store::fleet::Why;
+use tollgate::store::fallback::Behaviour;
+use tollgate::store::fallback::Why;
 use tollgate::Decision;
 use worker::{console_error, AnalyticsEngineDataPointBuilder, Context, Env};
 
