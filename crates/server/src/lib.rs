@@ -8,12 +8,15 @@
 //! * [`config`]: the YAML format and its validation; [`matching`]: which rule a descriptor
 //!   matches.
 //! * [`engine`]: a request's limits decided together; [`store`]: where the counters live.
+//! * [`bounds`]: the core's request bounds on Envoy's requests, and the transport limits
+//!   sized from them.
 //! * [`service`]: `ShouldRateLimit`; [`http`]: `/json`, `/healthcheck`, `/metrics`.
 //! * [`run`]: the gRPC and HTTP listeners, configuration reload and graceful shutdown.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod bounds;
 pub mod config;
 pub mod engine;
 pub mod http;
@@ -212,9 +215,10 @@ pub async fn run_with_tls<S: Store>(
     };
     let grpc_server = builder
         .add_service(health_service)
-        .add_service(RateLimitServiceServer::from_arc(Arc::new(Grpc(
-            service.clone(),
-        ))))
+        .add_service(
+            RateLimitServiceServer::from_arc(Arc::new(Grpc(service.clone())))
+                .max_decoding_message_size(bounds::GRPC_MAX_MESSAGE),
+        )
         .serve_with_incoming_shutdown(
             tonic::transport::server::TcpIncoming::from(grpc),
             stopped(stop_rx.clone()),
