@@ -7,7 +7,7 @@
 //! only hands them to its exporter (the `metrics` crate facade, OpenTelemetry, Prometheus
 //! text, the Redis module's `INFO`).
 //!
-//! With the feature `metrics`, `metrics::facade` is the model on the `metrics` crate's facade
+//! With the feature `metrics-facade`, `metrics::facade` is the model on the `metrics` crate's facade
 //! (what `tollgate-tower` and `tollgate-redis` record through), and `metrics::Metered` the keyed
 //! in-memory limiter recording its decisions there.
 //!
@@ -49,13 +49,13 @@
 use crate::store::fallback::{Behaviour, Why};
 use crate::{Decision, Nanos};
 
-#[cfg(feature = "metrics")]
+#[cfg(feature = "metrics-facade")]
 pub mod facade;
-#[cfg(feature = "metrics")]
+#[cfg(feature = "metrics-facade")]
 mod metered;
 mod prometheus;
 
-#[cfg(feature = "metrics")]
+#[cfg(feature = "metrics-facade")]
 pub use metered::Metered;
 pub use prometheus::{render, Series};
 

@@ -1,4 +1,4 @@
-//! The model on the [`metrics`](https://docs.rs/metrics) crate's facade (feature `metrics`),
+//! The model on the [`metrics`](https://docs.rs/metrics) crate's facade (feature `metrics-facade`),
 //! written once for every Rust runtime that reports through it: [`Metered`](super::Metered)
 //! (the in-memory keyed limiter), `tollgate-tower`'s layer and `tollgate-redis`'s limiter.
 //!
