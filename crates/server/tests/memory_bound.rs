@@ -257,3 +257,24 @@ async fn a_kept_key_stays_exact_under_a_flood_of_distinct_keys() {
     assert!(stats.bytes <= MIB);
     running.stop().await;
 }
+
+#[test]
+fn a_bound_that_is_not_a_size_is_refused_by_flag_and_reason() {
+    let run = |args: &[&str], env: Option<&str>| {
+        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_tollgate-server"));
+        cmd.args(args).arg("--check-config");
+        cmd.env_remove("TOLLGATE_MEMORY_MAX_BYTES");
+        if let Some(v) = env {
+            cmd.env("TOLLGATE_MEMORY_MAX_BYTES", v);
+        }
+        let out = cmd.output().unwrap();
+        (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned())
+    };
+    let (status, err) = run(&["--memory-max-bytes", "64MB"], None);
+    assert_eq!(status, Some(2), "{err}");
+    assert!(err.contains("--memory-max-bytes"), "{err}");
+    assert!(err.contains("'64MB' is not a size"), "{err}");
+    let (status, err) = run(&[], Some("0"));
+    assert_eq!(status, Some(2), "{err}");
+    assert!(err.contains("0 bytes"), "{err}");
+}
