@@ -12,9 +12,11 @@
 //!
 //! Memory is bounded in bytes ([`Memory::with_bound`], `--memory-max-bytes`; each shard a
 //! sixteenth): each key costs its bytes plus [`ENTRY_OVERHEAD`]. A write that would pass
-//! the bound evicts first what is expired, then the states closest to fresh (see
-//! [`shard`]'s order). An evicted key restarts fresh: it may be admitted again up to its
-//! limit before its window or bucket would have let it. Keys that are kept stay exact.
+//! the bound evicts first what is expired, then the states closest to fresh (the earliest
+//! fresh time, by the core's [`tollgate::store::fresh_after`]), then among those fresh at
+//! the same time the least spent (a denying key last), then the oldest write. An evicted
+//! key restarts fresh: it may be admitted again up to its limit before its window or
+//! bucket would have let it. Keys that are kept stay exact.
 
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -142,7 +144,7 @@ pub trait Store: Send + Sync + 'static {
 
 const SHARDS: usize = 16;
 
-/// The memory store's default bound in bytes (64 MiB): about 220,000 keys of 40 bytes (see
+/// The memory store's default bound in bytes (64 MiB): about 200,000 keys of 40 bytes (see
 /// the README's sizing section), in a container's memory next to the server's own (a few
 /// MiB) with room to spare.
 pub const DEFAULT_MAX_BYTES: usize = 64 << 20;

@@ -268,7 +268,10 @@ fn a_bound_that_is_not_a_size_is_refused_by_flag_and_reason() {
             cmd.env("TOLLGATE_MEMORY_MAX_BYTES", v);
         }
         let out = cmd.output().unwrap();
-        (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned())
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
     };
     let (status, err) = run(&["--memory-max-bytes", "64MB"], None);
     assert_eq!(status, Some(2), "{err}");

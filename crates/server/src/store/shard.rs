@@ -22,21 +22,26 @@
 //!
 //! The rank of a state is fixed when it is written (its fresh *time*, not its distance to
 //! it, so it does not move as the clock runs): an ordered index finds the victim in
-//! O(log n), and every write is O(log n).
+//! O(log n), and every read and write is O(log n) (the keys are in a B-tree too: see
+//! [`ENTRY_OVERHEAD`]).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::mem::size_of;
 use std::sync::Arc;
 
 use tollgate::algorithms::sliding_log;
 use tollgate::{Nanos, State};
 
-/// The bytes an entry costs beyond its key's, as accounted against the bound: the hash
-/// map's slot (the key's pointer, the state and its rank, at most 7/8 of the slots used and
-/// grown by doubling), the ordered index's slot (the rank and the key's pointer, B-tree
-/// nodes partly filled) and the key's allocation header. An estimate, checked against the
-/// process's resident memory by `examples/memory.rs` (see the README's sizing section).
-pub const ENTRY_OVERHEAD: usize = 256;
+/// The bytes an entry costs beyond its key's, as accounted against the bound: its slot in
+/// the map by key (the key's pointer, the state and its rank) and in the index by rank (the
+/// rank and the key's pointer), both B-trees with nodes partly filled, and the key's
+/// allocation (its counts and the allocator's rounding). Fitted to the resident memory
+/// `examples/memory.rs` measures (see the README's sizing section).
+///
+/// Why B-trees and not a hash map for the keys: a hash map's table is a power of two that
+/// doubles at once (and, with deletions, before it is full), so its bytes per key swing by
+/// two; a B-tree's grow and shrink with its keys, and the estimate holds at any size.
+pub const ENTRY_OVERHEAD: usize = 300;
 
 /// Expired entries dropped per write at most, besides those an eviction takes: keeps a
 /// write's work bounded while the clock empties the shard.
@@ -60,7 +65,7 @@ struct Entry {
 
 /// One shard: the states by key, and the same keys in eviction order.
 pub(super) struct Shard {
-    map: HashMap<Arc<str>, Entry>,
+    map: BTreeMap<Arc<str>, Entry>,
     order: BTreeMap<Rank, Arc<str>>,
     bytes: usize,
     budget: usize,
@@ -80,7 +85,7 @@ impl Shard {
     /// An empty shard that holds at most `budget` accounted bytes.
     pub(super) fn new(budget: usize) -> Shard {
         Shard {
-            map: HashMap::new(),
+            map: BTreeMap::new(),
             order: BTreeMap::new(),
             bytes: 0,
             budget,
