@@ -69,11 +69,11 @@ async fn health<S: Store>(State(s): State<HttpState<S>>) -> Response {
 }
 
 async fn metrics<S: Store>(State(s): State<HttpState<S>>) -> Response {
-    (
-        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
-        s.service.metrics.render(),
-    )
-        .into_response()
+    let mut text = s.service.metrics.render();
+    if let Some(memory) = s.service.store().memory_stats() {
+        crate::metrics::render_memory(&memory, &mut text);
+    }
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response()
 }
 
 fn bad_request(message: String) -> Response {

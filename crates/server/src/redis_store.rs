@@ -235,6 +235,13 @@ impl RedisStore {
         Ok(self)
     }
 
+    /// Bounds the memory of the `local` fallback to `max_bytes` (see [`Memory::with_bound`];
+    /// [`crate::store::DEFAULT_MAX_BYTES`] until this is called).
+    pub fn local_memory(mut self, max_bytes: usize) -> RedisStore {
+        self.local = Memory::with_bound(SystemClock, max_bytes);
+        self
+    }
+
     /// Whether requests are decided by tollgate's Redis module (one round trip) rather than
     /// the scripts (two).
     pub fn uses_module(&self) -> bool {
