@@ -8,6 +8,8 @@ rust_targets
 # `tokio` brings the ready-made `acquire` and its tests.
 full=std,serde,headers,http-date,tokio,fleet
 cargo fmt --all --check
+# No two files of a crate import each other, directly or around a circle (issue 38).
+python3 scripts/import-cycles.py
 cargo clippy -p tollgate --all-targets --features "$full" -- -D warnings
 cargo clippy -p tollgate --all-targets --all-features -- -D warnings
 cargo clippy -p tollgate --no-default-features -- -D warnings
