@@ -51,7 +51,6 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
     hex::encode(Sha256::digest(bytes))
 }
 
-
 /// The IP's group, by the core's rule ([`tollgate::ip::IpGroup`]: IPv4-mapped IPv6 becomes
 /// IPv4; IPv6 is cut to `v6_prefix` bits, IPv4 to `v4_prefix` bits, the default /32 keeping
 /// the address), tagged with its family: `ip4:203.0.113.7`, `ip6:2001:db8:1:2::/64`.
