@@ -154,6 +154,7 @@ fn a_request_the_server_refuses_shows_its_code_and_message() {
         "-D",
         &entries.join(","),
     ]);
+    println!("{err}");
     assert_eq!(status, 2);
     assert!(out.is_empty(), "{out}");
     assert!(
