@@ -160,7 +160,7 @@ pub async fn watch_config<S: Store>(
     }
 }
 
-/// Serves gRPC (`ShouldRateLimit`, `grpc.health.v1.Health` and server reflection) on `grpc` and HTTP on
+/// Serves gRPC (`ShouldRateLimit`, `grpc.health.v1.Health`, reflection) on `grpc` and HTTP on
 /// `http` until `shutdown` completes; then reports not serving, stops accepting, and lets
 /// the calls in flight finish, for at most `grace` (a client that keeps its connection
 /// open after the server's HTTP/2 GOAWAY does not hold the process). With `reload`,
