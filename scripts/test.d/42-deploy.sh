@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# The server's deployment (deploy/) and the operators' docs, without a cluster or a container
+# engine: the Kubernetes manifests against the schemas kubernetes-validate bundles (strict,
+# 1.30 and 1.37), the image recipe parsed (dockerfile-parse) and checked against the server's
+# sources (non-root, the config volume, the ports; the probes' paths and ports against its
+# routes and defaults), the ConfigMap's files loaded by the server's --check-config, the
+# alerting rules checked and unit-tested by promtool, and the dashboard's queries parsed by
+# promtool. The image itself is not built here: no container registry to pull its bases.
+set -euo pipefail
+source scripts/tools.sh
+apt_packages prometheus   # promtool
+
+# Pinned Python tools in a venv of the tools folder, rebuilt when the pins change.
+venv="$TOLLGATE_TOOLS/py-deploy"
+if ! cmp -s deploy/test/requirements.txt "$venv/requirements.txt" 2>/dev/null; then
+  log "installing deploy/test/requirements.txt into $venv"
+  rm -rf "$venv"
+  python3 -m venv "$venv"
+  "$venv/bin/pip" install --quiet --disable-pip-version-check -r deploy/test/requirements.txt
+  cp deploy/test/requirements.txt "$venv/requirements.txt"
+fi
+
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+"$venv/bin/python" deploy/test/check_deploy.py . "$out"
+
+promtool check rules deploy/prometheus/tollgate.rules.yaml
+(cd deploy/prometheus && promtool test rules tollgate.rules.test.yaml)
+promtool check rules "$out/dashboard.rules.yaml"
+
+# The ConfigMap's files, loaded by the server itself. The package is found by its path, so
+# this survives the crate's rename.
+manifest=crates/server/Cargo.toml
+bin=$(python3 -c 'import sys,tomllib; print(tomllib.load(open(sys.argv[1],"rb"))["bin"][0]["name"])' "$manifest")
+target=$(cargo metadata --format-version 1 --no-deps --locked | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')
+cargo build --quiet --locked --manifest-path "$manifest" --bin "$bin"
+"$target/debug/$bin" --check-config --config-dir "$out/config"
