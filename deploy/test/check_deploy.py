@@ -9,6 +9,9 @@ counters in metrics.rs), so a change there that the deployment does not follow f
 usage: check_deploy.py REPO OUT_DIR
   writes OUT_DIR/config/*.yaml (the ConfigMap's files, for --check-config) and
   OUT_DIR/dashboard.rules.yaml (the dashboard's queries as recording rules, for promtool).
+usage: check_deploy.py --scrape REPO METRICS_FILE
+  checks that every dashboard panel whose description says the server feeds it queries only
+  series present in METRICS_FILE (the server's /metrics, scraped after a decision).
 """
 
 import copy
@@ -209,7 +212,35 @@ def check_dashboard(repo, facts, out):
     (out / "dashboard.rules.yaml").write_text(yaml.safe_dump({"groups": [{"name": "dashboard", "rules": rules}]}))
 
 
+def series_of(expr):
+    """The metric names a query reads (labels and functions left out)."""
+    return {m for m in re.findall(r"\b(tollgate_\w+)(?=[{\[])", expr)}
+
+
+def check_scrape(repo, scraped):
+    exported = set(re.findall(r"^(tollgate_\w+)[{ ]", scraped, re.M))
+    print(f"the server exports {sorted(exported)}")
+    dashboard = json.loads((repo / "docs/grafana/tollgate.json").read_text())
+    fed = 0
+    for p in dashboard["panels"]:
+        # The description's "Fed by ..." sentence lists the runtimes that feed the panel.
+        fed_by = re.search(r"Fed by (.*?\.)(?:\s|$)", p["description"]).group(1)
+        if "tollgate-rls" not in fed_by:
+            print(f"--   panel {p['id']} ({p['title']}): not fed by the server, as it says")
+            continue
+        fed += 1
+        for t in p["targets"]:
+            for name in series_of(t["expr"]):
+                check(name in exported, f"panel {p['id']} ({p['title']}) says the server feeds it: {name} is in its /metrics")
+    check(fed >= 3, f"{fed} panels say the server feeds them")
+
+
 def main():
+    if sys.argv[1] == "--scrape":
+        check_scrape(Path(sys.argv[2]), Path(sys.argv[3]).read_text())
+        if failures:
+            sys.exit(f"{len(failures)} check(s) failed")
+        return
     repo, out = Path(sys.argv[1]), Path(sys.argv[2])
     facts = server_facts(repo)
     print(f"the server: gRPC {facts['grpc_port']}, HTTP {facts['http_port']}, config {facts['config_dir']}, routes {sorted(facts['routes'])}, counters {sorted(facts['counters'])}")

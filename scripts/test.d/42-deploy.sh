@@ -5,7 +5,9 @@
 # sources (non-root, the config volume, the ports; the probes' paths and ports against its
 # routes and defaults), the ConfigMap's files loaded by the server's --check-config, the
 # alerting rules checked and unit-tested by promtool, and the dashboard's queries parsed by
-# promtool. The image itself is not built here: no container registry to pull its bases.
+# promtool; then the binary run as the image runs it (uid 65532), its health route asked and its
+# /metrics scraped for every series of the dashboard panels that say the server feeds them.
+# The image itself is not built here: no container registry to pull its bases.
 set -euo pipefail
 source scripts/tools.sh
 apt_packages prometheus   # promtool
@@ -35,3 +37,22 @@ bin=$(python3 -c 'import sys,tomllib; print(tomllib.load(open(sys.argv[1],"rb"))
 target=$(cargo metadata --format-version 1 --no-deps --locked | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')
 cargo build --quiet --locked --manifest-path "$manifest" --bin "$bin"
 "$target/debug/$bin" --check-config --config-dir "$out/config"
+
+# The binary serving that configuration as the image runs it (uid 65532, not root, the files
+# read-only to it): its health route answers, and after one decision its /metrics holds every
+# series of the dashboard's panels that say the server feeds them. Ports chosen by the OS.
+chmod -R a+rX "$out"
+run_as=()
+[ "$(id -u)" = 0 ] && run_as=(setpriv --reuid 65532 --regid 65532 --clear-groups)
+"${run_as[@]}" "$target/debug/$bin" --config-dir "$out/config" --grpc-host 127.0.0.1 --grpc-port 0 \
+  --http-host 127.0.0.1 --http-port 0 > "$out/stdout" 2> "$out/stderr" &
+server=$!
+trap 'kill $server 2>/dev/null; rm -rf "$out"' EXIT
+for _ in $(seq 100); do grep -q '^listening' "$out/stdout" && break; sleep 0.1; done
+http=$(sed -n 's/^listening grpc=.* http=//p' "$out/stdout")
+[ -n "$http" ] || { cat "$out/stderr"; echo "the server did not start"; exit 1; }
+curl -fsS "http://$http/healthcheck"; echo " <- /healthcheck (as uid $(ps -o uid= -p $server | tr -d ' '))"
+curl -sS -o /dev/null -w '%{http_code} <- /json\n' "http://$http/json" -d \
+  '{"domain":"edge_proxy_per_ip","descriptors":[{"entries":[{"key":"remote_address","value":"10.0.0.1"}]}]}'
+curl -fsS "http://$http/metrics" > "$out/metrics"
+"$venv/bin/python" deploy/test/check_deploy.py --scrape . "$out/metrics"
