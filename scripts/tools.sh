@@ -7,6 +7,7 @@ set -euo pipefail
 
 WASM_BINDGEN_VERSION=0.2.130
 WORKER_BUILD_VERSION=0.8.7
+CARGO_FUZZ_VERSION=0.13.2
 TOLLGATE_TOOLS=${TOLLGATE_TOOLS:-$HOME/.cache/tollgate-tools}
 export TOLLGATE_TOOLS
 export PATH="$TOLLGATE_TOOLS/bin:$HOME/.cargo/bin:$PATH"
@@ -47,6 +48,12 @@ wasm_tools() {
 worker_tools() {
   wasm_tools
   cargo_tool worker-build "$WORKER_BUILD_VERSION" worker-build
+}
+
+# cargo-fuzz from the crates registry. The fuzz targets need nightly's -Z flags (sanitizer,
+# coverage passes); scripts run them with RUSTC_BOOTSTRAP=1 on the stable toolchain.
+fuzz_tools() {
+  cargo_tool cargo-fuzz "$CARGO_FUZZ_VERSION" cargo-fuzz
 }
 
 # npm_ci DIR: installs DIR's locked npm dependencies unless node_modules matches the lock.

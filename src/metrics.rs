@@ -7,7 +7,7 @@
 //! only hands them to its exporter (the `metrics` crate facade, OpenTelemetry, Prometheus
 //! text, the Redis module's `INFO`).
 //!
-//! With the feature `metrics`, `metrics::facade` is the model on the `metrics` crate's facade
+//! With the feature `metrics-facade`, `metrics::facade` is the model on the `metrics` crate's facade
 //! (what `tollgate-tower` and `tollgate-redis` record through), and `metrics::Metered` the keyed
 //! in-memory limiter recording its decisions there.
 //!
@@ -46,16 +46,16 @@
 //! assert_eq!(tally.near_limit(), 2);
 //! ```
 
-use crate::store::fleet::Why;
+use crate::store::fallback::{Behaviour, Why};
 use crate::{Decision, Nanos};
 
-#[cfg(feature = "metrics")]
+#[cfg(feature = "metrics-facade")]
 pub mod facade;
-#[cfg(feature = "metrics")]
+#[cfg(feature = "metrics-facade")]
 mod metered;
 mod prometheus;
 
-#[cfg(feature = "metrics")]
+#[cfg(feature = "metrics-facade")]
 pub use metered::Metered;
 pub use prometheus::{render, Series};
 
@@ -253,43 +253,6 @@ impl Source {
     }
 }
 
-/// What a store's user declared to happen when the store fails.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Behaviour {
-    /// Admit everything (availability first).
-    Open,
-    /// Deny everything (protection first).
-    Closed,
-    /// Decide on limits kept in this process.
-    Local,
-}
-
-impl Behaviour {
-    /// Every behaviour, in the order exporters list them.
-    pub const ALL: [Behaviour; 3] = [Behaviour::Open, Behaviour::Closed, Behaviour::Local];
-
-    /// The attribute value: `open`, `closed`, `local`.
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            Behaviour::Open => "open",
-            Behaviour::Closed => "closed",
-            Behaviour::Local => "local",
-        }
-    }
-}
-
-/// The attribute value of a failure's reason: `unreachable`, `timeout`, `indeterminate`.
-pub const fn reason_str(why: Why) -> &'static str {
-    match why {
-        Why::Unreachable => "unreachable",
-        Why::Timeout => "timeout",
-        Why::Indeterminate => "indeterminate",
-    }
-}
-
-/// Every failure reason, in the order exporters list them.
-pub const REASONS: [Why; 3] = [Why::Unreachable, Why::Timeout, Why::Indeterminate];
-
 /// How a wait ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum WaitResult {
@@ -386,7 +349,7 @@ impl Histogram {
 /// being told each event (the `metrics` crate facade).
 ///
 /// With the `serde` feature a tally serializes as its counts (arrays indexed in the order
-/// of [`Outcome::ALL`], [`Source::ALL`], [`Behaviour::ALL`], [`REASONS`] and
+/// of [`Outcome::ALL`], [`Source::ALL`], [`Behaviour::ALL`], [`Why::ALL`] and
 /// [`WaitResult::ALL`]), so a runtime can send tallies between its processes and keep them
 /// (the edge's isolates report theirs to one object that merges and stores them).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -395,7 +358,7 @@ impl Histogram {
 pub struct Tally {
     decisions: [[u64; Source::ALL.len()]; Outcome::ALL.len()],
     near_limit: u64,
-    failures: [[u64; REASONS.len()]; Behaviour::ALL.len()],
+    failures: [[u64; Why::ALL.len()]; Behaviour::ALL.len()],
     waits: [Histogram; WaitResult::ALL.len()],
 }
 
@@ -418,12 +381,12 @@ impl Tally {
 
     /// A tally holding these counts, as read from another one through the getters below
     /// (indices in the order of [`Outcome::ALL`], [`Source::ALL`], [`Behaviour::ALL`],
-    /// [`REASONS`] and [`WaitResult::ALL`]): for a runtime whose counts reach [`render`] as
+    /// [`Why::ALL`] and [`WaitResult::ALL`]): for a runtime whose counts reach [`render`] as
     /// plain numbers (the npm package's counts, kept by several wasm instances).
     pub fn from_counts(
         decisions: [[u64; Source::ALL.len()]; Outcome::ALL.len()],
         near_limit: u64,
-        failures: [[u64; REASONS.len()]; Behaviour::ALL.len()],
+        failures: [[u64; Why::ALL.len()]; Behaviour::ALL.len()],
         waits: [Histogram; WaitResult::ALL.len()],
     ) -> Tally {
         Tally {
@@ -482,7 +445,7 @@ impl Tally {
 pub struct Handles<T> {
     decisions: [[T; Source::ALL.len()]; Outcome::ALL.len()],
     near_limit: T,
-    failures: [[T; REASONS.len()]; Behaviour::ALL.len()],
+    failures: [[T; Why::ALL.len()]; Behaviour::ALL.len()],
 }
 
 impl<T> Handles<T> {
@@ -498,8 +461,8 @@ impl<T> Handles<T> {
         });
         let near_limit = register(&NEAR_LIMIT, &[]);
         let failures = Behaviour::ALL.map(|behaviour| {
-            REASONS.map(|why| {
-                let attributes = [(BEHAVIOUR, behaviour.as_str()), (REASON, reason_str(why))];
+            Why::ALL.map(|why| {
+                let attributes = [(BEHAVIOUR, behaviour.as_str()), (REASON, why.as_str())];
                 register(&STORE_FAILURES, &attributes)
             })
         });
@@ -671,7 +634,7 @@ mod tests {
         t.failure(Behaviour::Closed, Why::Indeterminate);
         t.wait(WaitResult::Admitted, 30_000_000);
         let decisions = Outcome::ALL.map(|o| Source::ALL.map(|s| t.decisions(o, s)));
-        let failures = Behaviour::ALL.map(|b| REASONS.map(|w| t.failures(b, w)));
+        let failures = Behaviour::ALL.map(|b| Why::ALL.map(|w| t.failures(b, w)));
         let waits = WaitResult::ALL.map(|r| *t.waits(r));
         assert_eq!(
             Tally::from_counts(decisions, t.near_limit(), failures, waits),

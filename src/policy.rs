@@ -279,7 +279,7 @@ impl Bucket {
 /// A validated rate-limiting policy: an algorithm and its parameters.
 ///
 /// Built from Rust (`const fn` constructors), from the compact grammar
-/// (`[<algorithm>] <limit>/<window> [burst <n>]` or `concurrency <n>`) via [`FromStr`], or
+/// (`[<algorithm>] <limit>/<window> [burst <n>]` or `concurrency <n>`) via [`FromStr`](core::str::FromStr), or
 /// from JSON/TOML with the `serde` feature (either that string, or a table with `algorithm`,
 /// `limit`, `window` and optional `burst`).
 ///

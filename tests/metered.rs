@@ -2,7 +2,7 @@
 //! slots as a real recorder of the `metrics` facade sees them (metrics-util's debugging
 //! recorder; metrics-util is the registry the Prometheus exporter is built on), after
 //! scripted sequences whose every count is known.
-#![cfg(feature = "metrics")]
+#![cfg(feature = "metrics-facade")]
 
 use std::cell::Cell;
 use std::collections::BTreeMap;

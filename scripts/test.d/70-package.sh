@@ -10,12 +10,14 @@
 # 3. The npm tarball (`npm pack` of crates/wasm after build.sh) installed offline into a fresh
 #    project, where crates/wasm/test-pack/fresh.test.mjs runs the READMEs' own examples:
 #    ESM, CommonJS require, tsc --strict over every TS/JS snippet, the Express app's 429,
-#    an esbuild bundle and a Vite build in headless Chromium, tollgate/redis refusing an
-#    unconnected client.
+#    every JS example run as written (an app served on a free port, sent a request and
+#    stopped; the Redis example against a redis-server of its own, ending by itself within
+#    15 s), an esbuild bundle and a Vite build in headless Chromium, tollgate/redis refusing
+#    an unconnected client.
 set -euo pipefail
 source scripts/tools.sh
 wasm_tools
-apt_packages chromium libclang-dev
+apt_packages chromium libclang-dev redis-server
 npm_ci .
 npm_ci crates/wasm
 repo=$PWD

@@ -1,4 +1,4 @@
-//! The model on the [`metrics`](https://docs.rs/metrics) crate's facade (feature `metrics`),
+//! The model on the [`metrics`](https://docs.rs/metrics) crate's facade (feature `metrics-facade`),
 //! written once for every Rust runtime that reports through it: [`Metered`](super::Metered)
 //! (the in-memory keyed limiter), `tollgate-tower`'s layer and `tollgate-redis`'s limiter.
 //!
@@ -38,10 +38,10 @@ use std::sync::OnceLock;
 use ::metrics::{Counter, Gauge, Histogram, Label, Unit};
 
 use super::{
-    Attribute, Behaviour, Handles, Instrument, Kind, Source, WaitResult, CONCURRENCY_IN_USE,
-    INSTRUMENTS, POLICY, ROUTE, WAIT_BUCKETS, WAIT_DURATION, WAIT_RESULT,
+    Attribute, Handles, Instrument, Kind, Source, WaitResult, CONCURRENCY_IN_USE, INSTRUMENTS,
+    POLICY, ROUTE, WAIT_BUCKETS, WAIT_DURATION, WAIT_RESULT,
 };
-use crate::store::fleet::Why;
+use crate::store::fallback::{Behaviour, Why};
 use crate::{Decision, Nanos};
 
 /// Describes the model's instruments to the installed recorder (`# HELP` lines, units):

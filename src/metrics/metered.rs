@@ -16,7 +16,7 @@ use crate::stack::StackDecision;
 use crate::{DecideError, Decision, Nanos};
 
 /// A [`KeyedLimiter`] that records every decision it makes on the
-/// [`metrics`](https://docs.rs/metrics) facade (feature `metrics`), under the model's names
+/// [`metrics`](https://docs.rs/metrics) facade (feature `metrics-facade`), under the model's names
 /// ([`super::facade`]), labelled with a policy name (and a route, if given; never the key):
 ///
 /// * `tollgate_decisions_total` by outcome (`admitted`, `denied`) and source `store` (the

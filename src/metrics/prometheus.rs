@@ -5,10 +5,11 @@ use alloc::string::String;
 use core::fmt::Write as _;
 
 use super::{
-    Behaviour, Instrument, Kind, Outcome, Source, Tally, WaitResult, BEHAVIOUR, CONCURRENCY_IN_USE,
-    DECISIONS, INSTRUMENTS, NEAR_LIMIT, OUTCOME, POLICY, REASON, REASONS, ROUTE, SOURCE,
-    STORE_FAILURES, WAIT_BUCKETS, WAIT_DURATION, WAIT_RESULT,
+    Instrument, Kind, Outcome, Source, Tally, WaitResult, BEHAVIOUR, CONCURRENCY_IN_USE, DECISIONS,
+    INSTRUMENTS, NEAR_LIMIT, OUTCOME, POLICY, REASON, ROUTE, SOURCE, STORE_FAILURES, WAIT_BUCKETS,
+    WAIT_DURATION, WAIT_RESULT,
 };
+use crate::store::fallback::{Behaviour, Why};
 use crate::NANOS_PER_SEC;
 
 /// One policy's counts (on one route, where a front end has routes).
@@ -88,10 +89,10 @@ fn write_series(out: &mut String, instrument: &Instrument, s: &Series<'_>) {
         NEAR_LIMIT => line(out, NEAR_LIMIT.prometheus, s, &[], t.near_limit()),
         STORE_FAILURES => {
             for behaviour in Behaviour::ALL {
-                for why in REASONS {
+                for why in Why::ALL {
                     let extra = [
                         (BEHAVIOUR.label, behaviour.as_str()),
-                        (REASON.label, super::reason_str(why)),
+                        (REASON.label, why.as_str()),
                     ];
                     line(
                         out,
@@ -195,7 +196,7 @@ mod tests {
             ..Decision::default()
         };
         tally.decision(&admitted, false, Source::Store);
-        tally.failure(Behaviour::Open, crate::store::fleet::Why::Unreachable);
+        tally.failure(Behaviour::Open, Why::Unreachable);
         tally.wait(WaitResult::Admitted, 30_000_000);
         let s = Series {
             policy: "a\"b",

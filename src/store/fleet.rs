@@ -26,7 +26,7 @@ mod failure;
 use crate::stack::StackDecision;
 use crate::{ceil_millis, Decision, Nanos, State, NANOS_PER_MS};
 pub use failure::{
-    handle, reply_class, Call, CallError, Handling, ReplyClass, Why, UNAVAILABLE_REPLIES,
+    handle, reply_class, Call, CallError, Handling, ReplyClass, UNAVAILABLE_REPLIES,
 };
 
 /// How many bytes of a stored value are its version (a random write id).

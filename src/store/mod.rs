@@ -65,12 +65,16 @@ use crate::{DecideError, Decision, Field, Nanos, Policy, PolicyError, Rule, Stat
 
 pub mod bounds;
 mod bytes;
+#[cfg(feature = "fleet")]
 mod deny;
+pub mod fallback;
+#[cfg(feature = "fleet")]
 pub mod fleet;
 mod keys;
 pub mod request;
 
 pub use bytes::{StateBytesError, STATE_BYTES_VERSION};
+#[cfg(feature = "fleet")]
 pub use deny::DenyCache;
 pub use keys::{key_part, slot_name, KeyLayout, LayoutError};
 

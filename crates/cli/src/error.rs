@@ -74,6 +74,9 @@ pub enum CliError {
     /// An edge worker config the worker would refuse (`check-config`): the worker's own
     /// error ([`tollgate_config`]), naming the field.
     Config(tollgate_config::ConfigError),
+    /// `rls check` got no decision: a bad `--descriptor` or `--server`, an unreachable
+    /// server, or a gRPC error instead of an answer.
+    Rls(crate::rls::RlsError),
 }
 
 impl fmt::Display for CliError {
@@ -104,6 +107,7 @@ impl fmt::Display for CliError {
             CliError::Usage(message) => f.write_str(message),
             CliError::Write(e) => write!(f, "cannot write the output: {e}"),
             CliError::Config(e) => write!(f, "{e}"),
+            CliError::Rls(e) => write!(f, "{e}"),
         }
     }
 }
@@ -113,6 +117,12 @@ impl std::error::Error for CliError {}
 impl From<PolicyError> for CliError {
     fn from(e: PolicyError) -> Self {
         CliError::Policy(e)
+    }
+}
+
+impl From<crate::rls::RlsError> for CliError {
+    fn from(e: crate::rls::RlsError) -> Self {
+        CliError::Rls(e)
     }
 }
 

@@ -11,6 +11,7 @@ pub mod key;
 pub mod limiter;
 pub mod progress;
 pub mod replay;
+pub mod rls;
 pub mod simulate;
 pub mod trace;
 

@@ -12,7 +12,7 @@ use tollgate_cli::compare::{self, write_table};
 use tollgate_cli::key::KeySpec;
 use tollgate_cli::replay::{self, LogFormat};
 use tollgate_cli::trace::{Trace, TraceFormat};
-use tollgate_cli::{input, inspect, simulate, CliError};
+use tollgate_cli::{input, inspect, rls, simulate, CliError};
 
 /// What would a rate-limit policy have done to my traffic? Every decision is made by the
 /// tollgate core.
@@ -107,6 +107,36 @@ enum Command {
         #[command(subcommand)]
         command: RedisCommand,
     },
+    /// Ask a running Envoy rate limit service (tollgate-server, envoyproxy/ratelimit).
+    Rls {
+        #[command(subcommand)]
+        command: RlsCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum RlsCommand {
+    /// Send one ShouldRateLimit request, as Envoy would, and print the decision: the
+    /// overall code, each descriptor's code, limit, remaining and reset, and the headers.
+    /// The call counts like any other. Exit 0 whatever the decision (OVER_LIMIT is an
+    /// answer), 2 when there is none.
+    Check {
+        /// The service's gRPC address (plain HTTP/2).
+        #[arg(long, short, default_value = "http://127.0.0.1:8081")]
+        server: String,
+        /// The domain.
+        #[arg(long, short)]
+        domain: String,
+        /// A descriptor, key=value[,key=value]... (repeat for several, in order).
+        #[arg(long = "descriptor", short = 'D', required = true)]
+        descriptors: Vec<String>,
+        /// The request's hits_addend: how many hits to count (0: one).
+        #[arg(long, default_value_t = 0)]
+        hits: u32,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Subcommand)]
@@ -117,9 +147,11 @@ enum RedisCommand {
     Inspect {
         /// The server: redis://host:port/db.
         url: String,
-        /// A namespace (every key under it, any prefix) or a key glob ("tollgate:{api:*").
+        /// A namespace or a tollgate-server domain (every key under it, any prefix) or a key
+        /// glob ("tollgate:{api:*", "tollgate:{api}*").
         pattern: String,
-        /// The policy of limit i of the stack, in order (repeat for a stack).
+        /// The policy of limit i of the stack, in order (repeat for a stack); a
+        /// tollgate-server counter is one limit, decided by the first.
         #[arg(long, short)]
         policy: Vec<String>,
         /// The fair share's tenant-window policy.
@@ -211,6 +243,30 @@ fn run(cli: Cli) -> Result<(), CliError> {
             };
             redis_inspect(&url, &pattern, &policies, &mut out)?;
         }
+        Command::Rls {
+            command:
+                RlsCommand::Check {
+                    server,
+                    domain,
+                    descriptors,
+                    hits,
+                    json,
+                },
+        } => {
+            let descriptors = descriptors
+                .iter()
+                .map(|d| rls::parse_descriptor(d))
+                .collect::<Result<Vec<_>, _>>()?;
+            let response = rls::call(&server, rls::request(&domain, &descriptors, hits))?;
+            let report = rls::report(&descriptors, &response);
+            if json {
+                serde_json::to_writer_pretty(&mut out, &report)
+                    .map_err(|e| CliError::Write(e.into()))?;
+                writeln!(out)?;
+            } else {
+                rls::write_text(&report, &mut out)?;
+            }
+        }
     }
     out.flush()?;
     Ok(())
@@ -235,12 +291,13 @@ fn check_config(file: Option<PathBuf>, out: &mut impl Write) -> Result<(), CliEr
 }
 
 /// The glob `inspect` scans: a pattern with a glob character as it is, otherwise a
-/// namespace: every slot of every key under it, whatever the prefix.
+/// namespace or a tollgate-server domain: every slot of every key under it, whatever the
+/// prefix (`<prefix>:{<namespace>:<key>}...` and the server's `<prefix>{<domain>}...`).
 fn inspect_glob(pattern: &str) -> String {
     if pattern.contains(['*', '?', '[']) {
         pattern.to_string()
     } else {
-        format!("*:{{{pattern}:*")
+        format!("*{{{pattern}[:}}]*")
     }
 }
 

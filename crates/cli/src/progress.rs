@@ -26,7 +26,10 @@ impl Progress {
     /// Reports that `bytes` of the input and `lines` lines have been read. Cheap: it looks
     /// at the clock once every 4096 lines.
     pub fn tick(&mut self, bytes: u64, lines: u64) {
-        if !self.enabled || lines % 4096 != 0 || self.last.elapsed() < Duration::from_millis(200) {
+        if !self.enabled
+            || !lines.is_multiple_of(4096)
+            || self.last.elapsed() < Duration::from_millis(200)
+        {
             return;
         }
         self.last = Instant::now();

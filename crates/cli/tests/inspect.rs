@@ -76,7 +76,7 @@ fn assert_fair_share_after_three_checks(url: &str, namespace: &str) {
     );
     assert!(text.contains("remaining: 1 of 4"), "{text}");
     assert!(
-        text.ends_with(&format!("2 keys matching *:{{{namespace}:*\n")),
+        text.ends_with(&format!("2 keys matching *{{{namespace}[:}}]*\n")),
         "{text}"
     );
 }
@@ -156,7 +156,7 @@ fn inspect_prints_remaining_reset_tenant_windows_concurrency_and_ttl() {
         text.contains("(give its policy for remaining and reset)"),
         "{text}"
     );
-    assert!(text.ends_with("5 keys matching *:{api:*\n"), "{text}");
+    assert!(text.ends_with("5 keys matching *{api[:}]*\n"), "{text}");
 
     // Read-only: nothing was added, and the states are as the checks left them.
     assert_eq!(redis(&url, &["DBSIZE"]), dbsize);
@@ -266,4 +266,88 @@ fn keys_written_by_the_npm_entry_read_the_same() {
     );
 
     assert_fair_share_after_three_checks(&url, "npm");
+}
+
+/// tollgate-server's layout, `<prefix>{<domain>}<domain>_<key>_<value>_` (its Redis store,
+/// crates/server/src/redis_store.rs), written by what the server sends when Redis has the
+/// module: `TOLLGATE.REQUEST <prefix>{<domain>} <n> (<counter key> <policy> <cost> <shadow>)*n`,
+/// decided and stored inside Redis by the core (the server's scripts path stores the same
+/// bytes under the same names). The server itself is not started here: building it (tonic,
+/// envoy-types) is the server suite's cost, and its command is this one.
+#[test]
+fn keys_in_the_servers_layout_read_with_their_policies() {
+    let so = module();
+    let server = support::Server::with_args(&["--save", "", "--loadmodule", so.to_str().unwrap()]);
+    let url = server.url();
+    // Three requests with two descriptors: one per address, one per API key.
+    for _ in 0..3 {
+        redis(
+            &url,
+            &[
+                "TOLLGATE.REQUEST",
+                "tollgate:{api}",
+                "2",
+                "api_remote_address_1.2.3.4_",
+                "fixed-window 10/h",
+                "1",
+                "0",
+                "api_api_key_k1_",
+                "token-bucket 100/min burst 50",
+                "1",
+                "0",
+            ],
+        );
+    }
+    let dbsize = redis(&url, &["DBSIZE"]);
+
+    // The domain as a namespace finds both; `-p` is the fixed window's.
+    let text = inspect(&[&url, "api", "-p", "fixed-window 10/h"]);
+    assert!(
+        text.contains(
+            "tollgate:{api}api_remote_address_1.2.3.4_\n  slot: tollgate-server counter \
+             api_remote_address_1.2.3.4_ of domain api"
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains("state: fixed-window: window number "),
+        "{text}"
+    );
+    assert!(text.contains(", 3 admitted in it"), "{text}");
+    assert!(
+        text.contains("window: 3600.000 s fixed, aligned to the clock"),
+        "{text}"
+    );
+    assert!(text.contains("remaining: 7 of 10"), "{text}");
+    assert!(text.contains("resets in: "), "{text}");
+    assert!(text.ends_with("2 keys matching *{api[:}]*\n"), "{text}");
+
+    // A glob for the token bucket's counter, with its policy.
+    let text = inspect(&[
+        &url,
+        "tollgate:{api}api_api_key_*",
+        "-p",
+        "token-bucket 100/min burst 50",
+    ]);
+    assert!(
+        text.contains("slot: tollgate-server counter api_api_key_k1_ of domain api"),
+        "{text}"
+    );
+    assert!(
+        text.contains("state: token-bucket: last refilled "),
+        "{text}"
+    );
+    assert!(
+        text.contains("window: refills 100 per 60.000 s (one every 0.600 s), holds 50"),
+        "{text}"
+    );
+    assert!(text.contains("remaining: 47 of 50"), "{text}");
+    assert!(
+        text.ends_with("1 keys matching tollgate:{api}api_api_key_*\n"),
+        "{text}"
+    );
+    // Never the states' Rust debug form.
+    assert!(!text.contains("State {"), "{text}");
+
+    assert_eq!(redis(&url, &["DBSIZE"]), dbsize, "read-only");
 }

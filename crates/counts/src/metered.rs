@@ -1,5 +1,5 @@
 //! The keyed limiter's check recorded on the `metrics` facade (`tollgate::metrics::Metered`,
-//! the core's feature `metrics`) for valgrind to count (`scripts/counts.sh`; see PERF.md), in
+//! the core's feature `metrics-facade`) for valgrind to count (`scripts/counts.sh`; see PERF.md), in
 //! a binary of its own: built with the `metered` feature of this crate (the core's
 //! `metrics`), so that `tollgate-counts`, the core without the feature, is the build the
 //! other rows count (one `lto` unit each: a path added to a binary re-lays out the others).

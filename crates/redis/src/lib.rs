@@ -227,7 +227,7 @@ impl Options {
 
 /// Why a decision was made by the fallback (the core's fleet protocol:
 /// [`tollgate::store::fleet::handle`]).
-pub use tollgate::store::fleet::Why;
+pub use tollgate::store::fallback::Why;
 
 /// Where a decision was made.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -30,7 +30,8 @@
 //! are the facade's no-op handles.
 
 use tollgate::metrics::facade::PolicySeries;
-use tollgate::metrics::{Behaviour, WaitResult};
+use tollgate::metrics::WaitResult;
+use tollgate::store::fallback::Behaviour;
 use tollgate::{Decision, Nanos};
 
 use crate::{Fallback, Source, Why};

@@ -1,7 +1,7 @@
 //! Requests of limits on separate keys (an Envoy request's descriptors), decided together by
 //! the core's rule ([`tollgate::store::request`]: all or nothing, shadow limits, charge
-//! each, per-limit costs, a blocking limit), on the same link as [`RedisLimiter`]
-//! (crate::RedisLimiter): its timeouts, failure rule, mark-down until the next probe,
+//! each, per-limit costs, a blocking limit), on the same link as
+//! [`RedisLimiter`](crate::RedisLimiter): its timeouts, failure rule, mark-down until the next probe,
 //! declared fallback and deny cache. Two ways, the same decisions on the same keys and
 //! bytes:
 //!

@@ -173,7 +173,7 @@ async fn main() {
                     &url,
                     prefix,
                     Duration::from_millis(500),
-                    tollgate::metrics::Behaviour::Closed,
+                    tollgate::store::fallback::Behaviour::Closed,
                 )
                 .await
                 .expect("Redis at REDIS_URL")

@@ -1,12 +1,18 @@
 //! The HTTP side: `/json` (envoyproxy/ratelimit's JSON check: a `RateLimitRequest` in the
 //! proto3 JSON mapping, answered with the `RateLimitResponse` in the same mapping, 200 when
 //! OK and 429 when over the limit), `/healthcheck` and `/metrics`.
+//!
+//! `/json` reads a body of at most [`JSON_MAX_BODY`] bytes (413 above), and refuses
+//! unknown fields by name, as envoyproxy/ratelimit's `protojson.Unmarshal` does: a
+//! misspelt `"vaule"` is a 400 naming it, not an entry with an empty value that matches
+//! another rule.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use axum::body::Bytes;
-use axum::extract::State;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{DefaultBodyLimit, State};
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -21,6 +27,7 @@ use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimit
 use envoy_types::pb::google::protobuf::UInt64Value;
 use serde_json::{json, Map, Value};
 
+use crate::bounds::{self, JSON_MAX_BODY};
 use crate::service::{RequestError, Service};
 use crate::store::Store;
 
@@ -44,7 +51,10 @@ impl<S> Clone for HttpState<S> {
 /// The HTTP routes.
 pub fn router<S: Store>(state: HttpState<S>) -> Router {
     Router::new()
-        .route("/json", post(check::<S>))
+        .route(
+            "/json",
+            post(check::<S>).layer(DefaultBodyLimit::max(JSON_MAX_BODY)),
+        )
         .route("/healthcheck", get(health::<S>))
         .route("/metrics", get(metrics::<S>))
         .with_state(state)
@@ -59,18 +69,29 @@ async fn health<S: Store>(State(s): State<HttpState<S>>) -> Response {
 }
 
 async fn metrics<S: Store>(State(s): State<HttpState<S>>) -> Response {
-    (
-        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
-        s.service.metrics.render(),
-    )
-        .into_response()
+    let mut text = s.service.metrics.render();
+    if let Some(memory) = s.service.store().memory_stats() {
+        crate::metrics::render_memory(&memory, &mut text);
+    }
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response()
 }
 
 fn bad_request(message: String) -> Response {
     (StatusCode::BAD_REQUEST, message).into_response()
 }
 
-async fn check<S: Store>(State(s): State<HttpState<S>>, body: Bytes) -> Response {
+async fn check<S: Store>(
+    State(s): State<HttpState<S>>,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    let body = match body {
+        Ok(b) => b,
+        Err(e) if e.status() == StatusCode::PAYLOAD_TOO_LARGE => {
+            let m = format!("body: over {JSON_MAX_BODY} bytes (a request at every bound fits)");
+            return (StatusCode::PAYLOAD_TOO_LARGE, m).into_response();
+        }
+        Err(e) => return (e.status(), format!("body: {}", e.body_text())).into_response(),
+    };
     let value: Value = match serde_json::from_slice(&body) {
         Ok(v) => v,
         Err(e) => return bad_request(format!("body: not JSON: {e}")),
@@ -101,6 +122,25 @@ fn field<'a>(m: &'a Map<String, Value>, camel: &str, snake: &str) -> Option<&'a 
         .filter(|v| !v.is_null())
 }
 
+/// `Err` naming the first field of `m` (at `path`) that is not one of `known`, as proto3
+/// JSON parsers refuse unknown fields unless told to ignore them.
+fn only(m: &Map<String, Value>, path: &str, message: &str, known: &[&str]) -> Result<(), String> {
+    match m.keys().find(|k| !known.contains(&k.as_str())) {
+        None => Ok(()),
+        Some(k) => {
+            let at = if path.is_empty() {
+                k.clone()
+            } else {
+                format!("{path}.{k}")
+            };
+            Err(format!(
+                "{at}: unknown field of {message} (known: {})",
+                known.join(", ")
+            ))
+        }
+    }
+}
+
 fn string(m: &Map<String, Value>, name: &str, path: &str) -> Result<String, String> {
     match m.get(name) {
         None | Some(Value::Null) => Ok(String::new()),
@@ -124,6 +164,12 @@ pub fn request_from_json(v: &Value) -> Result<RateLimitRequest, String> {
     let Value::Object(m) = v else {
         return Err("body: expected a JSON object".into());
     };
+    only(
+        m,
+        "",
+        "a RateLimitRequest",
+        &["domain", "descriptors", "hitsAddend", "hits_addend"],
+    )?;
     let mut request = RateLimitRequest {
         domain: string(m, "domain", "body")?,
         ..Default::default()
@@ -137,22 +183,41 @@ pub fn request_from_json(v: &Value) -> Result<RateLimitRequest, String> {
         Some(Value::Array(a)) => a.as_slice(),
         Some(_) => return Err("descriptors: expected a list".into()),
     };
+    // The counts are checked before anything is built in proportion to them.
+    bounds::descriptors(descriptors.len())?;
+    request.descriptors.reserve_exact(descriptors.len());
     for (i, d) in descriptors.iter().enumerate() {
         let path = format!("descriptors[{i}]");
         let Value::Object(dm) = d else {
             return Err(format!("{path}: expected an object"));
         };
+        only(
+            dm,
+            &path,
+            "a RateLimitDescriptor",
+            &[
+                "entries",
+                "limit",
+                "hitsAddend",
+                "hits_addend",
+                "isNegativeHits",
+                "is_negative_hits",
+            ],
+        )?;
         let mut descriptor = RateLimitDescriptor::default();
         let entries = match dm.get("entries") {
             None | Some(Value::Null) => &[][..],
             Some(Value::Array(a)) => a.as_slice(),
             Some(_) => return Err(format!("{path}.entries: expected a list")),
         };
+        bounds::entries(i, entries.len())?;
+        descriptor.entries.reserve_exact(entries.len());
         for (j, e) in entries.iter().enumerate() {
             let epath = format!("{path}.entries[{j}]");
             let Value::Object(em) = e else {
                 return Err(format!("{epath}: expected an object"));
             };
+            only(em, &epath, "an Entry", &["key", "value"])?;
             descriptor.entries.push(Entry {
                 key: string(em, "key", &epath)?,
                 value: string(em, "value", &epath)?,
@@ -163,7 +228,21 @@ pub fn request_from_json(v: &Value) -> Result<RateLimitRequest, String> {
                 value: uint(h, &format!("{path}.hitsAddend"))?,
             });
         }
-        if let Some(Value::Object(lm)) = field(dm, "limit", "limit") {
+        if let Some(n) = field(dm, "isNegativeHits", "is_negative_hits") {
+            descriptor.is_negative_hits = n
+                .as_bool()
+                .ok_or_else(|| format!("{path}.isNegativeHits: expected true or false"))?;
+        }
+        if let Some(l) = field(dm, "limit", "limit") {
+            let Value::Object(lm) = l else {
+                return Err(format!("{path}.limit: expected an object"));
+            };
+            only(
+                lm,
+                &format!("{path}.limit"),
+                "a RateLimitOverride",
+                &["requestsPerUnit", "requests_per_unit", "unit"],
+            )?;
             let requests = match field(lm, "requestsPerUnit", "requests_per_unit") {
                 Some(r) => u32::try_from(uint(r, &format!("{path}.limit.requestsPerUnit"))?)
                     .map_err(|_| format!("{path}.limit.requestsPerUnit: above 4294967295"))?,

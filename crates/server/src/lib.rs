@@ -8,12 +8,15 @@
 //! * [`config`]: the YAML format and its validation; [`matching`]: which rule a descriptor
 //!   matches.
 //! * [`engine`]: a request's limits decided together; [`store`]: where the counters live.
+//! * [`bounds`]: the core's request bounds on Envoy's requests, and the transport limits
+//!   sized from them.
 //! * [`service`]: `ShouldRateLimit`; [`http`]: `/json`, `/healthcheck`, `/metrics`.
 //! * [`run`]: the gRPC and HTTP listeners, configuration reload and graceful shutdown.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod bounds;
 pub mod config;
 pub mod engine;
 pub mod http;
@@ -40,6 +43,13 @@ use tokio::sync::watch;
 use crate::config::{config_files, Config};
 use crate::service::{RequestError, Service};
 use crate::store::Store;
+
+/// The Envoy rate limit service's descriptors, served by gRPC reflection: an encoded
+/// `FileDescriptorSet` of `envoy/service/ratelimit/v3/rls.proto` and every file it imports,
+/// each file's bytes as envoy-types ships them (envoy-types exports no descriptor set; its
+/// `types.bin` holds all of Envoy's 514 files, 3.3 MB). `tests/reflection.rs` checks them
+/// against envoy-types' and rewrites them when `TOLLGATE_BLESS=1`.
+pub const RLS_DESCRIPTORS: &[u8] = include_bytes!("rls_descriptors.bin");
 
 /// Writes one structured log line (JSON) to standard error.
 pub fn log(level: &str, message: &str) {
@@ -150,7 +160,7 @@ pub async fn watch_config<S: Store>(
     }
 }
 
-/// Serves gRPC (`ShouldRateLimit` and `grpc.health.v1.Health`) on `grpc` and HTTP on
+/// Serves gRPC (`ShouldRateLimit`, `grpc.health.v1.Health`, reflection) on `grpc` and HTTP on
 /// `http` until `shutdown` completes; then reports not serving, stops accepting, and lets
 /// the calls in flight finish, for at most `grace` (a client that keeps its connection
 /// open after the server's HTTP/2 GOAWAY does not hold the process). With `reload`,
@@ -210,11 +220,21 @@ pub async fn run_with_tls<S: Store>(
     let stopped = |mut rx: watch::Receiver<bool>| async move {
         let _ = rx.wait_for(|s| *s).await;
     };
+    let reflection = || {
+        tonic_reflection::server::Builder::configure()
+            .register_encoded_file_descriptor_set(RLS_DESCRIPTORS)
+            .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+    };
+    let bad =
+        |e: tonic_reflection::server::Error| std::io::Error::other(format!("gRPC reflection: {e}"));
     let grpc_server = builder
         .add_service(health_service)
-        .add_service(RateLimitServiceServer::from_arc(Arc::new(Grpc(
-            service.clone(),
-        ))))
+        .add_service(reflection().build_v1().map_err(bad)?)
+        .add_service(reflection().build_v1alpha().map_err(bad)?)
+        .add_service(
+            RateLimitServiceServer::from_arc(Arc::new(Grpc(service.clone())))
+                .max_decoding_message_size(bounds::GRPC_MAX_MESSAGE),
+        )
         .serve_with_incoming_shutdown(
             tonic::transport::server::TcpIncoming::from(grpc),
             stopped(stop_rx.clone()),

@@ -10,7 +10,7 @@ use tollgate_server::config::Config;
 use tollgate_server::engine::Charging;
 use tollgate_server::redis_store::{parse_failure, ModuleUse, RedisStore, DENY_CACHE_ENTRIES};
 use tollgate_server::service::{Service, Settings};
-use tollgate_server::store::Memory;
+use tollgate_server::store::{parse_size, Memory, SystemClock};
 use tollgate_server::{log, run_with_tls, Reload};
 use tonic::transport::{Certificate, Identity, ServerTlsConfig};
 
@@ -72,6 +72,12 @@ struct Args {
     /// another one of the request is over its limit (off: all or nothing).
     #[arg(long, env = "TOLLGATE_CHARGE_EVERY_DESCRIPTOR", default_value_t = false, action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
     charge_every_descriptor: bool,
+    /// The memory store's bound: keys' bytes plus a fixed overhead each (see the README's
+    /// sizing section), in bytes or with KiB, MiB or GiB. Past it, the keys closest to
+    /// fresh are evicted (they restart fresh). Also bounds the Redis store's `local`
+    /// fallback.
+    #[arg(long, env = "TOLLGATE_MEMORY_MAX_BYTES", default_value = "64MiB", value_parser = parse_size)]
+    memory_max_bytes: usize,
     /// Redis for the fleet store (`redis://host:port/`); without it, counters are kept in
     /// this process's memory. For a cluster, some of its nodes, comma-separated.
     #[arg(long, env = "REDIS_URL")]
@@ -227,7 +233,11 @@ fn main() -> ExitCode {
         );
         match &args.redis_url {
             None => {
-                let service = Arc::new(Service::new(config, Memory::new(), settings));
+                let service = Arc::new(Service::new(
+                    config,
+                    Memory::with_bound(SystemClock, args.memory_max_bytes),
+                    settings,
+                ));
                 println!("{listening}");
                 run_with_tls(service, grpc, http, reload, shutdown_signal(), grace, tls).await
             }
@@ -273,7 +283,8 @@ fn main() -> ExitCode {
                 .use_module(module)
                 .await
                 .map_err(|e| std::io::Error::other(format!("redis at {url}: {e}")))?
-                .deny_cache(args.deny_cache_entries);
+                .deny_cache(args.deny_cache_entries)
+                .local_memory(args.memory_max_bytes);
                 let how = if store.uses_module() {
                     "tollgate's module (TOLLGATE.REQUEST, one round trip)"
                 } else {

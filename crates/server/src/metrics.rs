@@ -26,6 +26,14 @@
 //!   or `error`.
 //! * [`CONFIG_LOADS`] `{result}`: configuration loads, `success` or `error` (a reload that
 //!   failed and kept the running configuration).
+//!
+//! With the memory store, its bound ([`render_memory`]; the model has no instrument for a
+//! store's size yet):
+//!
+//! * [`STORE_EVICTIONS`]: keys evicted before they were fresh (each then restarts fresh:
+//!   see [`crate::store`]); expired keys dropped are not counted.
+//! * [`STORE_KEYS`], [`STORE_BYTES`] and [`STORE_MAX_BYTES`] (gauges): what it holds
+//!   against its bound.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -33,6 +41,17 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
 use tollgate::metrics::{render, Series, Tally};
+
+use crate::store::MemoryStats;
+
+/// Keys the memory store evicted before they were fresh, to stay within its bound.
+pub const STORE_EVICTIONS: &str = "tollgate_store_evictions_total";
+/// Keys the memory store holds.
+pub const STORE_KEYS: &str = "tollgate_store_keys";
+/// The memory store's accounted bytes (keys plus a fixed overhead each).
+pub const STORE_BYTES: &str = "tollgate_store_bytes";
+/// The memory store's bound on its accounted bytes.
+pub const STORE_MAX_BYTES: &str = "tollgate_store_max_bytes";
 
 /// `ShouldRateLimit` answers by overall code.
 pub const REQUESTS: &str = "tollgate_server_requests_total";
@@ -150,5 +169,32 @@ impl Metrics {
             );
         }
         out
+    }
+}
+
+/// Appends the memory store's series to a Prometheus text exposition.
+pub fn render_memory(stats: &MemoryStats, out: &mut String) {
+    let _ = writeln!(
+        out,
+        "# HELP {STORE_EVICTIONS} Keys evicted from the memory store before they were fresh (each restarts fresh).\n# TYPE {STORE_EVICTIONS} counter\n{STORE_EVICTIONS} {}",
+        stats.evictions
+    );
+    for (name, help, value) in [
+        (STORE_KEYS, "Keys held by the memory store.", stats.keys),
+        (
+            STORE_BYTES,
+            "The memory store's accounted bytes (keys plus a fixed overhead each).",
+            stats.bytes,
+        ),
+        (
+            STORE_MAX_BYTES,
+            "The memory store's bound on its accounted bytes.",
+            stats.max_bytes,
+        ),
+    ] {
+        let _ = writeln!(
+            out,
+            "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {value}"
+        );
     }
 }

@@ -13,7 +13,7 @@ use std::time::Duration;
 use redis::aio::ConnectionManager;
 use redis::cluster_async::ClusterConnection;
 use redis::RedisError;
-use tollgate::metrics::Behaviour;
+use tollgate::store::fallback::Behaviour;
 use tollgate::store::request::Counted;
 use tollgate::Nanos;
 use tollgate_redis::{Fallback, Options, RedisRequests};
@@ -180,6 +180,13 @@ impl RedisStore {
             Requests::Single(r) => r.stats(),
             Requests::Cluster(r) => r.stats(),
         }
+    }
+
+    /// Bounds the memory of the `local` fallback to `max_bytes` (see [`Memory::with_bound`];
+    /// [`crate::store::DEFAULT_MAX_BYTES`] until this is called).
+    pub fn local_memory(mut self, max_bytes: usize) -> RedisStore {
+        self.local = Memory::with_bound(SystemClock, max_bytes);
+        self
     }
 
     /// Whether Redis said it has tollgate's module (and the store uses it).

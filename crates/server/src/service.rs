@@ -7,6 +7,10 @@
 //! * a counted rule: `OK` or `OVER_LIMIT` (`OK` in shadow mode), `current_limit`,
 //!   `limit_remaining` and `duration_until_reset`.
 //!
+//! A request over the core's bounds (too many descriptors, entries or key bytes, or too many
+//! limits counted after matching) is refused with the field and the bound
+//! ([`crate::bounds`]) before it is matched or decided.
+//!
 //! Unlike envoyproxy/ratelimit, the counted rules are one all-or-nothing stack by default: an
 //! `OVER_LIMIT` descriptor charges no other (see [`crate::engine`]).
 
@@ -24,6 +28,7 @@ use tollgate::headers::{response_headers, Named};
 use tollgate::stack::combine;
 use tollgate::{metrics, Decision, Nanos, Policy, NANOS_PER_SEC};
 
+use crate::bounds;
 use crate::config::{Config, Limit, Unit};
 use crate::engine::{Charging, Item};
 use crate::matching::{override_rule, Matched};
@@ -133,6 +138,7 @@ impl<S: Store> Service<S> {
                 "descriptors: rate limit descriptor list must not be empty".into(),
             ));
         }
+        bounds::request(request).map_err(RequestError::Invalid)?;
         let config = self.config();
         let mut matched = Vec::with_capacity(request.descriptors.len());
         for (i, d) in request.descriptors.iter().enumerate() {
@@ -208,6 +214,7 @@ impl<S: Store> Service<S> {
                 }
             });
         }
+        bounds::counted(items.len()).map_err(RequestError::Invalid)?;
         let now = self.store.now();
         let (outcome, source) = if items.is_empty() {
             (Default::default(), Source::Store)

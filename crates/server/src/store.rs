@@ -8,20 +8,33 @@
 //! and unlocks: all or nothing across descriptors, and never a lost or double-counted hit.
 //! Memory holds only keys that are not fresh: a state is stored with the time after which
 //! it is equivalent to none ([`tollgate::store::Write::Put`]'s `fresh_after`), and expired
-//! entries are swept when a shard has doubled since its last sweep.
+//! entries are dropped as writes come.
+//!
+//! Memory is bounded in bytes ([`Memory::with_bound`], `--memory-max-bytes`; each shard a
+//! sixteenth): each key costs its bytes plus [`ENTRY_OVERHEAD`]. A write that would pass
+//! the bound evicts first what is expired, then the states closest to fresh (the earliest
+//! fresh time, by the core's [`tollgate::store::fresh_after`]), then among those fresh at
+//! the same time the least spent (a denying key last), then the oldest write. An evicted
+//! key restarts fresh: it may be admitted again up to its limit before its window or
+//! bucket would have let it. Keys that are kept stay exact.
 
-use std::collections::HashMap;
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use tollgate::metrics::{self, Behaviour};
-use tollgate::store::fleet::Why;
+use tollgate::metrics;
+use tollgate::store::fallback::Behaviour;
+use tollgate::store::fallback::Why;
 use tollgate::store::Write;
 use tollgate::{DecideError, Nanos, State};
 
 use crate::engine::{self, Charging, Item, Outcome};
+
+mod shard;
+
+use self::shard::Shard;
+pub use self::shard::ENTRY_OVERHEAD;
 
 /// A clock for a store: nanoseconds since the Unix epoch, so that fixed windows of a unit
 /// start where envoyproxy/ratelimit's do (whole seconds, minutes, hours, days since 1970).
@@ -123,30 +136,100 @@ pub trait Store: Send + Sync + 'static {
 
     /// The store's clock now (for the limits that need no state: a blocking limit's reset).
     fn now(&self) -> Nanos;
-}
 
-struct Entry {
-    state: State,
-    /// When the state becomes equivalent to none (`None`: never by itself).
-    expires: Option<Nanos>,
-}
-
-#[derive(Default)]
-struct Shard {
-    map: HashMap<String, Entry>,
-    sweep_at: usize,
+    /// What this process's memory store holds (`None` for a store kept elsewhere).
+    fn memory_stats(&self) -> Option<MemoryStats> {
+        None
+    }
 }
 
 const SHARDS: usize = 16;
 
-/// The in-memory store (one process).
+/// The memory store's default bound in bytes (64 MiB): about 200,000 keys of 40 bytes (see
+/// the README's sizing section), in a container's memory next to the server's own (a few
+/// MiB) with room to spare.
+pub const DEFAULT_MAX_BYTES: usize = 64 << 20;
+
+/// Why a size in bytes (`--memory-max-bytes`) was refused.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SizeError {
+    /// Not a whole number followed by nothing, `KiB`, `MiB` or `GiB`.
+    NotASize(String),
+    /// Zero: the store could hold nothing.
+    Zero,
+    /// More than this machine can address.
+    TooLarge(String),
+}
+
+impl std::fmt::Display for SizeError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SizeError::NotASize(t) => {
+                write!(
+                    f,
+                    "'{t}' is not a size (bytes, or a number with KiB, MiB or GiB)"
+                )
+            }
+            SizeError::Zero => write!(f, "0 bytes: the store must hold at least one key"),
+            SizeError::TooLarge(t) => write!(f, "'{t}' is more bytes than this machine addresses"),
+        }
+    }
+}
+
+impl std::error::Error for SizeError {}
+
+/// Reads a size in bytes: a whole number, optionally followed by `KiB`, `MiB` or `GiB`
+/// (`67108864`, `64MiB`).
+pub fn parse_size(text: &str) -> Result<usize, SizeError> {
+    let t = text.trim();
+    let (digits, unit) = match t.find(|c: char| !c.is_ascii_digit()) {
+        Some(at) => t.split_at(at),
+        None => (t, ""),
+    };
+    let shift = match unit.trim() {
+        "" => 0,
+        "KiB" => 10,
+        "MiB" => 20,
+        "GiB" => 30,
+        _ => return Err(SizeError::NotASize(text.to_string())),
+    };
+    let n: usize = match digits.parse() {
+        Ok(n) => n,
+        Err(e) if *e.kind() == std::num::IntErrorKind::PosOverflow => {
+            return Err(SizeError::TooLarge(text.to_string()))
+        }
+        Err(_) => return Err(SizeError::NotASize(text.to_string())),
+    };
+    match n.checked_mul(1 << shift) {
+        Some(0) => Err(SizeError::Zero),
+        Some(bytes) => Ok(bytes),
+        None => Err(SizeError::TooLarge(text.to_string())),
+    }
+}
+
+/// What the memory store holds, for `/metrics`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MemoryStats {
+    /// Keys held.
+    pub keys: usize,
+    /// Their accounted bytes (keys plus [`ENTRY_OVERHEAD`] each).
+    pub bytes: usize,
+    /// The bound on `bytes`.
+    pub max_bytes: usize,
+    /// Keys evicted before they were fresh, to stay within the bound, since the start.
+    pub evictions: u64,
+}
+
+/// The in-memory store (one process), bounded in bytes.
 pub struct Memory<C = SystemClock> {
     shards: Vec<Mutex<Shard>>,
     clock: C,
+    max_bytes: usize,
+    evictions: AtomicU64,
 }
 
 impl Memory<SystemClock> {
-    /// A store on the system clock.
+    /// A store on the system clock, bounded by [`DEFAULT_MAX_BYTES`].
     pub fn new() -> Self {
         Memory::with_clock(SystemClock)
     }
@@ -169,17 +252,41 @@ fn shard_of(key: &str) -> usize {
 }
 
 impl<C: Clock> Memory<C> {
-    /// A store on `clock`.
+    /// A store on `clock`, bounded by [`DEFAULT_MAX_BYTES`].
     pub fn with_clock(clock: C) -> Self {
+        Memory::with_bound(clock, DEFAULT_MAX_BYTES)
+    }
+
+    /// A store on `clock` holding at most `max_bytes` accounted bytes (each of its 16 shards
+    /// a sixteenth of them).
+    pub fn with_bound(clock: C, max_bytes: usize) -> Self {
         Memory {
-            shards: (0..SHARDS).map(|_| Mutex::new(Shard::default())).collect(),
+            shards: (0..SHARDS)
+                .map(|_| Mutex::new(Shard::new(max_bytes / SHARDS)))
+                .collect(),
             clock,
+            max_bytes,
+            evictions: AtomicU64::new(0),
         }
     }
 
     /// How many keys are stored (fresh ones are not).
     pub fn len(&self) -> usize {
-        self.shards.iter().map(|s| lock(s).map.len()).sum()
+        self.shards.iter().map(|s| lock(s).len()).sum()
+    }
+
+    /// The keys and bytes held, the bound, and the evictions so far.
+    pub fn stats(&self) -> MemoryStats {
+        let (keys, bytes) = self.shards.iter().fold((0, 0), |(k, b), s| {
+            let s = lock(s);
+            (k + s.len(), b + s.bytes())
+        });
+        MemoryStats {
+            keys,
+            bytes,
+            max_bytes: self.max_bytes,
+            evictions: self.evictions.load(Ordering::Relaxed),
+        }
     }
 
     /// Whether no key is stored.
@@ -205,37 +312,28 @@ impl<C: Clock> Memory<C> {
         let loaded: Vec<Option<State>> = items
             .iter()
             .zip(&of_item)
-            .map(|(item, &s)| {
-                let shard = &guards[guard_of(s)].1;
-                shard
-                    .map
-                    .get(&item.key)
-                    .filter(|e| e.expires.is_none_or(|t| t > now))
-                    .map(|e| e.state.clone())
-            })
+            .map(|(item, &s)| guards[guard_of(s)].1.get(&item.key, now).cloned())
             .collect();
         let outcome = engine::decide(items, &loaded, now, charging, blocked)?;
+        let mut evicted = 0;
         for (i, write) in &outcome.writes {
             let shard = &mut guards[guard_of(of_item[*i])].1;
             match write {
-                Write::Delete => {
-                    shard.map.remove(&items[*i].key);
-                }
+                Write::Delete => shard.delete(&items[*i].key),
                 Write::Put { state, fresh_after } => {
-                    let expires = fresh_after.map(|f| now.saturating_add(f));
-                    shard.map.insert(
-                        items[*i].key.clone(),
-                        Entry {
-                            state: state.clone(),
-                            expires,
-                        },
+                    let d = &outcome.each[*i];
+                    evicted += shard.put(
+                        &items[*i].key,
+                        state.clone(),
+                        fresh_after.map(|f| now.saturating_add(f)),
+                        d.limit.saturating_sub(d.remaining),
+                        now,
                     );
-                    if shard.map.len() > shard.sweep_at {
-                        shard.map.retain(|_, e| e.expires.is_none_or(|t| t > now));
-                        shard.sweep_at = (shard.map.len() * 2).max(1024);
-                    }
                 }
             }
+        }
+        if evicted > 0 {
+            self.evictions.fetch_add(evicted, Ordering::Relaxed);
         }
         Ok(outcome)
     }
@@ -264,5 +362,43 @@ impl<C: Clock> Store for Memory<C> {
 
     fn now(&self) -> Nanos {
         self.clock.now()
+    }
+
+    fn memory_stats(&self) -> Option<MemoryStats> {
+        Some(self.stats())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_read_as_bytes_or_binary_units() {
+        assert_eq!(parse_size("67108864"), Ok(64 << 20));
+        assert_eq!(parse_size("64MiB"), Ok(64 << 20));
+        assert_eq!(parse_size("512KiB"), Ok(512 << 10));
+        assert_eq!(parse_size(" 2 GiB "), Ok(2 << 30));
+    }
+
+    #[test]
+    fn a_size_that_is_not_one_is_refused_by_name() {
+        assert_eq!(parse_size("0"), Err(SizeError::Zero));
+        assert_eq!(parse_size("0MiB"), Err(SizeError::Zero));
+        for bad in ["", "MiB", "64MB", "-1", "1.5MiB", "64 mebibytes"] {
+            assert_eq!(
+                parse_size(bad),
+                Err(SizeError::NotASize(bad.to_string())),
+                "{bad}"
+            );
+        }
+        assert_eq!(
+            parse_size("99999999999999999999999"),
+            Err(SizeError::TooLarge("99999999999999999999999".into()))
+        );
+        assert!(parse_size("64MB")
+            .unwrap_err()
+            .to_string()
+            .contains("KiB, MiB or GiB"));
     }
 }

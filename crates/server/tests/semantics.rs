@@ -422,6 +422,14 @@ async fn metrics_after_a_scripted_run_are_the_model_exactly() {
             0,
         );
     }
+    // The memory store: what it holds (the user's and the canary's windows), within the
+    // default bound, nothing evicted.
+    let memory = s.service.store().stats();
+    assert_eq!(memory.keys, 2);
+    want.insert("tollgate_store_keys".into(), 2);
+    want.insert("tollgate_store_bytes".into(), memory.bytes as u64);
+    want.insert("tollgate_store_max_bytes".into(), 64 << 20);
+    want.insert("tollgate_store_evictions_total".into(), 0);
     let counted: std::collections::BTreeMap<String, u64> = got
         .into_iter()
         .filter(|(k, _)| !k.starts_with("tollgate_wait_duration_seconds"))

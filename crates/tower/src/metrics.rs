@@ -27,8 +27,8 @@
 //! facade's no-op handles, and a decision costs an index and a branch.
 
 use tollgate::metrics::facade::PolicySeries;
-use tollgate::metrics::Behaviour;
-use tollgate::store::fleet::Why;
+use tollgate::store::fallback::Behaviour;
+use tollgate::store::fallback::Why;
 use tollgate::Decision;
 
 use crate::settings::OnError;

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use tollgate::keyed::KeyedLimiter;
-use tollgate::store::fleet::Why;
+use tollgate::store::fallback::Why;
 use tollgate::store::Limits;
 use tollgate::{DecideError, Decision, Nanos, PolicyError};
 
@@ -87,7 +87,7 @@ pub trait Store: Send + Sync + 'static {
     fn release(&self, key: &str, cost: u64);
 
     /// Why a check failed, as the store failures metric names it (`tollgate.failure.reason`,
-    /// [`tollgate::metrics::reason_str`]). Default: unreachable.
+    /// [`Why::as_str`]). Default: unreachable.
     fn failure(&self, error: &Self::Error) -> Why {
         let _ = error;
         Why::Unreachable

@@ -475,7 +475,7 @@ async fn api_keys_are_hashed_and_missing_keys_get_the_declared_answer() {
     let r = send(&c, addr, "/", &[("x-api-key", b"secret-key-1")]).await;
     assert_eq!(r.status, StatusCode::OK);
     let store = layer.store("per-key").unwrap();
-    let hashed = tollgate_http::client::api_key_name(b"secret-key-1");
+    let hashed = tollgate_http::key::api_key_name(b"secret-key-1");
     assert_eq!(store.limiter().len(), 1);
     assert_eq!(
         store.limiter().peek(hashed.as_str(), 0).unwrap().remaining,

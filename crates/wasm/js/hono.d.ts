@@ -4,7 +4,12 @@ import type { Limiter } from "./index.js";
 export interface RateLimiterOptions<C = any> {
   /** The limiter that decides. */
   limiter: Limiter;
-  /** The policy's name in `RateLimit`/`RateLimit-Policy` (default `"default"`). */
+  /**
+   * Not needed: the headers (`RateLimit`/`RateLimit-Policy`, the 429's `violated-policies`)
+   * use the limiter's own name (`new Limiter(policy, { name })`), the one its metrics use.
+   * Accepted only when equal to it; a different name throws a `TypeError` (field `name`,
+   * rule `not-the-limiters`).
+   */
   name?: string;
   /** Key by this request header (e.g. `"x-api-key"`) instead of the client IP. */
   header?: string;

@@ -59,7 +59,11 @@ export interface LimiterOptions {
    * Keys found fresh are never stored.
    */
   maxKeys?: number;
-  /** The policy's name in {@link Limiter.metrics} (the `tollgate.policy` attribute; default `"default"`). */
+  /**
+   * The limiter's one name (default `"default"`): its series in {@link Limiter.metrics}
+   * (the `tollgate.policy` attribute) and the policy's name in {@link Limiter.headers} and
+   * {@link Limiter.problem} (so in the Express and Hono middleware's `RateLimit-Policy`).
+   */
   name?: string;
 }
 
@@ -202,17 +206,20 @@ export class Limiter {
   readonly size: number;
   /** The policies in canonical compact form, in stack order. */
   readonly policies: string[];
+  /** The limiter's name (the `name` option, default `"default"`): in its metrics and its headers. */
+  readonly name: string;
   /**
    * {@link headers} for a decision of this limiter: `RateLimit-Policy` names every policy
    * (a stack's as `<name>.1`, `<name>.2`, ...; a fair share's tenant window
    * `<name>.tenant`), `RateLimit` the one(s) binding the decision. A stack or fair share
    * needs {@link Limiter.checkDetailed}'s decision (a `TypeError`, rule `not-detailed`,
-   * otherwise).
+   * otherwise). `name` defaults to the limiter's {@link Limiter.name}.
    */
   headers(decision: Decision | DetailedDecision, name?: string, options?: { legacy?: boolean }): RateLimitHeaders;
   /**
    * The application/problem+json body of a 429 for a denied decision (type
    * quota-exceeded, `detail` with the wait, `violated-policies`); `undefined` when allowed.
+   * `name` defaults to the limiter's {@link Limiter.name}.
    */
   problem(decision: Decision | DetailedDecision, name?: string): string | undefined;
   /**

@@ -296,6 +296,15 @@ export function limiterClass(glue) {
     }
 
     /**
+     * The limiter's name (the `name` option, default `"default"`): the one name of its
+     * policy, in its metrics' series and in `headers()`/`problem()` (and so in the
+     * middleware's `RateLimit-Policy`), so the two never disagree.
+     */
+    get name() {
+      return this.#name;
+    }
+
+    /**
      * The response headers for a decision of this limiter: `RateLimit-Policy` (every
      * policy), `RateLimit` (the one(s) binding the decision, as the core chooses them),
      * `Retry-After` and `Cache-Control: no-store` when denied (and `X-RateLimit-*` with
@@ -303,7 +312,7 @@ export function limiterClass(glue) {
      * tenant window `<name>.tenant`. For a stack or a fair share, pass `checkDetailed()`'s
      * decision (it carries each limit's).
      */
-    headers(decision, name = "default", options) {
+    headers(decision, name = this.#name, options) {
       const flat = this.#core.headers(checkName(name), this.#each(decision), options?.legacy === true);
       const out = {};
       for (let i = 0; i < flat.length; i += 2) out[flat[i]] = flat[i + 1];
@@ -315,7 +324,7 @@ export function limiterClass(glue) {
      * document (type quota-exceeded, `detail` with the wait, `violated-policies`: the names
      * of the limits that denied, as in `headers()`); `undefined` when allowed.
      */
-    problem(decision, name = "default") {
+    problem(decision, name = this.#name) {
       return this.#core.quotaExceeded(checkName(name), this.#each(decision));
     }
 

@@ -38,13 +38,37 @@ export function options(o) {
   return {
     limiter: o.limiter,
     route: o.route,
-    name: o.name ?? "default",
+    name: nameOf(o),
     header: o.header?.toLowerCase(),
     key: o.key,
     cost: o.cost,
     legacy: o.legacy === true,
     exempt,
   };
+}
+
+/**
+ * The name of the middleware's policy in `RateLimit-Policy`, `RateLimit` and the 429 body:
+ * the limiter's own (`new Limiter(policy, { name })`, default `"default"`), which also names
+ * its metrics series, so headers and metrics always agree. A middleware `name` is accepted
+ * only when it is that same name: a different one would split the two silently, so it is
+ * refused with a `TypeError` (field `name`, rule `not-the-limiters`) that says where the
+ * name goes. A limiter-like object without a `name` takes the middleware's (or "default").
+ */
+function nameOf(o) {
+  const own = o.limiter.name;
+  if (typeof own !== "string") return o.name ?? "default";
+  if (o.name !== undefined && o.name !== own) {
+    const e = new TypeError(
+      `invalid option: name: ${JSON.stringify(o.name)} is not the limiter's name ${JSON.stringify(own)}; ` +
+        `name the limiter instead (new Limiter(policy, { name: ${JSON.stringify(o.name)} })): its name is the one in the headers and the metrics [not-the-limiters]`,
+    );
+    e.field = "name";
+    e.rule = "not-the-limiters";
+    e.value = o.name;
+    throw e;
+  }
+  return own;
 }
 
 /**

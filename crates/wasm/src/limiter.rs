@@ -228,7 +228,7 @@ impl Core {
         &self,
         key: usize,
         tenant: usize,
-        f: impl FnOnce(&[u8], &str) -> Result<R, DecideError>,
+        f: impl FnOnce(&[u8], &str) -> R,
     ) -> Result<R, Failure> {
         check_part("key", key)?;
         check_part("tenant", tenant)?;
@@ -239,19 +239,19 @@ impl Core {
         let tenant = &rest[..tenant.min(rest.len())];
         // JS writes UTF-8 here (TextEncoder's, or ASCII); a tenant that is not would be a
         // wrapper bug, and is refused as an empty string rather than trusted.
-        Ok(f(key, std::str::from_utf8(tenant).unwrap_or(""))?)
+        Ok(f(key, std::str::from_utf8(tenant).unwrap_or("")))
     }
 
     /// Runs `f` with the key buffer's first `len` bytes, the key, when it is within the
     /// core's bound (see [`Core::keys`]).
-    fn with_key<R>(
-        &self,
-        len: usize,
-        f: impl FnOnce(&[u8]) -> Result<R, DecideError>,
-    ) -> Result<R, Failure> {
+    ///
+    /// (The bound is checked before `f` and `f` answers whole, so that a check's own result
+    /// stays a `Result<Decision, DecideError>`: carried through as a `Result` with the key
+    /// error in it, it cost every check 3-4% more wasm operators, PERF.md.)
+    fn with_key<R>(&self, len: usize, f: impl FnOnce(&[u8]) -> R) -> Result<R, Failure> {
         check_part("key", len)?;
         let buffer = self.key.borrow();
-        Ok(f(&buffer[..len.min(buffer.len())])?)
+        Ok(f(&buffer[..len.min(buffer.len())]))
     }
 
     /// Decides a request of `cost` for the key in the key buffer (`len` bytes) at `now`
@@ -259,11 +259,14 @@ impl Core {
     #[wasm_bindgen(js_name = checkBuf)]
     pub fn check_buf(&self, len: usize, now: f64, cost: f64) -> u32 {
         let cost = cost_units(cost);
-        let result = self.with_key(len, |key| self.limiter.check(key, now_ns(now), cost));
-        if let Ok(d) = &result {
-            self.count(0, d, cost);
-        }
-        self.emit(result)
+        self.with_key(len, |key| {
+            let result = self.limiter.check(key, now_ns(now), cost);
+            if let Ok(d) = &result {
+                self.count(0, d, cost);
+            }
+            self.emit(result)
+        })
+        .unwrap_or_else(|e| self.fail(e))
     }
 
     /// [`Core::check_buf`]'s short answer, for `Limiter.allow`: [`ALLOWED`], [`DENIED`] or
@@ -276,25 +279,27 @@ impl Core {
     #[wasm_bindgen(js_name = allowBuf)]
     pub fn allow_buf(&self, len: usize, now: f64, cost: f64) -> u32 {
         let cost = cost_units(cost);
-        let result = self.with_key(len, |key| self.limiter.check(key, now_ns(now), cost));
-        match result {
-            Ok(d) => {
-                self.count(0, &d, cost);
-                if d.allowed {
-                    ALLOWED
-                } else {
-                    DENIED
+        self.with_key(len, |key| {
+            match self.limiter.check(key, now_ns(now), cost) {
+                Ok(d) => {
+                    self.count(0, &d, cost);
+                    if d.allowed {
+                        ALLOWED
+                    } else {
+                        DENIED
+                    }
                 }
+                Err(e) => self.fail(e.into()),
             }
-            Err(e) => self.fail(e),
-        }
+        })
+        .unwrap_or_else(|e| self.fail(e))
     }
 
     /// The standing of the key in the key buffer (`len` bytes) at `now`, without charging it.
     #[wasm_bindgen(js_name = peekBuf)]
     pub fn peek_buf(&self, len: usize, now: f64) -> u32 {
-        let result = self.with_key(len, |key| self.limiter.peek(key, now_ns(now)));
-        self.emit(result)
+        self.with_key(len, |key| self.emit(self.limiter.peek(key, now_ns(now))))
+            .unwrap_or_else(|e| self.fail(e))
     }
 
     /// Keeps `e` for [`Core::take_error`]: [`FAILED`].
@@ -303,7 +308,7 @@ impl Core {
         FAILED
     }
 
-    fn emit(&self, result: Result<Decision, Failure>) -> u32 {
+    fn emit(&self, result: Result<Decision, DecideError>) -> u32 {
         match result {
             Ok(d) => {
                 // MillisDecision's conversion (whole ms, rounded up), field by field.
@@ -319,7 +324,7 @@ impl Core {
                     DENIED
                 }
             }
-            Err(e) => self.fail(e),
+            Err(e) => self.fail(e.into()),
         }
     }
 
@@ -338,10 +343,12 @@ impl Core {
         series: u32,
     ) -> Result<Vec<f64>, JsValue> {
         let cost = cost_units(cost);
-        let d = self.keys(key_len, tenant_len, |key, tenant| {
-            self.limiter
-                .check_detailed(key, has_tenant.then_some(tenant), now_ns(now), cost)
-        });
+        let d = self
+            .keys(key_len, tenant_len, |key, tenant| {
+                self.limiter
+                    .check_detailed(key, has_tenant.then_some(tenant), now_ns(now), cost)
+            })
+            .and_then(|d| d.map_err(Failure::Decide));
         if let Ok(d) = &d {
             self.count(series, &d.decision, cost);
         }
@@ -367,34 +374,39 @@ impl Core {
         cost: f64,
         left: f64,
     ) -> u32 {
-        let result = self.keys(key_len, tenant_len, |key, tenant| {
+        self.keys(key_len, tenant_len, |key, tenant| {
             let keep = |d: &Decision| keeps_within(d, left);
             let (now, cost) = (now_ns(now), cost_units(cost));
-            self.limiter
-                .check_if(key, Some(tenant), now, cost, keep)
-                .map(|d| d.decision)
-        });
-        self.emit(result)
+            self.emit(
+                self.limiter
+                    .check_if(key, Some(tenant), now, cost, keep)
+                    .map(|d| d.decision),
+            )
+        })
+        .unwrap_or_else(|e| self.fail(e))
     }
 
     /// Releases `cost` slots of the concurrency policies for the key in the key buffer
     /// (`len` bytes): [`ALLOWED`] or [`FAILED`].
     #[wasm_bindgen(js_name = release)]
     pub fn release_buf(&self, len: usize, cost: f64) -> u32 {
-        match self.with_key(len, |key| self.limiter.release(key, cost_units(cost))) {
-            Ok(()) => {
-                self.in_use.released(cost_units(cost));
-                ALLOWED
+        self.with_key(len, |key| {
+            match self.limiter.release(key, cost_units(cost)) {
+                Ok(()) => {
+                    self.in_use.released(cost_units(cost));
+                    ALLOWED
+                }
+                Err(e) => self.fail(e.into()),
             }
-            Err(e) => self.fail(e),
-        }
+        })
+        .unwrap_or_else(|e| self.fail(e))
     }
 
     /// Forgets the key in the key buffer (`len` bytes); whether it was stored (never, for a
     /// key over the bound: no check stores one).
     #[wasm_bindgen(js_name = reset)]
     pub fn reset_buf(&self, len: usize) -> bool {
-        self.with_key(len, |key| Ok(self.limiter.reset(key)))
+        self.with_key(len, |key| self.limiter.reset(key))
             .unwrap_or(false)
     }
 

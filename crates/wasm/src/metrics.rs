@@ -10,13 +10,14 @@
 //!
 //! The numbers of one tally, in order ([`COUNTS_LEN`]): the decisions by outcome
 //! ([`Outcome::ALL`]) then source ([`Source::ALL`]), the near-limit count, the store
-//! failures by behaviour ([`Behaviour::ALL`]) then reason ([`REASONS`]), then for each wait
+//! failures by behaviour ([`Behaviour::ALL`]) then reason ([`Why::ALL`]), then for each wait
 //! result ([`WaitResult::ALL`]) the observations per bucket ([`WAIT_BUCKETS`], then above
 //! them; not cumulative) and their sum in nanoseconds.
 
 use std::cell::Cell;
 
-use tollgate::metrics::{Behaviour, Outcome, Source, Tally, WaitResult, REASONS, WAIT_BUCKETS};
+use tollgate::metrics::{Outcome, Source, Tally, WaitResult, WAIT_BUCKETS};
+use tollgate::store::fallback::{Behaviour, Why};
 use tollgate::Decision;
 
 use crate::now_ns;
@@ -34,7 +35,7 @@ pub fn numbers(t: &Tally) -> Vec<f64> {
     }
     out.push(t.near_limit() as f64);
     for behaviour in Behaviour::ALL {
-        out.extend(REASONS.map(|why| t.failures(behaviour, why) as f64));
+        out.extend(Why::ALL.map(|why| t.failures(behaviour, why) as f64));
     }
     for result in WaitResult::ALL {
         let h = t.waits(result);
@@ -130,9 +131,10 @@ pub fn source(i: u32) -> Source {
 #[cfg(feature = "metrics-text")]
 mod text {
     use tollgate::metrics::{
-        render, Behaviour, Histogram, Outcome, Series, Source, Tally, WaitResult, BEHAVIOUR,
-        INSTRUMENTS, OUTCOME, POLICY, REASON, REASONS, ROUTE, SOURCE, WAIT_BUCKETS, WAIT_RESULT,
+        render, Histogram, Outcome, Series, Source, Tally, WaitResult, BEHAVIOUR, INSTRUMENTS,
+        OUTCOME, POLICY, REASON, ROUTE, SOURCE, WAIT_BUCKETS, WAIT_RESULT,
     };
+    use tollgate::store::fallback::{Behaviour, Why};
     use tollgate::NANOS_PER_SEC;
     use wasm_bindgen::prelude::*;
 
@@ -199,7 +201,7 @@ mod text {
         out.extend(Outcome::ALL.map(Outcome::as_str));
         out.extend(Source::ALL.map(Source::as_str));
         out.extend(Behaviour::ALL.map(Behaviour::as_str));
-        out.extend(REASONS.map(tollgate::metrics::reason_str));
+        out.extend(Why::ALL.map(Why::as_str));
         out.extend(WaitResult::ALL.map(WaitResult::as_str));
         out.into_iter().map(String::from).collect()
     }

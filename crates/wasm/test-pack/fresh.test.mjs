@@ -168,6 +168,99 @@ test("Express: the README's app answers 429 with the documented headers", async 
   }
 });
 
+/**
+ * Runs `file` (a snippet copied into this project) with `env` and resolves to { code,
+ * stdout, stderr } when it exits, or rejects after `ms` (the process then killed): an
+ * example that never ends is a failure, bounded in time.
+ */
+function runBounded(file, env, ms) {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [file], { cwd: here, env: { ...process.env, ...env } });
+    let stdout = "";
+    let stderr = "";
+    child.stdout.on("data", (b) => (stdout += b));
+    child.stderr.on("data", (b) => (stderr += b));
+    const timer = setTimeout(() => {
+      child.kill("SIGKILL");
+      reject(new Error(`${file} did not exit within ${ms} ms (stdout: ${stdout}, stderr: ${stderr})`));
+    }, ms);
+    child.on("exit", (code) => {
+      clearTimeout(timer);
+      resolve({ code, stdout, stderr });
+    });
+  });
+}
+
+/** A redis-server on a free loopback port in a temporary directory: { url, stop }. */
+async function redisServer() {
+  const port = await freePort();
+  const dir = join(here, `redis-${port}`);
+  mkdirSync(dir, { recursive: true });
+  const server = spawn("redis-server", ["--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", dir], { stdio: "ignore" });
+  const url = `redis://127.0.0.1:${port}`;
+  for (let i = 0; i < 100; i++) {
+    const ping = spawnSync("redis-cli", ["-p", String(port), "ping"], { encoding: "utf8" });
+    if (ping.stdout.trim() === "PONG") break;
+    await new Promise((ok) => setTimeout(ok, 50));
+  }
+  return { url, stop: () => new Promise((ok) => (server.exitCode !== null ? ok() : (server.once("exit", ok), server.kill()))) };
+}
+
+/** The first answer of `url` (retried while the app starts, for at most 5 s). */
+async function firstAnswer(url, init) {
+  for (let i = 0; i < 100; i++) {
+    try {
+      return await fetch(url, init);
+    } catch {
+      await new Promise((ok) => setTimeout(ok, 50));
+    }
+  }
+  assert.fail(`nothing answered ${url}`);
+}
+
+// Every JavaScript example of the READMEs runs as written (issue 39): an app is started on a
+// free port (PORT), sent a request and stopped; the Redis example runs against a
+// redis-server of its own and must end by itself; any other runs to its end. The browser
+// recipes (`document`) run in Chromium below.
+for (const s of snippets("js").filter((s) => s.file.endsWith(".mjs"))) {
+  const code = snippet("js", s.file);
+  if (code.includes("document.")) continue;
+  test(`the README example at ${s.source} runs as written`, async () => {
+    const file = `run-${s.file}`;
+    copyFileSync(join(here, "snippets", "js", s.file), join(here, file));
+    // An app (Express or Hono) must serve as written: one that never listens fails here.
+    if (/from "(express|hono)"/.test(code)) {
+      const port = await freePort();
+      const app = spawn(process.execPath, [file], { cwd: here, env: { ...process.env, PORT: String(port) }, stdio: "inherit" });
+      try {
+        const path = code.includes('app.get("/api"') ? "/api" : "/";
+        const r = await firstAnswer(`http://127.0.0.1:${port}${path}`, { headers: { "x-api-key": "k" } });
+        assert.equal(r.status, 200, `${s.source}: GET ${path}`);
+        assert.match(r.headers.get("ratelimit-policy") ?? "", /^"per-ip";q=\d+;w=\d+$/, `${s.source}: the limiter's name in RateLimit-Policy`);
+        if (code.includes('"/metrics"')) {
+          const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+          assert.match(text, /tollgate_decisions_total\{tollgate_policy="per-ip",tollgate_route="\/api",tollgate_outcome="admitted",tollgate_source="store"\} 1/);
+          assert.match(text, /process_cpu_user_seconds_total/, "prom-client's own metrics too");
+        }
+      } finally {
+        await new Promise((ok) => (app.exitCode !== null ? ok() : (app.once("exit", ok), app.kill())));
+      }
+    } else if (code.includes("REDIS_URL")) {
+      const redis = await redisServer();
+      try {
+        const r = await runBounded(file, { REDIS_URL: redis.url }, 15_000);
+        assert.equal(r.code, 0, r.stderr);
+        assert.match(r.stdout, /redis/, `${s.source} decided on Redis: ${r.stdout}`);
+      } finally {
+        await redis.stop();
+      }
+    } else {
+      const r = await runBounded(file, {}, 15_000);
+      assert.equal(r.code, 0, r.stderr);
+    }
+  });
+}
+
 test("tollgate/redis: an unconnected node-redis client is refused with the documented error", async () => {
   const { createClient } = createRequire(join(repo, "crates/wasm/package.json"))("redis");
   const { RedisLimiter, RedisLimiterError } = await import("tollgate/redis");

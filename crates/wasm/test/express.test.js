@@ -14,7 +14,7 @@ async function serve(app) {
 
 test("keyed by client IP: 429 with headers and problem+json once the quota is spent", async () => {
   const app = express();
-  app.use(rateLimit({ limiter: new Limiter("fixed-window 3/min"), name: "per-ip", exempt: ["/csp-report"] }));
+  app.use(rateLimit({ limiter: new Limiter("fixed-window 3/min", { name: "per-ip" }), exempt: ["/csp-report"] }));
   app.get("/api", (req, res) => res.send("ok"));
   app.post("/csp-report", (req, res) => res.status(204).end());
   const { base, close } = await serve(app);

@@ -9,7 +9,7 @@ import { rateLimiter } from "tollgate/hono";
 
 test("keyed by a header; 429 with headers and problem+json; exempt paths pass", async () => {
   const app = new Hono();
-  app.use(rateLimiter({ limiter: new Limiter("2/min"), header: "x-api-key", name: "per-key", exempt: ["/health"] }));
+  app.use(rateLimiter({ limiter: new Limiter("2/min", { name: "per-key" }), header: "x-api-key", exempt: ["/health"] }));
   app.get("/api", (c) => c.text("ok"));
   app.get("/health", (c) => c.text("up"));
   const call = (key) => app.request("/api", { headers: { "x-api-key": key } });

@@ -12,7 +12,7 @@ use crate::config::Config;
 use crate::http::{api_error, authorise, json_ok, over_bound, read_json};
 use crate::plan::{admin_key, Plan};
 use crate::protocol::{ObjectRequest, ObjectResponse, Peek, When};
-use crate::{counters, denial, rpc, stats};
+use crate::{denial, report, rpc, stats};
 
 /// The body of `/admin/v1/keys/read` and `/admin/v1/keys/reset`: a policy and the identity
 /// to look up (`key` as given to `/v1/check`, or `ip` and/or `apiKey` as a request sends).
@@ -57,13 +57,13 @@ async fn stats_answer(env: &Env, cfg: &Config) -> worker::Result<Response> {
     let body = match stats::report(env, cfg.settings.timeout_ms).await {
         Ok((totals, in_use)) => json!({
             "scope": "global",
-            "policies": counters::by_policy(&totals, &in_use),
+            "policies": report::by_policy(&totals, &in_use),
             "denyCacheEntries": deny,
         }),
         Err(f) => json!({
             "scope": "isolate",
             "error": format!("stats object {f}; these are this isolate's unreported counts"),
-            "policies": counters::by_policy(&stats::unreported(), &[]),
+            "policies": report::by_policy(&stats::unreported(), &[]),
             "denyCacheEntries": deny,
         }),
     };
@@ -76,7 +76,7 @@ async fn stats_answer(env: &Env, cfg: &Config) -> worker::Result<Response> {
 async fn metrics_answer(env: &Env, cfg: &Config) -> worker::Result<Response> {
     match stats::report(env, cfg.settings.timeout_ms).await {
         Ok((totals, in_use)) => {
-            let mut resp = Response::ok(counters::prometheus(&totals, &in_use))?;
+            let mut resp = Response::ok(report::prometheus(&totals, &in_use))?;
             resp.headers_mut()
                 .set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")?;
             Ok(resp)

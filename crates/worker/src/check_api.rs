@@ -3,8 +3,9 @@
 
 use serde::Deserialize;
 use serde_json::json;
-use tollgate::metrics::{Behaviour, Source};
-use tollgate::store::fleet::Why;
+use tollgate::metrics::Source;
+use tollgate::store::fallback::Behaviour;
+use tollgate::store::fallback::Why;
 use tollgate::{Decision, MillisDecision};
 use tollgate_http::bounds;
 use worker::{console_error, Env, Method, Request, Response};

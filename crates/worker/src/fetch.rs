@@ -3,8 +3,9 @@
 //! the object's decision, the answer. The rules live in the plain modules; this is glue.
 
 use serde_json::json;
-use tollgate::metrics::{Behaviour, Source};
-use tollgate::store::fleet::Why;
+use tollgate::metrics::Source;
+use tollgate::store::fallback::Behaviour;
+use tollgate::store::fallback::Why;
 use tollgate::Decision;
 use tollgate_http::fields::{self, Degraded};
 use worker::{console_error, event, Context, Env, Request, Response};

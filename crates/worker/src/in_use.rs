@@ -29,8 +29,8 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use tollgate::State;
 
-use crate::counters::SeriesKey;
 use crate::lease::Lease;
+use crate::series::SeriesId;
 
 /// Slots held by route, for one slot (`None`: no route, the check API).
 pub type Holdings = BTreeMap<Option<String>, u64>;
@@ -147,16 +147,17 @@ pub fn newer(version: u64, kept: Option<u64>) -> bool {
 
 /// The gauge: every object's latest totals, added up by series.
 pub fn sum<'a>(reports: impl IntoIterator<Item = &'a InUse>) -> Vec<SeriesInUse> {
-    let mut out: BTreeMap<SeriesKey, u64> = BTreeMap::new();
+    let mut out: BTreeMap<SeriesId, u64> = BTreeMap::new();
     for r in reports {
         for s in &r.slots {
-            *out.entry((s.policy.clone(), s.route.clone())).or_default() += s.slots;
+            *out.entry(SeriesId::new(&s.policy, s.route.as_deref()))
+                .or_default() += s.slots;
         }
     }
     out.into_iter()
-        .map(|((policy, route), slots)| SeriesInUse {
-            policy,
-            route,
+        .map(|(id, slots)| SeriesInUse {
+            policy: id.policy,
+            route: id.route,
             slots,
         })
         .collect()

@@ -9,6 +9,8 @@ pub mod keying;
 pub mod lease;
 pub mod plan;
 pub mod protocol;
+pub mod report;
+pub mod series;
 pub mod table;
 
 /// Route matching and path normalisation: the rules every front end shares

@@ -5,9 +5,10 @@
 
 use std::cell::RefCell;
 
-use tollgate::metrics::{Behaviour, Source};
+use tollgate::metrics::Source;
 use tollgate::stack::combine;
-use tollgate::store::fleet::Why;
+use tollgate::store::fallback::Behaviour;
+use tollgate::store::fallback::Why;
 use tollgate::Decision;
 use worker::{console_error, AnalyticsEngineDataPointBuilder, Context, Env};
 
@@ -18,6 +19,7 @@ use crate::in_use::SeriesInUse;
 use crate::plan::LimitName;
 use crate::protocol::{ObjectRequest, ObjectResponse};
 use crate::rpc::{send_batch, Failure};
+use crate::series::SeriesId;
 
 /// The object that keeps the per-policy stats of every isolate.
 pub const STATS_OBJECT: &str = "tollgate#stats";
@@ -50,7 +52,7 @@ pub fn decided(
 ) {
     STATS.with(|s| {
         let mut s = s.borrow_mut();
-        let key = (policy.to_string(), route.map(str::to_string));
+        let key = SeriesId::new(policy, route);
         s.tallies
             .entry(key)
             .or_default()
@@ -73,7 +75,7 @@ pub fn decided(
 /// decided.
 pub fn failed(policy: &str, route: Option<&str>, behaviour: Behaviour, why: Why) {
     STATS.with(|s| {
-        let key = (policy.to_string(), route.map(str::to_string));
+        let key = SeriesId::new(policy, route);
         s.borrow_mut()
             .tallies
             .entry(key)

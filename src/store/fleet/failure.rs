@@ -1,6 +1,8 @@
 //! Which failed calls to Redis the fallback decides: one table of Redis error replies
 //! ([`reply_class`]) and one rule ([`handle`]), for every client (Rust, npm).
 
+use crate::store::fallback::Why;
+
 /// What an error reply from Redis means.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ReplyClass {
@@ -77,19 +79,6 @@ pub enum Call {
     Write,
 }
 
-/// Why the fallback decided.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Why {
-    /// Redis refused the connection, answered that it cannot serve, or failed recently
-    /// (the fallback decides until the next probe).
-    Unreachable,
-    /// A read did not answer within the timeout.
-    Timeout,
-    /// A write was sent and its answer lost: it may or may not have been applied. It is
-    /// never sent again.
-    Indeterminate,
-}
-
 /// What a store does about a failed call.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Handling {
@@ -104,7 +93,8 @@ pub enum Handling {
 /// The one rule for failed calls.
 ///
 /// ```
-/// use tollgate::store::fleet::{handle, Call, CallError, Handling, Why};
+/// use tollgate::store::fallback::Why;
+/// use tollgate::store::fleet::{handle, Call, CallError, Handling};
 /// assert_eq!(handle(Call::Read, CallError::Timeout), Handling::FallBack(Why::Timeout));
 /// assert_eq!(handle(Call::Write, CallError::Timeout), Handling::FallBack(Why::Indeterminate));
 /// assert_eq!(handle(Call::Read, CallError::Reply("BUSY ...")), Handling::FallBack(Why::Unreachable));

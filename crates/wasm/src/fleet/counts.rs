@@ -1,7 +1,7 @@
 //! [`FleetLimits`]' counts in the core's metric model ([`tollgate::metrics`]), told by
 //! JavaScript, which knows where each decision came from and which calls failed.
 
-use tollgate::metrics::{Behaviour, REASONS};
+use tollgate::store::fallback::{Behaviour, Why};
 use wasm_bindgen::prelude::*;
 
 use super::FleetLimits;
@@ -32,11 +32,11 @@ impl FleetLimits {
 
     /// Counts a failed store call after which the declared behaviour `behaviour` decided
     /// (its index in [`Behaviour::ALL`]: open, closed, local), for the reason `why` (its
-    /// index in [`REASONS`]: unreachable, timeout, indeterminate).
+    /// index in [`Why::ALL`]: unreachable, timeout, indeterminate).
     #[wasm_bindgen(js_name = recordFailure)]
     pub fn record_failure(&self, behaviour: u32, why: u32) {
         let behaviour = Behaviour::ALL.get(behaviour as usize);
-        if let (Some(b), Some(w)) = (behaviour, REASONS.get(why as usize)) {
+        if let (Some(b), Some(w)) = (behaviour, Why::ALL.get(why as usize)) {
             self.tally.borrow_mut().failure(*b, *w);
         }
     }

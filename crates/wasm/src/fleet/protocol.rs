@@ -3,7 +3,8 @@
 //! the handling of failed calls and the fallback's decisions.
 
 use tollgate::store::bounds::{self, MAX_KEY_BYTES};
-use tollgate::store::fleet::{self, Call, CallError, Handling, Ttl, Why};
+use tollgate::store::fallback::Why;
+use tollgate::store::fleet::{self, Call, CallError, Handling, Ttl};
 use tollgate::store::KeyLayout;
 use wasm_bindgen::prelude::*;
 

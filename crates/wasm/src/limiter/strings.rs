@@ -29,15 +29,17 @@ impl Core {
     /// buffer's first `key_len` bytes, the tenant the `tenant_len` bytes after them.
     pub fn check_tenant_buf(&self, key_len: usize, tenant_len: usize, now: f64, cost: f64) -> u32 {
         let cost = cost_units(cost);
-        let result = self.keys(key_len, tenant_len, |key, tenant| {
-            self.limiter
+        self.keys(key_len, tenant_len, |key, tenant| {
+            let result = self
+                .limiter
                 .check_detailed(key, Some(tenant), now_ns(now), cost)
-                .map(|d| d.decision)
-        });
-        if let Ok(d) = &result {
-            self.count(0, d, cost);
-        }
-        self.emit(result)
+                .map(|d| d.decision);
+            if let Ok(d) = &result {
+                self.count(0, d, cost);
+            }
+            self.emit(result)
+        })
+        .unwrap_or_else(|e| self.fail(e))
     }
 
     /// [`Core::check_tenant_buf`] for `key` and `tenant`.
