@@ -28,10 +28,8 @@ from dockerfile_parse import DockerfileParser
 # The oldest Kubernetes the manifests are for (the pre-stop `sleep` is on by default from
 # 1.30), and the newest schemas kubernetes-validate bundles.
 KUBERNETES = ["1.30.0", "1.37.0"]
-# The crate's binary is being renamed tollgate-server -> tollgate-rls; the deploy files use
-# the new name. Until Cargo.toml says so, the old name is accepted with a notice.
+# The server's binary, as crates/server/Cargo.toml names it and the image copies it.
 BINARY = "tollgate-rls"
-PENDING_RENAME = {"tollgate-server": BINARY}
 
 failures = []
 
@@ -72,13 +70,7 @@ def server_facts(repo):
 
 def check_binary_name(facts):
     bins = facts["bin"]
-    if BINARY in bins:
-        check(True, f"the server's binary is {BINARY}")
-    else:
-        old = [b for b in bins if PENDING_RENAME.get(b) == BINARY]
-        check(bool(old), f"the server's binary {bins} is {BINARY} or its pending rename")
-        if old:
-            print(f"note the crate still builds {old[0]}; the image copies {BINARY} (rename pending)")
+    check(BINARY in bins, f"the server's binary {bins} is {BINARY}")
 
 
 def check_dockerfile(repo, facts):
@@ -187,7 +179,7 @@ def check_readme(repo, svc):
     host = f"{svc['metadata']['name']}.{svc['metadata']['namespace']}.svc.cluster.local"
     grpc = [p["port"] for p in svc["spec"]["ports"] if p["name"] == "grpc"][0]
     check(f"outbound|{grpc}||{host}" in text and f"target_uri: {host}:{grpc}" in text, f"README: Istio's cluster and Envoy Gateway's target name {host}:{grpc}")
-    check("app: tollgate-server" not in text, "README: no example selects the old app label")
+    check("app: tollgate-rls" not in text, "README: no example selects the old app label")
 
 
 def check_dashboard(repo, facts, out):

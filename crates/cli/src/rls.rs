@@ -1,5 +1,5 @@
 //! `tollgate rls check`: one `ShouldRateLimit` call to a running rate limit service
-//! (tollgate-server, envoyproxy/ratelimit or any other `envoy.service.ratelimit.v3` server),
+//! (tollgate-rls, envoyproxy/ratelimit or any other `envoy.service.ratelimit.v3` server),
 //! printed for a person or as JSON. The server decides and validates; this only asks and
 //! shows what it answered.
 

@@ -1,4 +1,4 @@
-//! `tollgate rls check`, the built binary against a real tollgate-server started here on a
+//! `tollgate rls check`, the built binary against a real tollgate-rls started here on a
 //! loopback port (in this process, on a clock set to the start of a day, so no window ends
 //! during the test): admitted, then over the limit, each field printed; the server's
 //! refusal, an unreachable server and bad descriptor syntax each a named error.
@@ -6,9 +6,9 @@
 use std::sync::Arc;
 
 use assert_cmd::Command;
-use tollgate_server::config::Config;
-use tollgate_server::service::{Service, Settings};
-use tollgate_server::store::{ManualClock, Memory};
+use tollgate_rls::config::Config;
+use tollgate_rls::service::{Service, Settings};
+use tollgate_rls::store::{ManualClock, Memory};
 
 const CONFIG: &str = "domain: messaging
 descriptors:
@@ -42,7 +42,7 @@ fn server() -> Server {
     let addr = format!("http://{}", grpc.local_addr().unwrap());
     let grace = std::time::Duration::from_secs(1);
     let forever = std::future::pending::<()>();
-    runtime.spawn(tollgate_server::run(
+    runtime.spawn(tollgate_rls::run(
         service, grpc, http, None, forever, grace,
     ));
     Server {

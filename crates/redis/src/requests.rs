@@ -13,7 +13,7 @@
 //!
 //! Every key of a request is `<base><suffix>`: the base must hold a hash tag (`{...}`), so
 //! that on a Redis Cluster all of them live on one node. Decisions are not counted in the
-//! `metrics` facade here: the front end (tollgate-server) counts them with its own labels.
+//! `metrics` facade here: the front end (tollgate-rls) counts them with its own labels.
 
 use std::collections::hash_map::RandomState;
 use std::fmt::Write as _;

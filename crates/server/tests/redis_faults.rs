@@ -15,8 +15,8 @@ use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::Code;
 use support::{code, desc, redis_with_module, req, start_on, Running};
 use tollgate::store::Limits;
 use tollgate_redis::{Fallback, Options, RedisLimiter, Stats};
-use tollgate_server::redis_store::{Failure, ModuleUse, RedisStore};
-use tollgate_server::service::Settings;
+use tollgate_rls::redis_store::{Failure, ModuleUse, RedisStore};
+use tollgate_rls::service::Settings;
 
 /// Never denied by Redis: a denial is the fallback's.
 const CONFIG: &str =
@@ -96,7 +96,7 @@ async fn clients(url: &str) -> Vec<(String, Client)> {
             .unwrap();
         let running = start_on(&[CONFIG], Settings::default(), store).await;
         let server = Client::Server(Arc::new(Mutex::new(Some(running))));
-        out.push((format!("tollgate-server module={module}"), server));
+        out.push((format!("tollgate-rls module={module}"), server));
     }
     out
 }

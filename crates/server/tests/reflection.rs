@@ -13,9 +13,9 @@ use prost::Message;
 use prost_reflect::prost_types::FileDescriptorProto;
 use prost_reflect::{DescriptorPool, DynamicMessage};
 use tokio::sync::oneshot;
-use tollgate_server::config::Config;
-use tollgate_server::service::{Service, Settings};
-use tollgate_server::store::{ManualClock, Memory};
+use tollgate_rls::config::Config;
+use tollgate_rls::service::{Service, Settings};
+use tollgate_rls::store::{ManualClock, Memory};
 use tonic_reflection::pb::v1::server_reflection_client::ServerReflectionClient;
 use tonic_reflection::pb::v1::server_reflection_request::MessageRequest;
 use tonic_reflection::pb::v1::server_reflection_response::MessageResponse;
@@ -59,7 +59,7 @@ async fn start(yaml: &str) -> (String, oneshot::Sender<()>) {
         let _ = stopped.await;
     };
     let grace = std::time::Duration::from_secs(5);
-    tokio::spawn(tollgate_server::run(
+    tokio::spawn(tollgate_rls::run(
         service, grpc, http, None, shutdown, grace,
     ));
     (addr, stop)
@@ -334,12 +334,12 @@ fn the_served_descriptors_are_envoy_types_rls_proto_and_its_imports() {
         names(&want)
     );
     assert_eq!(
-        names(tollgate_server::RLS_DESCRIPTORS),
+        names(tollgate_rls::RLS_DESCRIPTORS),
         names(&want),
-        "src/rls_descriptors.bin is not envoy-types' (rewrite it: TOLLGATE_BLESS=1 cargo test -p tollgate-server --test reflection)"
+        "src/rls_descriptors.bin is not envoy-types' (rewrite it: TOLLGATE_BLESS=1 cargo test -p tollgate-rls --test reflection)"
     );
     assert!(
-        tollgate_server::RLS_DESCRIPTORS == want.as_slice(),
+        tollgate_rls::RLS_DESCRIPTORS == want.as_slice(),
         "same files, other bytes: rewrite it (TOLLGATE_BLESS=1)"
     );
 }
