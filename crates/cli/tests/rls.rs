@@ -42,9 +42,7 @@ fn server() -> Server {
     let addr = format!("http://{}", grpc.local_addr().unwrap());
     let grace = std::time::Duration::from_secs(1);
     let forever = std::future::pending::<()>();
-    runtime.spawn(tollgate_rls::run(
-        service, grpc, http, None, forever, grace,
-    ));
+    runtime.spawn(tollgate_rls::run(service, grpc, http, None, forever, grace));
     Server {
         addr,
         _runtime: runtime,
