@@ -261,6 +261,9 @@ fn main() -> ExitCode {
                     settings,
                 );
                 service.metrics = Metrics::memory();
+                if reload.is_none() {
+                    service.metrics = service.metrics.without_reloads();
+                }
                 service.metrics.config_load(true);
                 serving();
                 run_with_tls(
@@ -327,6 +330,9 @@ fn main() -> ExitCode {
                 log("info", &format!("redis store: deciding with {how}"));
                 let mut service = Service::new(config, store, settings);
                 service.metrics = Metrics::shared_store(failure, args.deny_cache_entries > 0);
+                if reload.is_none() {
+                    service.metrics = service.metrics.without_reloads();
+                }
                 service.metrics.config_load(true);
                 serving();
                 run_with_tls(

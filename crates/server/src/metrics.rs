@@ -98,6 +98,8 @@ pub struct Metrics {
     sources: Vec<Source>,
     /// The behaviour that decides when the store fails (none: it cannot fail).
     behaviours: Vec<Behaviour>,
+    /// Whether the configuration is reloaded (else no load can fail after the start).
+    reloads: bool,
     requests: [AtomicU64; 3],
     /// Successful loads, then failed ones.
     config_loads: [AtomicU64; 2],
@@ -118,6 +120,7 @@ impl Metrics {
             tallies: Mutex::default(),
             sources,
             behaviours,
+            reloads: true,
             requests: Default::default(),
             config_loads: Default::default(),
         }
@@ -140,6 +143,14 @@ impl Metrics {
         }
         sources.push(Source::Fallback);
         Metrics::shaped(sources, vec![behaviour])
+    }
+
+    /// For a service that never reloads its configuration: no
+    /// `tollgate_server_config_loads_total{result="error"}` (a start that fails to load
+    /// never serves).
+    pub fn without_reloads(mut self) -> Self {
+        self.reloads = false;
+        self
     }
 
     /// Counts into the tally of `policy` (created at the first count).
@@ -217,7 +228,12 @@ impl Metrics {
             out,
             "# HELP {CONFIG_LOADS} Configuration loads by result (an error keeps the running configuration).\n# TYPE {CONFIG_LOADS} counter"
         );
-        for (result, success) in [("success", true), ("error", false)] {
+        let results: &[(&str, bool)] = if self.reloads {
+            &[("success", true), ("error", false)]
+        } else {
+            &[("success", true)]
+        };
+        for &(result, success) in results {
             let _ = writeln!(
                 out,
                 "{CONFIG_LOADS}{{result=\"{result}\"}} {}",

@@ -173,9 +173,10 @@ async fn a_redis_server_shows_its_fallback_and_its_declared_failures() {
     std::fs::write(dir.join("shop.yaml"), SHOP).unwrap();
     let dir_arg = dir.display().to_string();
     let url = redis.url();
-    for (deny_cache, sources) in [
-        ("100", &["store", "deny_cache", "fallback"][..]),
-        ("0", &["store", "fallback"][..]),
+    // The second without reloads: then no load can fail after the start.
+    for (deny_cache, sources, reload) in [
+        ("100", &["store", "deny_cache", "fallback"][..], "1000"),
+        ("0", &["store", "fallback"][..], "0"),
     ] {
         let server = Server::start(&[
             "--config-dir",
@@ -186,6 +187,8 @@ async fn a_redis_server_shows_its_fallback_and_its_declared_failures() {
             "local",
             "--deny-cache-entries",
             deny_cache,
+            "--reload-interval-ms",
+            reload,
         ]);
         let mut client = server.client().await;
         let r = client
@@ -220,6 +223,8 @@ async fn a_redis_server_shows_its_fallback_and_its_declared_failures() {
             got["tollgate_server_config_loads_total{result=\"success\"}"],
             "1"
         );
+        let error = got.get("tollgate_server_config_loads_total{result=\"error\"}");
+        assert_eq!(error.is_some(), reload != "0", "{text}");
         drop(client);
         assert!(server.terminate().success());
     }
