@@ -4,7 +4,7 @@
 # registry (`cargo info`, which fails with "could not find" for a name nobody holds) and the
 # npm registry (`npm view`, E404 for a free name). Prints one line a name and exits 1 if a
 # name is held by someone: that name must change before the first release (issue 39 found
-# `tollgate-server` held by an unrelated project; the server crate is `tollgate-rls`).
+# `tollgate-rls` held by an unrelated project; the server crate is `tollgate-rls`).
 #
 # Not a test of the suite: its answer depends on the registries on the day it runs, which is
 # why it is run by hand before a release and its result recorded in the release notes.

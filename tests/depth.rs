@@ -1,5 +1,5 @@
 //! A stack of any size decides within a small, fixed call stack: the depth of the call stack
-//! never depends on how many limits a caller stacks (tollgate-server takes them from a
+//! never depends on how many limits a caller stacks (tollgate-rls takes them from a
 //! request's descriptors). Each stack is decided on a thread of 64 KiB, so a rule that
 //! recursed once per limit would overflow it (and abort the test binary) at these sizes.
 

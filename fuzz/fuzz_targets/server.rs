@@ -1,4 +1,4 @@
-//! tollgate-server's request path: any `RateLimitRequest` (protobuf bytes as gRPC decodes
+//! tollgate-rls's request path: any `RateLimitRequest` (protobuf bytes as gRPC decodes
 //! them, a `/json` body, or a sequence built from the rules' own keys so that every rule
 //! kind is reached), decided by the service on the memory store on a hand-set clock, over
 //! a configuration with every rule kind. Never a panic; every answer is well formed: one
@@ -19,9 +19,9 @@ use envoy_types::pb::google::protobuf::UInt64Value;
 use libfuzzer_sys::arbitrary::{Result as ArbResult, Unstructured};
 use libfuzzer_sys::fuzz_target;
 use prost::Message;
-use tollgate_server::config::Config;
-use tollgate_server::service::{RequestError, Service, Settings};
-use tollgate_server::store::{ManualClock, Memory};
+use tollgate_rls::config::Config;
+use tollgate_rls::service::{RequestError, Service, Settings};
+use tollgate_rls::store::{ManualClock, Memory};
 
 const CONFIG: &str = r#"
 domain: fz
@@ -108,7 +108,7 @@ fn check(request: &RateLimitRequest, answer: Result<envoy_types::pb::envoy::serv
     match answer {
         Ok(r) => {
             assert_eq!(r.statuses.len(), request.descriptors.len());
-            assert!(tollgate_server::bounds::request(request).is_ok(), "decided over a bound");
+            assert!(tollgate_rls::bounds::request(request).is_ok(), "decided over a bound");
             let over = r.statuses.iter().filter(|s| s.code == Code::OverLimit as i32).count();
             assert!(r.statuses.iter().all(|s| s.code == Code::Ok as i32 || s.code == Code::OverLimit as i32));
             assert_eq!(r.overall_code == Code::OverLimit as i32, over > 0);
@@ -134,7 +134,7 @@ fuzz_target!(|data: &[u8]| {
         },
         1 => {
             let Ok(v) = serde_json::from_slice(rest) else { return };
-            match tollgate_server::http::request_from_json(&v) {
+            match tollgate_rls::http::request_from_json(&v) {
                 Ok(r) => requests.push(r),
                 Err(m) => {
                     assert!(m.split_once(": ").is_some_and(|(f, r)| !f.is_empty() && !r.is_empty()), "{m}");

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# tollgate-server (crates/server): Envoy's rate limit service on tollgate. Format, clippy,
+# tollgate-rls (crates/server): Envoy's rate limit service on tollgate. Format, clippy,
 # and its tests: envoyproxy/ratelimit's README examples and tollgate's semantics asked by a
 # real tonic client of the Envoy protos against the server on free loopback ports, the
 # config validation errors, the built binary itself (--check-config, reload, shutdown),
@@ -14,9 +14,9 @@ apt_packages redis-server libclang-dev prometheus
 # test reads envoy-types' descriptors through `cargo metadata --offline`, which needs
 # manifests no build of the server downloads.
 cargo fetch --locked
-cargo fmt -p tollgate-server --check
-cargo clippy -p tollgate-server --all-targets --locked -- -D warnings
+cargo fmt -p tollgate-rls --check
+cargo clippy -p tollgate-rls --all-targets --locked -- -D warnings
 # The tests load target/debug/libtollgate_redis_module.so: build it first.
 cargo build -p tollgate-redis-module --locked
-cargo test -p tollgate-server --locked
-RUSTDOCFLAGS="-D warnings" cargo doc --quiet --no-deps -p tollgate-server --locked
+cargo test -p tollgate-rls --locked
+RUSTDOCFLAGS="-D warnings" cargo doc --quiet --no-deps -p tollgate-rls --locked

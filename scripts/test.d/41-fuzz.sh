@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The fuzz targets (fuzz/, cargo-fuzz's own workspace): the core's policy parser and
-# decisions, and tollgate-server's request path (fuzz/fuzz_targets/server.rs). Each runs
+# decisions, and tollgate-rls's request path (fuzz/fuzz_targets/server.rs). Each runs
 # under libFuzzer for a bounded time; a crash, panic or failed assertion fails the suite
 # (cargo fuzz exits non-zero and leaves the input in fuzz/artifacts/<target>/). No
 # sanitizer: the core and the server forbid `unsafe`, so AddressSanitizer has nothing to

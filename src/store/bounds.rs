@@ -1,5 +1,5 @@
 //! How much one request may ask of a store: the bounds every front end enforces where the
-//! caller decides the size of the work (tollgate-server's descriptors, tollgate's Redis
+//! caller decides the size of the work (tollgate-rls's descriptors, tollgate's Redis
 //! module's `TOLLGATE.REQUEST`, the edge's check API, the npm and tower middleware's key
 //! functions). One set of numbers, so that a request one front end accepts is never refused
 //! by the store behind it.

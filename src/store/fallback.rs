@@ -2,7 +2,7 @@
 //! to happen then ([`Behaviour`]), each with the one name every runtime reports it by (the
 //! metric model's `reason` and `behaviour` attributes, [`crate::metrics`]). Which failures
 //! fall back is the fleet's rule ([`crate::store::fleet::handle`]); the behaviours are
-//! declared by each store's options (tollgate-redis, tollgate-server, the npm `RedisLimiter`,
+//! declared by each store's options (tollgate-redis, tollgate-rls, the npm `RedisLimiter`,
 //! the tower layer, the edge's routes).
 //!
 //! ```

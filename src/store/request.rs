@@ -1,6 +1,6 @@
 //! One request's limits on separate keys, decided together over the states a store has
 //! loaded and locked: which states to write back and each limit's decision. Every store of
-//! such requests (tollgate-server's memory and Redis stores, and tollgate's Redis module,
+//! such requests (tollgate-rls's memory and Redis stores, and tollgate's Redis module,
 //! which runs it inside Redis) decides with this one function between its load and its
 //! commit; each decision itself is the core's ([`Batch`], [`crate::stack`]).
 //!

@@ -5,7 +5,7 @@
 //! * [`tollgate::store::KeyLayout`]'s, `<prefix>:{<namespace>:<key>}:<i>` for limit `i` of
 //!   a stack and `...:t:<tenant>` for a fair share's tenant window: the Lua scripts of
 //!   `tollgate-redis` / `tollgate/redis` and the Redis module's `TOLLGATE.CHECK`;
-//! * tollgate-server's (its Redis store, and the module's `TOLLGATE.REQUEST` it sends),
+//! * tollgate-rls's (its Redis store, and the module's `TOLLGATE.REQUEST` it sends),
 //!   `<prefix>{<domain>}<counter key>`, the counter key being envoyproxy/ratelimit's
 //!   `<domain>_<key>_<value>_...`: one counter, one limit.
 //!
@@ -24,7 +24,7 @@ pub enum SlotName {
     Limit(usize),
     /// The tenant window of a fair share.
     Tenant(String),
-    /// A tollgate-server counter: `counter` (`<domain>_<key>_<value>_...`) of `domain`.
+    /// A tollgate-rls counter: `counter` (`<domain>_<key>_<value>_...`) of `domain`.
     Counter {
         /// The descriptor's domain (the key's hash tag).
         domain: String,
@@ -66,7 +66,7 @@ pub fn slot_of(key: &str) -> SlotName {
 }
 
 /// What to decide a key's numbers with: the stack's policies, in order, and the fair
-/// share's tenant policy. A tollgate-server counter is one limit: the first policy.
+/// share's tenant policy. A tollgate-rls counter is one limit: the first policy.
 #[derive(Clone, Debug, Default)]
 pub struct Policies {
     /// Limit `i`'s policy.
@@ -171,7 +171,7 @@ pub fn describe(
         SlotName::Limit(i) => write!(out, "limit {i} of the stack"),
         SlotName::Tenant(t) => write!(out, "tenant window of {t:?}"),
         SlotName::Counter { domain, counter } => {
-            write!(out, "tollgate-server counter {counter} of domain {domain}")
+            write!(out, "tollgate-rls counter {counter} of domain {domain}")
         }
         SlotName::Unknown => write!(out, "not a tollgate slot name"),
     };
@@ -235,7 +235,7 @@ mod tests {
             SlotName::Tenant("acme".into())
         );
         assert_eq!(slot_of("other"), SlotName::Unknown);
-        // tollgate-server's: `<prefix>{<domain>}<domain>_<key>_<value>_`.
+        // tollgate-rls's: `<prefix>{<domain>}<domain>_<key>_<value>_`.
         assert_eq!(
             slot_of("tollgate:{api}api_remote_address_1.2.3.4_"),
             SlotName::Counter {
@@ -318,7 +318,7 @@ mod tests {
             let full = described(policy, true);
             for text in [&bare, &full] {
                 assert!(
-                    text.contains("slot: tollgate-server counter d_k_v_ of domain d"),
+                    text.contains("slot: tollgate-rls counter d_k_v_ of domain d"),
                     "{text}"
                 );
                 assert!(text.contains(&format!("state: {state}")), "{text}");

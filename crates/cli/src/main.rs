@@ -117,11 +117,11 @@ enum RedisCommand {
     Inspect {
         /// The server: redis://host:port/db.
         url: String,
-        /// A namespace or a tollgate-server domain (every key under it, any prefix) or a key
+        /// A namespace or a tollgate-rls domain (every key under it, any prefix) or a key
         /// glob ("tollgate:{api:*", "tollgate:{api}*").
         pattern: String,
         /// The policy of limit i of the stack, in order (repeat for a stack); a
-        /// tollgate-server counter is one limit, decided by the first.
+        /// tollgate-rls counter is one limit, decided by the first.
         #[arg(long, short)]
         policy: Vec<String>,
         /// The fair share's tenant-window policy.
@@ -237,7 +237,7 @@ fn check_config(file: Option<PathBuf>, out: &mut impl Write) -> Result<(), CliEr
 }
 
 /// The glob `inspect` scans: a pattern with a glob character as it is, otherwise a
-/// namespace or a tollgate-server domain: every slot of every key under it, whatever the
+/// namespace or a tollgate-rls domain: every slot of every key under it, whatever the
 /// prefix (`<prefix>:{<namespace>:<key>}...` and the server's `<prefix>{<domain>}...`).
 fn inspect_glob(pattern: &str) -> String {
     if pattern.contains(['*', '?', '[']) {

@@ -268,7 +268,7 @@ fn keys_written_by_the_npm_entry_read_the_same() {
     assert_fair_share_after_three_checks(&url, "npm");
 }
 
-/// tollgate-server's layout, `<prefix>{<domain>}<domain>_<key>_<value>_` (its Redis store,
+/// tollgate-rls's layout, `<prefix>{<domain>}<domain>_<key>_<value>_` (its Redis store,
 /// crates/server/src/redis_store.rs), written by what the server sends when Redis has the
 /// module: `TOLLGATE.REQUEST <prefix>{<domain>} <n> (<counter key> <policy> <cost> <shadow>)*n`,
 /// decided and stored inside Redis by the core (the server's scripts path stores the same
@@ -304,7 +304,7 @@ fn keys_in_the_servers_layout_read_with_their_policies() {
     let text = inspect(&[&url, "api", "-p", "fixed-window 10/h"]);
     assert!(
         text.contains(
-            "tollgate:{api}api_remote_address_1.2.3.4_\n  slot: tollgate-server counter \
+            "tollgate:{api}api_remote_address_1.2.3.4_\n  slot: tollgate-rls counter \
              api_remote_address_1.2.3.4_ of domain api"
         ),
         "{text}"
@@ -330,7 +330,7 @@ fn keys_in_the_servers_layout_read_with_their_policies() {
         "token-bucket 100/min burst 50",
     ]);
     assert!(
-        text.contains("slot: tollgate-server counter api_api_key_k1_ of domain api"),
+        text.contains("slot: tollgate-rls counter api_api_key_k1_ of domain api"),
         "{text}"
     );
     assert!(

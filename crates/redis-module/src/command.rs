@@ -252,7 +252,7 @@ pub fn run(
 }
 
 /// The most limits one `TOLLGATE.REQUEST` may have: the core's bound on a request's
-/// limits ([`tollgate::store::bounds::MAX_LIMITS`]), the one tollgate-server enforces too.
+/// limits ([`tollgate::store::bounds::MAX_LIMITS`]), the one tollgate-rls enforces too.
 pub const MAX_REQUEST: u64 = tollgate::store::bounds::MAX_LIMITS as u64;
 
 /// `TOLLGATE.REQUEST`'s arguments after the base, parsed: limits on separate keys (an Envoy

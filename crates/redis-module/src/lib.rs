@@ -294,7 +294,7 @@ fn decisions_reply(decision: &Decision, each: &[Decision]) -> RedisValue {
 
 /// `TOLLGATE.REQUEST <base> <n> (<suffix> <policy> <cost> <shadow>)*n [EACH] [BLOCKED]`:
 /// limits on the separate keys `<base><suffix>`, decided together by the core's
-/// [`tollgate::store::request`] (an Envoy request's descriptors, as tollgate-server decides
+/// [`tollgate::store::request`] (an Envoy request's descriptors, as tollgate-rls decides
 /// them).
 fn keys_request(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
     if args.len() < 3 {

@@ -629,7 +629,7 @@ async fn request(
     Ok(d.each.iter().map(|d| (d.allowed, d.remaining)).collect())
 }
 
-/// Limits on separate keys (an Envoy request's descriptors, as tollgate-server sends them):
+/// Limits on separate keys (an Envoy request's descriptors, as tollgate-rls sends them):
 /// all or nothing across the keys, a shadow limit that never stops the others, `EACH`
 /// charging every limit with room, `BLOCKED` charging none; 400 concurrent requests of two
 /// keys against a limit of 50 admit exactly 50; a base without a hash tag is refused.

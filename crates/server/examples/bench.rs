@@ -2,15 +2,15 @@
 //! real gRPC on loopback, for one descriptor value and for 10,000, against:
 //!
 //! * the ceiling: the same tonic server and protos answering `OK` without deciding;
-//! * tollgate-server's service in memory;
+//! * tollgate-rls's service in memory;
 //! * the service on Redis, when `REDIS_URL` is set: by the fleet scripts (two round trips
 //!   a decision), and by tollgate's Redis module (one) when that Redis has it loaded.
 //!
 //! ```sh
-//! cargo run --release -p tollgate-server --example bench
+//! cargo run --release -p tollgate-rls --example bench
 //! cargo build --release -p tollgate-redis-module
 //! redis-server --port 6379 --save "" --loadmodule target/release/libtollgate_redis_module.so &
-//! REDIS_URL=redis://127.0.0.1:6379/ cargo run --release -p tollgate-server --example bench
+//! REDIS_URL=redis://127.0.0.1:6379/ cargo run --release -p tollgate-rls --example bench
 //! ```
 //!
 //! Settings by environment: `BENCH_SECS` (per run, default 3), `BENCH_CONCURRENCY` (calls in
@@ -30,11 +30,11 @@ use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_server::{
     RateLimitService, RateLimitServiceServer,
 };
 use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
-use tollgate_server::config::Config;
-use tollgate_server::redis_store::{ModuleUse, RedisStore};
-use tollgate_server::service::{Service, Settings};
-use tollgate_server::store::{Memory, Store};
-use tollgate_server::Grpc;
+use tollgate_rls::config::Config;
+use tollgate_rls::redis_store::{ModuleUse, RedisStore};
+use tollgate_rls::service::{Service, Settings};
+use tollgate_rls::store::{Memory, Store};
+use tollgate_rls::Grpc;
 
 /// A limit that admits everything the benchmark sends: the decisions are made and written,
 /// never denied.

@@ -1,5 +1,5 @@
 //! A benchmark (not a test): the memory store's bound against a flood of distinct keys. Starts
-//! the built `tollgate-server` binary on loopback with its default bound (64 MiB, or
+//! the built `tollgate-rls` binary on loopback with its default bound (64 MiB, or
 //! `TOLLGATE_MEMORY_MAX_BYTES` if set), one rule (`unit: hour, requests_per_unit: 100`), and
 //! sends 1,000,000 distinct descriptor values over `POST /json`, 64 descriptors a request,
 //! from 8 connections; then a few requests whose value is 1 MB. Prints the process's
@@ -8,11 +8,11 @@
 //! answer other than 200 or 429).
 //!
 //! ```sh
-//! cargo build --release -p tollgate-server --bins --examples
+//! cargo build --release -p tollgate-rls --bins --examples
 //! target/release/examples/memory
 //! ```
 //!
-//! The binary is `target/<profile>/tollgate-server` next to this example's directory, or
+//! The binary is `target/<profile>/tollgate-rls` next to this example's directory, or
 //! `TOLLGATE_SERVER_BIN`. Bounded: at most 15,625 flood requests and `BENCH_MAX_SECS`
 //! (default 600) seconds of flooding.
 
@@ -143,7 +143,7 @@ fn start() -> (Server, String) {
     let bin = std::env::var("TOLLGATE_SERVER_BIN").unwrap_or_else(|_| {
         let exe = std::env::current_exe().unwrap();
         let dir = exe.parent().unwrap().parent().unwrap();
-        dir.join("tollgate-server").display().to_string()
+        dir.join("tollgate-rls").display().to_string()
     });
     let dir = std::env::temp_dir().join(format!("tollgate-memory-bench-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
@@ -156,7 +156,7 @@ fn start() -> (Server, String) {
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
-        .unwrap_or_else(|e| panic!("{bin}: {e} (cargo build --release -p tollgate-server)"));
+        .unwrap_or_else(|e| panic!("{bin}: {e} (cargo build --release -p tollgate-rls)"));
     let mut line = String::new();
     BufReader::new(child.stdout.take().unwrap())
         .read_line(&mut line)

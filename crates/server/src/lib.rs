@@ -1,4 +1,4 @@
-//! # tollgate-server
+//! # tollgate-rls
 //!
 //! Envoy's global rate limit service (`envoy.service.ratelimit.v3.RateLimitService`) on
 //! tollgate's core: envoyproxy/ratelimit's YAML configuration read unchanged, every

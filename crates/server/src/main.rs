@@ -1,4 +1,4 @@
-//! `tollgate-server`: Envoy's global rate limit service on tollgate. See the README.
+//! `tollgate-rls`: Envoy's global rate limit service on tollgate. See the README.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -6,13 +6,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Parser;
-use tollgate_server::config::Config;
-use tollgate_server::engine::Charging;
-use tollgate_server::metrics::Metrics;
-use tollgate_server::redis_store::{parse_failure, ModuleUse, RedisStore, DENY_CACHE_ENTRIES};
-use tollgate_server::service::{Service, Settings};
-use tollgate_server::store::{parse_size, Memory, SystemClock};
-use tollgate_server::{log, run_with_tls, Reload};
+use tollgate_rls::config::Config;
+use tollgate_rls::engine::Charging;
+use tollgate_rls::metrics::Metrics;
+use tollgate_rls::redis_store::{parse_failure, ModuleUse, RedisStore, DENY_CACHE_ENTRIES};
+use tollgate_rls::service::{Service, Settings};
+use tollgate_rls::store::{parse_size, Memory, SystemClock};
+use tollgate_rls::{log, run_with_tls, Reload};
 use tonic::transport::{Certificate, Identity, ServerTlsConfig};
 
 /// Envoy's global rate limit service (envoy.service.ratelimit.v3) on tollgate.
@@ -20,7 +20,7 @@ use tonic::transport::{Certificate, Identity, ServerTlsConfig};
 /// Settings come from flags or from the environment variables envoyproxy/ratelimit reads
 /// (RUNTIME_ROOT, GRPC_PORT, SHADOW_MODE, ...).
 #[derive(Parser, Debug)]
-#[command(name = "tollgate-server", version)]
+#[command(name = "tollgate-rls", version)]
 struct Args {
     /// The directory of configuration files (*.yaml). Default:
     /// RUNTIME_ROOT/RUNTIME_SUBDIRECTORY/RUNTIME_APPDIRECTORY.

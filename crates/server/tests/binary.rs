@@ -12,10 +12,10 @@ use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::Code;
 use support::binary::{temp_dir, Server};
 use support::{code, desc, req};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tollgate_server::config::Config;
-use tollgate_server::service::{Service, Settings};
-use tollgate_server::store::Memory;
-use tollgate_server::{watch_config, Reload};
+use tollgate_rls::config::Config;
+use tollgate_rls::service::{Service, Settings};
+use tollgate_rls::store::Memory;
+use tollgate_rls::{watch_config, Reload};
 
 const GOOD: &str = "domain: app\ndescriptors:\n  - key: a\n    rate_limit:\n      unit: day\n      requests_per_unit: 2\n";
 const SWAPPED: &str = "domain: app\ndescriptors:\n  - key: b\n    rate_limit:\n      unit: day\n      requests_per_unit: 100\n";
@@ -32,7 +32,7 @@ fn put(dir: &std::path::Path, name: &str, text: &str) {
 fn check_config_reports_ok_or_the_file_and_path() {
     let dir = temp_dir("check");
     put(&dir, "limits.yaml", GOOD);
-    let out = Command::new(env!("CARGO_BIN_EXE_tollgate-server"))
+    let out = Command::new(env!("CARGO_BIN_EXE_tollgate-rls"))
         .args(["--check-config", "--config-dir"])
         .arg(&dir)
         .output()
@@ -40,7 +40,7 @@ fn check_config_reports_ok_or_the_file_and_path() {
     assert!(out.status.success());
     assert!(String::from_utf8_lossy(&out.stdout).contains("1 domain(s)"));
     put(&dir, "limits.yaml", BAD);
-    let out = Command::new(env!("CARGO_BIN_EXE_tollgate-server"))
+    let out = Command::new(env!("CARGO_BIN_EXE_tollgate-rls"))
         .args(["--check-config"])
         .env("RUNTIME_ROOT", &dir)
         .env("RUNTIME_APPDIRECTORY", "")
@@ -424,7 +424,7 @@ async fn grpc_over_tls_with_client_certificates() {
     };
     assert!(plain, "plain text was served");
     // A missing key file is an error naming the flag.
-    let out = Command::new(env!("CARGO_BIN_EXE_tollgate-server"))
+    let out = Command::new(env!("CARGO_BIN_EXE_tollgate-rls"))
         .args([
             "--config-dir",
             &d,

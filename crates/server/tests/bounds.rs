@@ -11,8 +11,8 @@ use envoy_types::pb::envoy::service::ratelimit::v3::RateLimitRequest;
 use serde_json::json;
 use support::*;
 use tollgate::store::bounds::{MAX_ENTRIES, MAX_KEY_BYTES, MAX_LIMITS};
-use tollgate_server::bounds::{GRPC_MAX_MESSAGE, JSON_MAX_BODY};
-use tollgate_server::service::Settings;
+use tollgate_rls::bounds::{GRPC_MAX_MESSAGE, JSON_MAX_BODY};
+use tollgate_rls::service::Settings;
 
 const CONFIG: &str = r#"
 domain: bounds

@@ -1,7 +1,7 @@
 //! envoyproxy/ratelimit's validation rules, and the extension's, as errors that name the
 //! file, the path in it and the reason.
 
-use tollgate_server::config::{Config, ConfigError};
+use tollgate_rls::config::{Config, ConfigError};
 
 fn error(yaml: &str) -> ConfigError {
     Config::from_texts([("limits.yaml", yaml)]).unwrap_err()

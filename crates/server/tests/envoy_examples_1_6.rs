@@ -8,7 +8,7 @@ use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::Code;
 use support::*;
 use tollgate::metrics::{Outcome, Source};
 use tollgate::NANOS_PER_SEC;
-use tollgate_server::service::Settings;
+use tollgate_rls::service::Settings;
 
 const EXAMPLE_1: &str = r#"
 domain: mongo_cps

@@ -6,7 +6,7 @@ mod support;
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::Code;
 use support::*;
 use tollgate::NANOS_PER_SEC;
-use tollgate_server::service::Settings;
+use tollgate_rls::service::Settings;
 
 const EXAMPLE_7: &str = r#"
 domain: example7

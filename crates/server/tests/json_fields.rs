@@ -7,7 +7,7 @@
 mod support;
 
 use support::*;
-use tollgate_server::service::Settings;
+use tollgate_rls::service::Settings;
 
 const CONFIG: &str = r#"
 domain: d

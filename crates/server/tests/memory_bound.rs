@@ -12,8 +12,8 @@ use std::sync::Arc;
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::Code;
 use envoy_types::pb::envoy::service::ratelimit::v3::RateLimitRequest;
 use support::{code, desc, start_on, RateLimitServiceClient, Running, DAY_START};
-use tollgate_server::service::Settings;
-use tollgate_server::store::{ManualClock, Memory};
+use tollgate_rls::service::Settings;
+use tollgate_rls::store::{ManualClock, Memory};
 
 const MIB: usize = 1 << 20;
 
@@ -261,7 +261,7 @@ async fn a_kept_key_stays_exact_under_a_flood_of_distinct_keys() {
 #[test]
 fn a_bound_that_is_not_a_size_is_refused_by_flag_and_reason() {
     let run = |args: &[&str], env: Option<&str>| {
-        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_tollgate-server"));
+        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_tollgate-rls"));
         cmd.args(args).arg("--check-config");
         cmd.env_remove("TOLLGATE_MEMORY_MAX_BYTES");
         if let Some(v) = env {

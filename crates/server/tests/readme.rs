@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 
 use prost_reflect::{DescriptorPool, DynamicMessage};
 use serde_json::Value;
-use tollgate_server::config::Config;
+use tollgate_rls::config::Config;
 
 /// The descriptors `envoy-types` generated its types from (`src/generated/types.bin` of the
 /// package cargo resolved for this crate).

@@ -78,7 +78,7 @@ async fn two_processes_one_redis_400_calls_against_50_by_the_scripts() {
     let redis = Redis::start();
     let url = redis.url();
     two_processes_admit_exactly_the_limit(&["--redis-url", &url], [&[], &[]]).await;
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_tollgate-server"))
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_tollgate-rls"))
         .args(["--config-dir", &config_dir().display().to_string()])
         .args(["--grpc-port", "0", "--http-port", "0", "--redis-url", &url])
         .args(["--redis-module", "on"])

@@ -241,7 +241,7 @@ fn a_start_that_fails_logs_only_its_failure() {
         .local_addr()
         .unwrap()
         .port();
-    let out = Command::new(env!("CARGO_BIN_EXE_tollgate-server"))
+    let out = Command::new(env!("CARGO_BIN_EXE_tollgate-rls"))
         .args(["--grpc-host", "127.0.0.1", "--grpc-port", "0"])
         .args(["--http-host", "127.0.0.1", "--http-port", "0"])
         .arg("--config-dir")

@@ -1,4 +1,4 @@
-//! What tollgate-server adds or decides differently, over gRPC: all-or-nothing descriptors
+//! What tollgate-rls adds or decides differently, over gRPC: all-or-nothing descriptors
 //! (and the switch back to charging every descriptor), `hits_addend`, shadow modes, the
 //! `policy:` extension, the RateLimit headers; and the HTTP side. The descriptor semantics
 //! run on memory and on Redis, by the scripts and by the module.
@@ -11,10 +11,10 @@ use support::*;
 use tollgate::metrics::{Outcome, Source};
 use tollgate::NANOS_PER_SEC;
 
-use tollgate_server::engine::Charging;
-use tollgate_server::redis_store::{Failure, ModuleUse, RedisStore};
-use tollgate_server::service::Settings;
-use tollgate_server::store::Store;
+use tollgate_rls::engine::Charging;
+use tollgate_rls::redis_store::{Failure, ModuleUse, RedisStore};
+use tollgate_rls::service::Settings;
+use tollgate_rls::store::Store;
 
 const TWO_LIMITS: &str = r#"
 domain: api

@@ -22,7 +22,7 @@ pub(super) enum Failure {
 
 /// The fleet protocol's rule for a failed call ([`fleet::handle`]), for redis-rs' errors:
 /// whether the fallback decides, the script's body is to be sent, or the caller gets the
-/// error. Public for other stores on the same protocol (tollgate-server's).
+/// error. Public for other stores on the same protocol (tollgate-rls's).
 pub fn handling(call: Call, e: &RedisError) -> Handling {
     let error = if e.is_timeout() {
         CallError::Timeout

@@ -1,5 +1,5 @@
 //! What the tests share: real redis-server processes ([`redis_server`], the launcher
-//! tollgate-server's tests include too) and the shared vectors.
+//! tollgate-rls's tests include too) and the shared vectors.
 
 #![allow(dead_code)]
 

@@ -3,7 +3,7 @@
 //! Cluster of three primaries. No mock Redis.
 //!
 //! One launcher for every crate that tests against Redis: tollgate-redis' tests use it as
-//! `support::redis_server`, tollgate-server's include this file by its path.
+//! `support::redis_server`, tollgate-rls's include this file by its path.
 
 #![allow(dead_code)]
 

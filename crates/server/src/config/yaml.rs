@@ -132,7 +132,7 @@ impl Loader<'_> {
             if self.flag(m, &here, "quota_mode")? {
                 return Err(self.err(
                     &join(&here, "quota_mode"),
-                    "quota_mode is not supported by tollgate-server",
+                    "quota_mode is not supported by tollgate-rls",
                 ));
             }
             let shadow_mode = self.flag(m, &here, "shadow_mode")?;

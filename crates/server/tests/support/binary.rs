@@ -1,4 +1,4 @@
-//! The built `tollgate-server` binary as a child process on free loopback ports (port 0,
+//! The built `tollgate-rls` binary as a child process on free loopback ports (port 0,
 //! read back from its first stdout line), with a config directory of its own. (Real
 //! redis-server processes come from [`super::redis_server`].)
 
@@ -13,7 +13,7 @@ use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_client::R
 /// A fresh temporary directory.
 pub fn temp_dir(tag: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!(
-        "tollgate-server-{tag}-{}-{}",
+        "tollgate-rls-{tag}-{}-{}",
         std::process::id(),
         fastrand::u64(..)
     ));
@@ -21,7 +21,7 @@ pub fn temp_dir(tag: &str) -> PathBuf {
     dir
 }
 
-/// A running `tollgate-server`.
+/// A running `tollgate-rls`.
 pub struct Server {
     child: Child,
     pub grpc: String,
@@ -31,7 +31,7 @@ pub struct Server {
 impl Server {
     /// Starts the binary with `args` (and `--grpc-port 0 --http-port 0` on loopback).
     pub fn start(args: &[&str]) -> Server {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_tollgate-server"))
+        let mut child = Command::new(env!("CARGO_BIN_EXE_tollgate-rls"))
             .args(["--grpc-host", "127.0.0.1", "--grpc-port", "0"])
             .args(["--http-host", "127.0.0.1", "--http-port", "0"])
             .args(args)

@@ -21,9 +21,9 @@ use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimit
 use envoy_types::pb::google::protobuf::UInt64Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::oneshot;
-use tollgate_server::config::Config;
-use tollgate_server::service::{Service, Settings};
-use tollgate_server::store::{ManualClock, Memory, Store};
+use tollgate_rls::config::Config;
+use tollgate_rls::service::{Service, Settings};
+use tollgate_rls::store::{ManualClock, Memory, Store};
 
 /// A Unix time at the start of a day (so at the start of every unit up to a day).
 pub const DAY_START: u64 = 19_675 * 86_400 * 1_000_000_000;
@@ -87,7 +87,7 @@ pub async fn start_on<S: Store>(files: &[&str], settings: Settings, store: S) ->
     let grpc_addr = grpc.local_addr().unwrap();
     let http_addr = http.local_addr().unwrap();
     let (tx, rx) = oneshot::channel::<()>();
-    let task = tokio::spawn(tollgate_server::run(
+    let task = tokio::spawn(tollgate_rls::run(
         service.clone(),
         grpc,
         http,
