@@ -25,6 +25,10 @@
 //! | `tollgate.wait.duration` | `tollgate_wait_duration_seconds` | histogram (s) | policy, route, wait result |
 //! | `tollgate.concurrency.in_use` | `tollgate_concurrency_in_use` | gauge | policy, route |
 //!
+//! A runtime that knows which series cannot move in its process (no shared store that
+//! could fail, no caller that waits) writes only the others with
+//! [`render_moving`] and a [`Moving`]; [`render`] writes them all.
+//!
 //! A key is never an attribute unless an operator opts a policy in ([`KEY`]): a label per
 //! key would make one series per client (unbounded cardinality).
 //!
@@ -57,7 +61,7 @@ mod prometheus;
 
 #[cfg(feature = "metrics-facade")]
 pub use metered::Metered;
-pub use prometheus::{render, Series};
+pub use prometheus::{render, render_moving, Moving, Series};
 
 /// What an instrument measures.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -8,7 +8,8 @@
 # Redis module (built here, loaded into redis-server; bindgen needs libclang).
 set -euo pipefail
 source scripts/tools.sh
-apt_packages redis-server libclang-dev
+# prometheus: its promtool lints the /metrics exposition in tests/scrape.rs.
+apt_packages redis-server libclang-dev prometheus
 # Every crate of the workspace's graph, downloaded here rather than by a test: the README
 # test reads envoy-types' descriptors through `cargo metadata --offline`, which needs
 # manifests no build of the server downloads.

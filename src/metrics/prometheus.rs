@@ -25,9 +25,41 @@ pub struct Series<'a> {
     pub concurrency_in_use: Option<u64>,
 }
 
+/// Which series of the model can move in the process that renders them, for [`render_moving`]:
+/// a series that cannot move is a zero an operator has to learn to ignore (and a cost per
+/// policy for the scraper), so a runtime that knows its shape leaves it out. Outcomes and
+/// [`NEAR_LIMIT`] are always written: which of them a policy reaches depends on its
+/// configuration, which a runtime may reload.
+///
+/// [`Moving::ALL`] is every series ([`render`]'s output): for a runtime that cannot tell
+/// (a library's caller chooses the store and whether to wait).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Moving<'a> {
+    /// Where decisions can be made: the [`DECISIONS`] series of these sources are written,
+    /// in [`Source::ALL`]'s order whatever the order here.
+    pub sources: &'a [Source],
+    /// The declared behaviours that can decide after a store failure: the
+    /// [`STORE_FAILURES`] series of these (every [`Why`] each). Empty (a store in this
+    /// process's memory cannot fail): no [`STORE_FAILURES`] family at all.
+    pub behaviours: &'a [Behaviour],
+    /// Whether callers can wait for a turn (`acquire`, `throttle`): without, no
+    /// [`WAIT_DURATION`] family.
+    pub waits: bool,
+}
+
+impl Moving<'static> {
+    /// Every series of the model.
+    pub const ALL: Moving<'static> = Moving {
+        sources: &Source::ALL,
+        behaviours: &Behaviour::ALL,
+        waits: true,
+    };
+}
+
 /// Every instrument of every series as Prometheus text: `# HELP` and `# TYPE` once per
 /// instrument, then one line per combination of attribute values, zeros included (so a
-/// rate over a series that has not moved yet is 0, not absent).
+/// rate over a series that has not moved yet is 0, not absent). [`render_moving`] with
+/// [`Moving::ALL`].
 ///
 /// ```
 /// use tollgate::metrics::{render, Series, Source, Tally};
@@ -41,15 +73,41 @@ pub struct Series<'a> {
 /// ));
 /// ```
 pub fn render(series: &[Series<'_>]) -> String {
+    render_moving(series, &Moving::ALL)
+}
+
+/// [`render`], but only the series that can move in this process (`moving`): a family
+/// with none of its series left is not declared either. A count the process cannot make
+/// is not written even when the tally holds one (a tally merged from another process's).
+///
+/// ```
+/// use tollgate::metrics::{render_moving, Moving, Series, Source, Tally};
+///
+/// // A server on a store in its own memory that never makes a caller wait.
+/// let memory = Moving { sources: &[Source::Store], behaviours: &[], waits: false };
+/// let tally = Tally::default();
+/// let text = render_moving(&[Series { policy: "p", route: None, tally: &tally, concurrency_in_use: None }], &memory);
+/// assert!(text.contains("tollgate_source=\"store\""));
+/// assert!(!text.contains("fallback"));
+/// assert!(!text.contains("tollgate_store_failures_total"));
+/// assert!(!text.contains("tollgate_wait_duration_seconds"));
+/// ```
+pub fn render_moving(series: &[Series<'_>], moving: &Moving<'_>) -> String {
     let mut out = String::new();
     for instrument in INSTRUMENTS {
-        if instrument == CONCURRENCY_IN_USE && series.iter().all(|s| s.concurrency_in_use.is_none())
-        {
+        let written = match instrument {
+            CONCURRENCY_IN_USE => series.iter().any(|s| s.concurrency_in_use.is_some()),
+            DECISIONS => !moving.sources.is_empty(),
+            STORE_FAILURES => !moving.behaviours.is_empty(),
+            WAIT_DURATION => moving.waits,
+            _ => true,
+        };
+        if !written {
             continue;
         }
         header(&mut out, &instrument);
         for s in series {
-            write_series(&mut out, &instrument, s);
+            write_series(&mut out, &instrument, s, moving);
         }
     }
     out
@@ -66,12 +124,15 @@ fn header(out: &mut String, instrument: &Instrument) {
     let _ = writeln!(out, "# TYPE {name} {kind}");
 }
 
-fn write_series(out: &mut String, instrument: &Instrument, s: &Series<'_>) {
+fn write_series(out: &mut String, instrument: &Instrument, s: &Series<'_>, moving: &Moving<'_>) {
     let t = s.tally;
     match *instrument {
         DECISIONS => {
             for outcome in Outcome::ALL {
-                for source in Source::ALL {
+                for source in Source::ALL
+                    .into_iter()
+                    .filter(|x| moving.sources.contains(x))
+                {
                     let extra = [
                         (OUTCOME.label, outcome.as_str()),
                         (SOURCE.label, source.as_str()),
@@ -88,7 +149,10 @@ fn write_series(out: &mut String, instrument: &Instrument, s: &Series<'_>) {
         }
         NEAR_LIMIT => line(out, NEAR_LIMIT.prometheus, s, &[], t.near_limit()),
         STORE_FAILURES => {
-            for behaviour in Behaviour::ALL {
+            for behaviour in Behaviour::ALL
+                .into_iter()
+                .filter(|b| moving.behaviours.contains(b))
+            {
                 for why in Why::ALL {
                     let extra = [
                         (BEHAVIOUR.label, behaviour.as_str()),
@@ -246,6 +310,87 @@ mod tests {
         }]);
         assert!(!text.contains("tollgate_concurrency_in_use"));
         assert!(text.contains("tollgate_decisions_total{tollgate_policy=\"p\",tollgate_outcome=\"admitted\",tollgate_source=\"store\"} 0\n"));
+    }
+
+    #[test]
+    fn only_the_series_that_can_move_are_written() {
+        let mut tally = Tally::default();
+        let denied = Decision {
+            allowed: false,
+            limit: 1,
+            ..Decision::default()
+        };
+        tally.decision(&denied, false, Source::Store);
+        // Counts this shape cannot make (a tally merged from elsewhere) are not written.
+        tally.decision(&denied, false, Source::Fallback);
+        tally.failure(Behaviour::Open, Why::Timeout);
+        tally.wait(WaitResult::GaveUp, 1);
+        let s = [Series {
+            policy: "p",
+            route: None,
+            tally: &tally,
+            concurrency_in_use: None,
+        }];
+        let memory = Moving {
+            sources: &[Source::Store],
+            behaviours: &[],
+            waits: false,
+        };
+        let text = render_moving(&s, &memory);
+        let lines: alloc::vec::Vec<&str> = text.lines().filter(|l| !l.starts_with('#')).collect();
+        // Three outcomes at the store, and near_limit: nothing else.
+        assert_eq!(lines.len(), 4, "{text}");
+        assert!(lines.contains(
+            &r#"tollgate_decisions_total{tollgate_policy="p",tollgate_outcome="denied",tollgate_source="store"} 1"#
+        ));
+        for absent in [
+            "fallback",
+            "deny_cache",
+            "tollgate_store_failures_total",
+            "tollgate_wait_duration",
+        ] {
+            assert!(!text.contains(absent), "{absent} in\n{text}");
+        }
+
+        // A shared store that fails closed: its source and behaviour, every reason.
+        let closed = Moving {
+            sources: &[Source::Fallback, Source::Store],
+            behaviours: &[Behaviour::Closed],
+            waits: false,
+        };
+        let text = render_moving(&s, &closed);
+        let failures: alloc::vec::Vec<&str> = text
+            .lines()
+            .filter(|l| l.starts_with("tollgate_store_failures_total{"))
+            .collect();
+        assert_eq!(failures.len(), Why::ALL.len(), "{text}");
+        assert!(failures.iter().all(|l| l.contains("behaviour=\"closed\"")));
+        assert_eq!(
+            text.matches("# TYPE tollgate_store_failures_total counter")
+                .count(),
+            1
+        );
+        // Sources in the model's order, whatever the order given.
+        let store = text.find(r#"tollgate_outcome="admitted",tollgate_source="store""#);
+        let fallback = text.find(r#"tollgate_outcome="admitted",tollgate_source="fallback""#);
+        assert!(store.unwrap() < fallback.unwrap());
+    }
+
+    #[test]
+    fn render_is_every_series() {
+        let mut tally = Tally::default();
+        tally.wait(WaitResult::Admitted, 3);
+        let s = [Series {
+            policy: "p",
+            route: Some("/r"),
+            tally: &tally,
+            concurrency_in_use: Some(1),
+        }];
+        let text = render(&s);
+        assert_eq!(text, render_moving(&s, &Moving::ALL));
+        let samples = text.lines().filter(|l| !l.starts_with('#')).count();
+        // 9 decisions, near_limit, 9 failures, 2 x (13 buckets, sum, count), the gauge.
+        assert_eq!(samples, 9 + 1 + 9 + 2 * 15 + 1);
     }
 
     #[test]

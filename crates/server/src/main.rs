@@ -8,6 +8,7 @@ use std::time::Duration;
 use clap::Parser;
 use tollgate_rls::config::Config;
 use tollgate_rls::engine::Charging;
+use tollgate_rls::metrics::Metrics;
 use tollgate_rls::redis_store::{parse_failure, ModuleUse, RedisStore, DENY_CACHE_ENTRIES};
 use tollgate_rls::service::{Service, Settings};
 use tollgate_rls::store::{parse_size, Memory, SystemClock};
@@ -135,6 +136,14 @@ fn grpc_tls(a: &Args) -> Result<Option<ServerTlsConfig>, String> {
     Ok(Some(tls))
 }
 
+/// Why the process exits non-zero once its runtime runs.
+enum Failure {
+    /// It never served: a listener, a flag or the store (the cause, with what failed).
+    Start(String),
+    /// Serving failed.
+    Serve(std::io::Error),
+}
+
 fn config_dir(a: &Args) -> PathBuf {
     a.config_dir.clone().unwrap_or_else(|| {
         a.runtime_root
@@ -218,38 +227,66 @@ fn main() -> ExitCode {
         }
     };
     let result = runtime.block_on(async {
-        let grpc = tokio::net::TcpListener::bind((args.grpc_host.as_str(), args.grpc_port)).await?;
-        let http = tokio::net::TcpListener::bind((args.http_host.as_str(), args.http_port)).await?;
+        let bind = |what: &'static str, host: &str, port: u16| {
+            let at = format!("{host}:{port}");
+            async move {
+                tokio::net::TcpListener::bind(at.as_str())
+                    .await
+                    .map_err(|e| Failure::Start(format!("{what} listener on {at}: {e}")))
+            }
+        };
+        let grpc = bind("gRPC", &args.grpc_host, args.grpc_port).await?;
+        let http = bind("HTTP", &args.http_host, args.http_port).await?;
         let grace = Duration::from_millis(args.shutdown_grace_ms);
+        let local = |l: &tokio::net::TcpListener| {
+            l.local_addr()
+                .map_err(|e| Failure::Start(format!("listener address: {e}")))
+        };
         // One line on stdout with the bound addresses (ports may have been 0).
-        let listening = format!(
-            "listening grpc={} http={}",
-            grpc.local_addr()?,
-            http.local_addr()?
-        );
-        log(
-            "info",
-            &format!("serving; configuration from {}", dir.display()),
-        );
+        let listening = format!("listening grpc={} http={}", local(&grpc)?, local(&http)?);
+        // Said once the listeners are bound and the store answers: a start that fails
+        // logs only its failure.
+        let serving = || {
+            log(
+                "info",
+                &format!("serving; configuration from {}", dir.display()),
+            );
+            println!("{listening}");
+        };
         match &args.redis_url {
             None => {
-                let service = Arc::new(Service::new(
+                let mut service = Service::new(
                     config,
                     Memory::with_bound(SystemClock, args.memory_max_bytes),
                     settings,
-                ));
-                println!("{listening}");
-                run_with_tls(service, grpc, http, reload, shutdown_signal(), grace, tls).await
+                );
+                service.metrics = Metrics::memory();
+                if reload.is_none() {
+                    service.metrics = service.metrics.without_reloads();
+                }
+                service.metrics.config_load(true);
+                serving();
+                run_with_tls(
+                    Arc::new(service),
+                    grpc,
+                    http,
+                    reload,
+                    shutdown_signal(),
+                    grace,
+                    tls,
+                )
+                .await
+                .map_err(Failure::Serve)
             }
             Some(url) => {
                 let failure = parse_failure(&args.redis_failure).ok_or_else(|| {
-                    std::io::Error::other(format!(
+                    Failure::Start(format!(
                         "--redis-failure: '{}' is not open, closed or local",
                         args.redis_failure
                     ))
                 })?;
                 let module = ModuleUse::parse(&args.redis_module).ok_or_else(|| {
-                    std::io::Error::other(format!(
+                    Failure::Start(format!(
                         "--redis-module: '{}' is not auto, on or off",
                         args.redis_module
                     ))
@@ -274,15 +311,15 @@ fn main() -> ExitCode {
                         RedisStore::connect_cluster(&nodes, prefix, timeout, failure).await
                     }
                     other => {
-                        return Err(std::io::Error::other(format!(
+                        return Err(Failure::Start(format!(
                             "--redis-type: '{other}' is not single or cluster"
                         )))
                     }
                 }
-                .map_err(|e| std::io::Error::other(format!("redis at {url}: {e}")))?
+                .map_err(|e| Failure::Start(format!("redis at {url}: {e}")))?
                 .use_module(module)
                 .await
-                .map_err(|e| std::io::Error::other(format!("redis at {url}: {e}")))?
+                .map_err(|e| Failure::Start(format!("redis at {url}: {e}")))?
                 .deny_cache(args.deny_cache_entries)
                 .local_memory(args.memory_max_bytes);
                 let how = if store.uses_module() {
@@ -291,9 +328,24 @@ fn main() -> ExitCode {
                     "the scripts (read, then compare-and-set)"
                 };
                 log("info", &format!("redis store: deciding with {how}"));
-                let service = Arc::new(Service::new(config, store, settings));
-                println!("{listening}");
-                run_with_tls(service, grpc, http, reload, shutdown_signal(), grace, tls).await
+                let mut service = Service::new(config, store, settings);
+                service.metrics = Metrics::shared_store(failure, args.deny_cache_entries > 0);
+                if reload.is_none() {
+                    service.metrics = service.metrics.without_reloads();
+                }
+                service.metrics.config_load(true);
+                serving();
+                run_with_tls(
+                    Arc::new(service),
+                    grpc,
+                    http,
+                    reload,
+                    shutdown_signal(),
+                    grace,
+                    tls,
+                )
+                .await
+                .map_err(Failure::Serve)
             }
         }
     });
@@ -302,7 +354,11 @@ fn main() -> ExitCode {
             log("info", "stopped");
             ExitCode::SUCCESS
         }
-        Err(e) => {
+        Err(Failure::Start(cause)) => {
+            log("error", &format!("not started: {cause}"));
+            ExitCode::FAILURE
+        }
+        Err(Failure::Serve(e)) => {
             log("error", &format!("server failed: {e}"));
             ExitCode::FAILURE
         }

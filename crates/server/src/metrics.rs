@@ -15,6 +15,12 @@
 //!   behaviour (`open`, `closed`, `local`) and the reason (`unreachable`, `timeout`,
 //!   `indeterminate`).
 //!
+//! Only the series that can move in this process are written ([`Metrics::memory`],
+//! [`Metrics::shared_store`], through the core's [`tollgate::metrics::render_moving`]): on
+//! the memory store no `deny_cache` or `fallback` source and no store failures; on Redis
+//! the declared behaviour's failures only; never the model's wait histogram (Envoy's
+//! protocol never makes a caller wait).
+//!
 //! `tollgate_policy` is the rule's metric key (`domain.key_value.key`: bounded by the
 //! configuration, unless `detailed_metric` or `value_to_metric` asks for the request's
 //! values). Never a descriptor value by default (cardinality).
@@ -24,7 +30,8 @@
 //!
 //! * [`REQUESTS`] `{code}`: `ShouldRateLimit` answers by overall code (`ok`, `over_limit`)
 //!   or `error`.
-//! * [`CONFIG_LOADS`] `{result}`: configuration loads, `success` or `error` (a reload that
+//! * [`CONFIG_LOADS`] `{result}`: configuration loads, `success` (the load the process
+//!   started with, counted by the binary, and each reload) or `error` (a reload that
 //!   failed and kept the running configuration).
 //!
 //! With the memory store, its bound ([`render_memory`]; the model has no instrument for a
@@ -40,7 +47,8 @@ use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
-use tollgate::metrics::{render, Series, Tally};
+use tollgate::metrics::{render_moving, Moving, Series, Source, Tally};
+use tollgate::store::fallback::Behaviour;
 
 use crate::store::MemoryStats;
 
@@ -83,15 +91,68 @@ impl RequestCode {
 }
 
 /// The service's counts.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Metrics {
     tallies: Mutex<BTreeMap<String, Tally>>,
+    /// Where decisions can come from in this process (see [`Metrics::memory`]).
+    sources: Vec<Source>,
+    /// The behaviour that decides when the store fails (none: it cannot fail).
+    behaviours: Vec<Behaviour>,
+    /// Whether the configuration is reloaded (else no load can fail after the start).
+    reloads: bool,
     requests: [AtomicU64; 3],
     /// Successful loads, then failed ones.
     config_loads: [AtomicU64; 2],
 }
 
+/// Every source and failure behaviour: for a service whose store is not known to be one
+/// of the shapes below (a library caller's own store), no series that could move is left
+/// out.
+impl Default for Metrics {
+    fn default() -> Self {
+        Metrics::shaped(Source::ALL.to_vec(), Behaviour::ALL.to_vec())
+    }
+}
+
 impl Metrics {
+    fn shaped(sources: Vec<Source>, behaviours: Vec<Behaviour>) -> Self {
+        Metrics {
+            tallies: Mutex::default(),
+            sources,
+            behaviours,
+            reloads: true,
+            requests: Default::default(),
+            config_loads: Default::default(),
+        }
+    }
+
+    /// For a service on the memory store: every decision is made at the `store`, which
+    /// cannot fail, so `/metrics` has no `deny_cache` or `fallback` series and no
+    /// `tollgate_store_failures_total`.
+    pub fn memory() -> Self {
+        Metrics::shaped(vec![Source::Store], Vec::new())
+    }
+
+    /// For a service on a shared store (Redis) that fails as `behaviour` declares, with or
+    /// without a deny cache: the `fallback` source and `behaviour`'s failure series (every
+    /// reason), and `deny_cache` when there is one.
+    pub fn shared_store(behaviour: Behaviour, deny_cache: bool) -> Self {
+        let mut sources = vec![Source::Store];
+        if deny_cache {
+            sources.push(Source::DenyCache);
+        }
+        sources.push(Source::Fallback);
+        Metrics::shaped(sources, vec![behaviour])
+    }
+
+    /// For a service that never reloads its configuration: no
+    /// `tollgate_server_config_loads_total{result="error"}` (a start that fails to load
+    /// never serves).
+    pub fn without_reloads(mut self) -> Self {
+        self.reloads = false;
+        self
+    }
+
     /// Counts into the tally of `policy` (created at the first count).
     pub fn record(&self, policy: &str, count: impl FnOnce(&mut Tally)) {
         let mut tallies = self.tallies.lock().unwrap_or_else(|p| p.into_inner());
@@ -128,7 +189,8 @@ impl Metrics {
     }
 
     /// The Prometheus text exposition: the model's instruments for every rule counted so
-    /// far (in name order), then the service's own counters.
+    /// far (in name order), only the series that can move here (never the wait histogram:
+    /// Envoy's protocol never waits), then the service's own counters.
     pub fn render(&self) -> String {
         let tallies = self
             .tallies
@@ -144,7 +206,12 @@ impl Metrics {
                 concurrency_in_use: None,
             })
             .collect();
-        let mut out = render(&series);
+        let moving = Moving {
+            sources: &self.sources,
+            behaviours: &self.behaviours,
+            waits: false,
+        };
+        let mut out = render_moving(&series, &moving);
         let _ = writeln!(
             out,
             "# HELP {REQUESTS} ShouldRateLimit answers by overall code.\n# TYPE {REQUESTS} counter"
@@ -161,7 +228,12 @@ impl Metrics {
             out,
             "# HELP {CONFIG_LOADS} Configuration loads by result (an error keeps the running configuration).\n# TYPE {CONFIG_LOADS} counter"
         );
-        for (result, success) in [("success", true), ("error", false)] {
+        let results: &[(&str, bool)] = if self.reloads {
+            &[("success", true), ("error", false)]
+        } else {
+            &[("success", true)]
+        };
+        for &(result, success) in results {
             let _ = writeln!(
                 out,
                 "{CONFIG_LOADS}{{result=\"{result}\"}} {}",

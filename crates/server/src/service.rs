@@ -244,7 +244,6 @@ impl<S: Store> Service<S> {
             ..Default::default()
         };
         let mut named: Vec<(String, usize)> = Vec::new();
-        let mut block_wait: Option<Nanos> = None;
         for plan in &plans {
             let status = match plan {
                 Plan::None => DescriptorStatus {
@@ -273,7 +272,6 @@ impl<S: Store> Service<S> {
                     let wait = until_boundary(*unit, now);
                     if !shadow {
                         response.overall_code = Code::OverLimit as i32;
-                        block_wait = Some(block_wait.unwrap_or(0).max(wait));
                     }
                     let denied = Decision::default(); // allowed: false, a limit of 0
                     self.metrics.record(&m.metric_key, |t| {
@@ -355,12 +353,13 @@ impl<S: Store> Service<S> {
             })
             .collect();
         let mut headers = response_headers(&items_named, false);
-        if let Some(wait) = block_wait {
-            let secs = wait.div_ceil(NANOS_PER_SEC).max(1);
-            match headers.iter_mut().find(|(k, _)| *k == "Retry-After") {
-                Some((_, v)) => *v = v.parse::<u64>().unwrap_or(0).max(secs).to_string(),
-                None => headers.push(("Retry-After", secs.to_string())),
-            }
+        if blocked {
+            // An enforced `requests_per_unit: 0` denies this request at every retry (all
+            // or nothing, or not: its own descriptor is over the limit whatever the
+            // others do), so no time makes it pass and `Retry-After` (RFC 9110 10.2.3:
+            // how long to wait before a follow-up request) would be a false promise. A
+            // 429 may go without one (RFC 6585 4), as envoyproxy/ratelimit's do.
+            headers.retain(|(k, _)| *k != "Retry-After");
         }
         response.response_headers_to_add = headers
             .into_iter()
