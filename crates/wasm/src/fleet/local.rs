@@ -18,7 +18,7 @@ pub(super) fn local_limiter(
     max: Option<f64>,
 ) -> Result<Option<KeyedLimiter<Vec<u8>>>, JsValue> {
     let Some(max) = max else { return Ok(None) };
-    Ok(Some(KeyedLimiter::from_limits(&limits, max_keys(max)?)))
+    Ok(Some(KeyedLimiter::from_limits(limits, max_keys(max)?)))
 }
 
 #[wasm_bindgen]
