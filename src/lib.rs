@@ -4,8 +4,9 @@
 //! program, a JavaScript app (npm, via wasm-bindgen), a WebAssembly component host, and the
 //! CDN edge (a Cloudflare Worker with Durable Objects).
 //!
-//! The core is `#![no_std]`; it never reads a clock, never panics on any input, and never
-//! allocates on the decision path of the fixed-size algorithms.
+//! The core is `#![no_std]`; its decisions never read a clock (the callers' clocks are in
+//! `clock`, with `std`), never panic on any input, and never allocate on the decision path
+//! of the fixed-size algorithms.
 //!
 //! * **Time is an argument.** Every decision takes `now` ([`Nanos`] since any fixed epoch)
 //!   from the caller; the caller that owns the counters owns the clock. Time that goes
@@ -46,6 +47,8 @@ extern crate std;
 
 pub mod algorithms;
 pub mod backoff;
+#[cfg(feature = "std")]
+pub mod clock;
 mod decide;
 mod decision;
 mod error;

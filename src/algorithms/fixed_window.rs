@@ -42,6 +42,26 @@ pub struct FixedWindowState {
     pub count: u64,
 }
 
+/// Time from `now` to the end of the window `[kW, (k+1)W)` of `window` nanoseconds that
+/// holds it: when a fixed window of that length counting at `now` restarts, whether or not
+/// anything is counted yet (a counting decision's `reset_after`). Envoy's rate limit service
+/// answers it as `duration_until_reset`, also for a limit that is never counted.
+///
+/// ```
+/// use tollgate::algorithms::fixed_window::until_end;
+/// let s = 1_000_000_000;
+/// assert_eq!(until_end(60 * s, 61 * s), 59 * s);
+/// assert_eq!(until_end(60 * s, 120 * s), 60 * s); // a boundary starts a whole window
+/// // The same end as a counting decision's.
+/// let q = tollgate::Quota::per_second(core::num::NonZeroU32::new(3).unwrap());
+/// let (d, _) = tollgate::algorithms::fixed_window::decide(&q, None, 2_300_000_000, 1);
+/// assert_eq!(d.reset_after, until_end(q.window(), 2_300_000_000));
+/// ```
+#[inline]
+pub const fn until_end(window: Nanos, now: Nanos) -> Nanos {
+    window - now % window
+}
+
 /// Decides one request of `cost` at `now`.
 #[inline(always)]
 pub fn decide(

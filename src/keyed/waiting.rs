@@ -356,7 +356,5 @@ impl<K: Hash + Eq + Clone> KeyedLimiter<K> {
 /// The clock of [`KeyedLimiter::acquire`].
 #[cfg(feature = "tokio")]
 pub fn unix_now() -> Nanos {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
+    crate::clock::Clock::now(&crate::clock::SystemClock)
 }

@@ -187,82 +187,92 @@ pub fn request_from_json(v: &Value) -> Result<RateLimitRequest, String> {
     bounds::descriptors(descriptors.len())?;
     request.descriptors.reserve_exact(descriptors.len());
     for (i, d) in descriptors.iter().enumerate() {
-        let path = format!("descriptors[{i}]");
-        let Value::Object(dm) = d else {
-            return Err(format!("{path}: expected an object"));
-        };
-        only(
-            dm,
-            &path,
-            "a RateLimitDescriptor",
-            &[
-                "entries",
-                "limit",
-                "hitsAddend",
-                "hits_addend",
-                "isNegativeHits",
-                "is_negative_hits",
-            ],
-        )?;
-        let mut descriptor = RateLimitDescriptor::default();
-        let entries = match dm.get("entries") {
-            None | Some(Value::Null) => &[][..],
-            Some(Value::Array(a)) => a.as_slice(),
-            Some(_) => return Err(format!("{path}.entries: expected a list")),
-        };
-        bounds::entries(i, entries.len())?;
-        descriptor.entries.reserve_exact(entries.len());
-        for (j, e) in entries.iter().enumerate() {
-            let epath = format!("{path}.entries[{j}]");
-            let Value::Object(em) = e else {
-                return Err(format!("{epath}: expected an object"));
-            };
-            only(em, &epath, "an Entry", &["key", "value"])?;
-            descriptor.entries.push(Entry {
-                key: string(em, "key", &epath)?,
-                value: string(em, "value", &epath)?,
-            });
-        }
-        if let Some(h) = field(dm, "hitsAddend", "hits_addend") {
-            descriptor.hits_addend = Some(UInt64Value {
-                value: uint(h, &format!("{path}.hitsAddend"))?,
-            });
-        }
-        if let Some(n) = field(dm, "isNegativeHits", "is_negative_hits") {
-            descriptor.is_negative_hits = n
-                .as_bool()
-                .ok_or_else(|| format!("{path}.isNegativeHits: expected true or false"))?;
-        }
-        if let Some(l) = field(dm, "limit", "limit") {
-            let Value::Object(lm) = l else {
-                return Err(format!("{path}.limit: expected an object"));
-            };
-            only(
-                lm,
-                &format!("{path}.limit"),
-                "a RateLimitOverride",
-                &["requestsPerUnit", "requests_per_unit", "unit"],
-            )?;
-            let requests = match field(lm, "requestsPerUnit", "requests_per_unit") {
-                Some(r) => u32::try_from(uint(r, &format!("{path}.limit.requestsPerUnit"))?)
-                    .map_err(|_| format!("{path}.limit.requestsPerUnit: above 4294967295"))?,
-                None => 0,
-            };
-            let unit = match lm.get("unit") {
-                Some(Value::String(u)) => PbUnit::from_str_name(u)
-                    .ok_or_else(|| format!("{path}.limit.unit: unknown unit '{u}'"))?
-                    as i32,
-                Some(Value::Number(n)) => n.as_i64().unwrap_or(0) as i32,
-                _ => 0,
-            };
-            descriptor.limit = Some(RateLimitOverride {
-                requests_per_unit: requests,
-                unit,
-            });
-        }
-        request.descriptors.push(descriptor);
+        request.descriptors.push(descriptor_from_json(i, d)?);
     }
     Ok(request)
+}
+
+/// Reads descriptor `i` of a request in the proto3 JSON mapping.
+fn descriptor_from_json(i: usize, d: &Value) -> Result<RateLimitDescriptor, String> {
+    let path = format!("descriptors[{i}]");
+    let Value::Object(dm) = d else {
+        return Err(format!("{path}: expected an object"));
+    };
+    only(
+        dm,
+        &path,
+        "a RateLimitDescriptor",
+        &[
+            "entries",
+            "limit",
+            "hitsAddend",
+            "hits_addend",
+            "isNegativeHits",
+            "is_negative_hits",
+        ],
+    )?;
+    let mut descriptor = RateLimitDescriptor::default();
+    let entries = match dm.get("entries") {
+        None | Some(Value::Null) => &[][..],
+        Some(Value::Array(a)) => a.as_slice(),
+        Some(_) => return Err(format!("{path}.entries: expected a list")),
+    };
+    bounds::entries(i, entries.len())?;
+    descriptor.entries.reserve_exact(entries.len());
+    for (j, e) in entries.iter().enumerate() {
+        let epath = format!("{path}.entries[{j}]");
+        let Value::Object(em) = e else {
+            return Err(format!("{epath}: expected an object"));
+        };
+        only(em, &epath, "an Entry", &["key", "value"])?;
+        descriptor.entries.push(Entry {
+            key: string(em, "key", &epath)?,
+            value: string(em, "value", &epath)?,
+        });
+    }
+    if let Some(h) = field(dm, "hitsAddend", "hits_addend") {
+        descriptor.hits_addend = Some(UInt64Value {
+            value: uint(h, &format!("{path}.hitsAddend"))?,
+        });
+    }
+    if let Some(n) = field(dm, "isNegativeHits", "is_negative_hits") {
+        descriptor.is_negative_hits = n
+            .as_bool()
+            .ok_or_else(|| format!("{path}.isNegativeHits: expected true or false"))?;
+    }
+    if let Some(l) = field(dm, "limit", "limit") {
+        descriptor.limit = Some(override_from_json(&path, l)?);
+    }
+    Ok(descriptor)
+}
+
+/// Reads the `limit` of the descriptor at `path`.
+fn override_from_json(path: &str, l: &Value) -> Result<RateLimitOverride, String> {
+    let Value::Object(lm) = l else {
+        return Err(format!("{path}.limit: expected an object"));
+    };
+    only(
+        lm,
+        &format!("{path}.limit"),
+        "a RateLimitOverride",
+        &["requestsPerUnit", "requests_per_unit", "unit"],
+    )?;
+    let requests = match field(lm, "requestsPerUnit", "requests_per_unit") {
+        Some(r) => u32::try_from(uint(r, &format!("{path}.limit.requestsPerUnit"))?)
+            .map_err(|_| format!("{path}.limit.requestsPerUnit: above 4294967295"))?,
+        None => 0,
+    };
+    let unit = match lm.get("unit") {
+        Some(Value::String(u)) => PbUnit::from_str_name(u)
+            .ok_or_else(|| format!("{path}.limit.unit: unknown unit '{u}'"))?
+            as i32,
+        Some(Value::Number(n)) => n.as_i64().unwrap_or(0) as i32,
+        _ => 0,
+    };
+    Ok(RateLimitOverride {
+        requests_per_unit: requests,
+        unit,
+    })
 }
 
 /// A `RateLimitResponse` in the proto3 JSON mapping (default values left out, as

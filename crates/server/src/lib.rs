@@ -7,7 +7,7 @@
 //!
 //! * [`config`]: the YAML format and its validation; [`matching`]: which rule a descriptor
 //!   matches.
-//! * [`engine`]: a request's limits decided together; [`store`]: where the counters live.
+//! * [`store`]: where the counters live, a request's limits decided together.
 //! * [`bounds`]: the core's request bounds on Envoy's requests, and the transport limits
 //!   sized from them.
 //! * [`service`]: `ShouldRateLimit`; [`http`]: `/json`, `/healthcheck`, `/metrics`.
@@ -18,7 +18,6 @@
 
 pub mod bounds;
 pub mod config;
-pub mod engine;
 pub mod http;
 pub mod matching;
 pub mod metrics;

@@ -7,10 +7,10 @@ use std::time::Duration;
 
 use clap::Parser;
 use tollgate_rls::config::Config;
-use tollgate_rls::engine::Charging;
 use tollgate_rls::metrics::Metrics;
 use tollgate_rls::redis_store::{parse_failure, ModuleUse, RedisStore, DENY_CACHE_ENTRIES};
 use tollgate_rls::service::{Service, Settings};
+use tollgate_rls::store::Charging;
 use tollgate_rls::store::{parse_size, Memory, SystemClock};
 use tollgate_rls::{log, run_with_tls, Reload};
 use tonic::transport::{Certificate, Identity, ServerTlsConfig};

@@ -133,22 +133,7 @@ impl Config {
         } else {
             by_value
         };
-        let mut key = counter_key(domain, entries, &patterns);
-        let mut tenant = None;
-        if let Some(share) = &rule.fair_share {
-            let at = match &share.tenant_key {
-                Some(tk) => entries.iter().rposition(|(k, _)| k == tk),
-                None => entries.len().checked_sub(1),
-            };
-            if let Some(at) = at {
-                if !skips_tenant_window(Some(entries[at].1)) {
-                    tenant = Some(key.clone());
-                }
-                // The shared counter: every tenant's value left out.
-                patterns[at] = Some(String::new());
-                key = counter_key(domain, entries, &patterns);
-            }
-        }
+        let (key, tenant) = counter_keys(domain, entries, patterns, &rule);
         Some(Matched {
             key,
             rule,
@@ -156,6 +141,32 @@ impl Config {
             tenant,
         })
     }
+}
+
+/// The counter's key of `rule` for `entries` (`patterns`: the wildcard pattern counted in
+/// place of an entry's value), and a fair share's tenant window's key: the tenant's key is
+/// the plain one, and the shared counter's leaves every tenant's value out.
+fn counter_keys(
+    domain: &str,
+    entries: &[(&str, &str)],
+    mut patterns: Vec<Option<String>>,
+    rule: &Rule,
+) -> (String, Option<String>) {
+    let key = counter_key(domain, entries, &patterns);
+    let Some(share) = &rule.fair_share else {
+        return (key, None);
+    };
+    let at = match &share.tenant_key {
+        Some(tk) => entries.iter().rposition(|(k, _)| k == tk),
+        None => entries.len().checked_sub(1),
+    };
+    let Some(at) = at else {
+        return (key, None);
+    };
+    let tenant = (!skips_tenant_window(Some(entries[at].1))).then_some(key);
+    // The shared counter: every tenant's value left out.
+    patterns[at] = Some(String::new());
+    (counter_key(domain, entries, &patterns), tenant)
 }
 
 /// The rule for a descriptor that carries its own limit (Envoy's `RateLimitOverride`):

@@ -18,8 +18,7 @@ use tollgate::store::request::Counted;
 use tollgate::Nanos;
 use tollgate_redis::{Fallback, Options, RedisRequests};
 
-use crate::engine::{Charging, Item, Outcome};
-use crate::store::{Clock, Memory, Source, Store, StoreError, SystemClock};
+use crate::store::{Charging, Clock, Memory, Outcome, Source, Store, StoreError, SystemClock};
 
 /// What a request gets when Redis cannot decide in time: the model's declared behaviour
 /// ([`Behaviour`]): `open` admits every limit without counting; `closed` denies every limit
@@ -234,15 +233,13 @@ impl Store for RedisStore {
     async fn decide(
         &self,
         domain: &str,
-        items: Vec<Item>,
+        items: Vec<(String, Counted)>,
         charging: Charging,
         blocked: bool,
     ) -> Result<(Outcome, Source), StoreError> {
         let base = format!("{}{{{domain}}}", self.prefix);
-        let limits: Vec<(&str, Counted)> = items
-            .iter()
-            .map(|i| (i.key.as_str(), i.counted()))
-            .collect();
+        let limits: Vec<(&str, Counted)> =
+            items.iter().map(|(key, c)| (key.as_str(), *c)).collect();
         let local = || {
             self.local
                 .decide_now(&items, charging, blocked)

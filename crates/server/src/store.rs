@@ -1,7 +1,15 @@
 //! Where the counters live. A store follows the core's store contract
 //! ([`tollgate::store`]): load the states of a request's keys and read the store's clock,
-//! decide ([`crate::engine::decide`], which decides with [`tollgate::store::Batch`]), write
-//! back all or nothing, delete what came back fresh and let the rest expire when it will be.
+//! decide with the core's rule for a request of limits on separate keys
+//! ([`tollgate::store::request::decide`]), write back all or nothing, delete what came back
+//! fresh and let the rest expire when it will be. Every store (memory, Redis's scripts, and
+//! Redis's module, inside Redis) decides so:
+//!
+//! * **All or nothing** (the default): the request is one stack. When a limit that
+//!   enforces denies, nothing is charged anywhere. A limit in shadow mode that denies does
+//!   not stop the others: it is left out and the rest are decided again, and charged.
+//! * **Charge each** (`--charge-every-descriptor`, envoyproxy/ratelimit's behaviour): every
+//!   limit is decided alone; each one with room is charged, whatever the others said.
 //!
 //! [`Memory`]: one process. Each key's state sits in one of 16 shards; a request locks the
 //! shards of all its keys (in shard order, so two requests never deadlock), decides, writes
@@ -20,63 +28,22 @@
 
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::sync::{Mutex, MutexGuard};
 
+pub use tollgate::clock::{Clock, ManualClock, SystemClock};
 use tollgate::metrics;
 use tollgate::store::fallback::Behaviour;
 use tollgate::store::fallback::Why;
+use tollgate::store::request::{self, Counted};
 use tollgate::store::Write;
 use tollgate::{DecideError, Nanos, State};
 
-use crate::engine::{self, Charging, Item, Outcome};
+pub use tollgate::store::request::{Charging, Outcome};
 
 mod shard;
 
 use self::shard::Shard;
 pub use self::shard::ENTRY_OVERHEAD;
-
-/// A clock for a store: nanoseconds since the Unix epoch, so that fixed windows of a unit
-/// start where envoyproxy/ratelimit's do (whole seconds, minutes, hours, days since 1970).
-pub trait Clock: Send + Sync + 'static {
-    /// The time now.
-    fn now(&self) -> Nanos;
-}
-
-/// The system's clock.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct SystemClock;
-
-impl Clock for SystemClock {
-    fn now(&self) -> Nanos {
-        SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.as_nanos().min(u128::from(u64::MAX)) as u64)
-            .unwrap_or(0)
-    }
-}
-
-/// A clock set by hand (tests): shared, so a test moves it while the server runs.
-#[derive(Clone, Debug, Default)]
-pub struct ManualClock(Arc<AtomicU64>);
-
-impl ManualClock {
-    /// A clock at `now`.
-    pub fn new(now: Nanos) -> ManualClock {
-        ManualClock(Arc::new(AtomicU64::new(now)))
-    }
-
-    /// Moves the clock forward by `by`.
-    pub fn advance(&self, by: Nanos) {
-        self.0.fetch_add(by, Ordering::Relaxed);
-    }
-}
-
-impl Clock for ManualClock {
-    fn now(&self) -> Nanos {
-        self.0.load(Ordering::Relaxed)
-    }
-}
 
 /// Where a decision was made: the model's [`tollgate::metrics::Source`], with the failure
 /// that made the declared behaviour decide.
@@ -105,7 +72,7 @@ impl Source {
 #[derive(Debug)]
 pub enum StoreError {
     /// The core refused the request (a state of another algorithm; never for costs, which
-    /// [`engine::decide`] checks first).
+    /// [`request::decide`] checks first).
     Decide(DecideError),
     /// Redis answered something that is not the protocol's reply.
     Redis(String),
@@ -124,12 +91,14 @@ impl std::error::Error for StoreError {}
 
 /// A store of counters for the service.
 pub trait Store: Send + Sync + 'static {
-    /// Decides one request's counted limits together (see [`engine::decide`]); `domain`
-    /// is the request's (every item's key starts with it).
+    /// Decides one request's counted limits, each with its store key, together (see
+    /// [`request::decide`]; `blocked`: the request also carries an enforced limit that
+    /// always denies, so in all-or-nothing mode nothing may be charged); `domain` is the
+    /// request's (every key starts with it).
     fn decide(
         &self,
         domain: &str,
-        items: Vec<Item>,
+        items: Vec<(String, Counted)>,
         charging: Charging,
         blocked: bool,
     ) -> impl Future<Output = Result<(Outcome, Source), StoreError>> + Send;
@@ -220,7 +189,9 @@ pub struct MemoryStats {
     pub evictions: u64,
 }
 
-/// The in-memory store (one process), bounded in bytes.
+/// The in-memory store (one process), bounded in bytes. Its clock counts from the Unix
+/// epoch ([`SystemClock`]), so that fixed windows of a unit start where
+/// envoyproxy/ratelimit's do.
 pub struct Memory<C = SystemClock> {
     shards: Vec<Mutex<Shard>>,
     clock: C,
@@ -297,11 +268,11 @@ impl<C: Clock> Memory<C> {
     /// Decides now, under the locks of every key's shard.
     pub fn decide_now(
         &self,
-        items: &[Item],
+        items: &[(String, Counted)],
         charging: Charging,
         blocked: bool,
     ) -> Result<Outcome, DecideError> {
-        let mut wanted: Vec<usize> = items.iter().map(|i| shard_of(&i.key)).collect();
+        let mut wanted: Vec<usize> = items.iter().map(|(key, _)| shard_of(key)).collect();
         let of_item = wanted.clone();
         wanted.sort_unstable();
         wanted.dedup();
@@ -312,18 +283,19 @@ impl<C: Clock> Memory<C> {
         let loaded: Vec<Option<State>> = items
             .iter()
             .zip(&of_item)
-            .map(|(item, &s)| guards[guard_of(s)].1.get(&item.key, now).cloned())
+            .map(|((key, _), &s)| guards[guard_of(s)].1.get(key, now).cloned())
             .collect();
-        let outcome = engine::decide(items, &loaded, now, charging, blocked)?;
+        let counted: Vec<Counted> = items.iter().map(|(_, c)| *c).collect();
+        let outcome = request::decide(&counted, &loaded, now, charging, blocked)?;
         let mut evicted = 0;
         for (i, write) in &outcome.writes {
             let shard = &mut guards[guard_of(of_item[*i])].1;
             match write {
-                Write::Delete => shard.delete(&items[*i].key),
+                Write::Delete => shard.delete(&items[*i].0),
                 Write::Put { state, fresh_after } => {
                     let d = &outcome.each[*i];
                     evicted += shard.put(
-                        &items[*i].key,
+                        &items[*i].0,
                         state.clone(),
                         fresh_after.map(|f| now.saturating_add(f)),
                         d.limit.saturating_sub(d.remaining),
@@ -349,7 +321,7 @@ impl<C: Clock> Store for Memory<C> {
     fn decide(
         &self,
         _domain: &str,
-        items: Vec<Item>,
+        items: Vec<(String, Counted)>,
         charging: Charging,
         blocked: bool,
     ) -> impl Future<Output = Result<(Outcome, Source), StoreError>> + Send {

@@ -9,8 +9,8 @@ mod support;
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::Code;
 use envoy_types::pb::envoy::service::ratelimit::v3::RateLimitResponse;
 use support::{code, desc, req, start};
-use tollgate_rls::engine::Charging;
 use tollgate_rls::service::Settings;
+use tollgate_rls::store::Charging;
 
 const PER_IP: &str = r#"
 domain: edge

@@ -11,9 +11,9 @@ use support::*;
 use tollgate::metrics::{Outcome, Source};
 use tollgate::NANOS_PER_SEC;
 
-use tollgate_rls::engine::Charging;
 use tollgate_rls::redis_store::{Failure, ModuleUse, RedisStore};
 use tollgate_rls::service::Settings;
+use tollgate_rls::store::Charging;
 use tollgate_rls::store::Store;
 
 const TWO_LIMITS: &str = r#"

@@ -9,14 +9,12 @@
 
 use std::future::Future;
 use std::num::NonZeroUsize;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
-use std::time::Instant;
 
+pub use tollgate::clock::{Clock, ManualClock, MonotonicClock};
 use tollgate::keyed::KeyedLimiter;
 use tollgate::store::fallback::Why;
 use tollgate::store::Limits;
-use tollgate::{DecideError, Decision, Nanos, PolicyError};
+use tollgate::{DecideError, Decision, PolicyError};
 
 /// Where a decision was made.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -91,56 +89,6 @@ pub trait Store: Send + Sync + 'static {
     fn failure(&self, error: &Self::Error) -> Why {
         let _ = error;
         Why::Unreachable
-    }
-}
-
-/// A clock for the in-memory store: nanoseconds since any fixed epoch, never going back.
-pub trait Clock: Send + Sync + 'static {
-    /// The time now.
-    fn now(&self) -> Nanos;
-}
-
-/// The process's monotonic clock ([`Instant`]), counted from the store's creation.
-#[derive(Clone, Copy, Debug)]
-pub struct MonotonicClock(Instant);
-
-impl Default for MonotonicClock {
-    fn default() -> Self {
-        MonotonicClock(Instant::now())
-    }
-}
-
-impl Clock for MonotonicClock {
-    fn now(&self) -> Nanos {
-        self.0.elapsed().as_nanos().min(u64::MAX as u128) as u64
-    }
-}
-
-/// A clock set by hand (tests, simulations): shared, so a test can move it forward while
-/// the layer runs.
-#[derive(Clone, Debug, Default)]
-pub struct ManualClock(Arc<AtomicU64>);
-
-impl ManualClock {
-    /// A clock at `now`.
-    pub fn new(now: Nanos) -> ManualClock {
-        ManualClock(Arc::new(AtomicU64::new(now)))
-    }
-
-    /// Sets the time.
-    pub fn set(&self, now: Nanos) {
-        self.0.store(now, Ordering::Relaxed);
-    }
-
-    /// Moves the time forward by `by`.
-    pub fn advance(&self, by: Nanos) {
-        self.0.fetch_add(by, Ordering::Relaxed);
-    }
-}
-
-impl Clock for ManualClock {
-    fn now(&self) -> Nanos {
-        self.0.load(Ordering::Relaxed)
     }
 }
 

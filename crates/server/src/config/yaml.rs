@@ -236,6 +236,20 @@ impl Loader<'_> {
         };
         let fair_share = self.fair_share(m, path, &limit)?;
         let name = self.string(m, path, "name")?;
+        let replaces = self.replaces(m, path, &name)?;
+        Ok(Rule {
+            full_key,
+            limit,
+            name: (!name.is_empty()).then_some(name),
+            replaces,
+            shadow_mode,
+            detailed_metric,
+            fair_share,
+        })
+    }
+
+    /// The names a rule at `path` named `name` `replaces` (none empty, not its own).
+    fn replaces(&self, m: &Mapping, path: &str, name: &str) -> Result<Vec<String>, ConfigError> {
         let mut replaces = Vec::new();
         for (i, r) in self.list(m, path, "replaces")?.iter().enumerate() {
             let here = format!("{}[{i}]", join(path, "replaces"));
@@ -249,15 +263,7 @@ impl Loader<'_> {
             }
             replaces.push(n);
         }
-        Ok(Rule {
-            full_key,
-            limit,
-            name: (!name.is_empty()).then_some(name),
-            replaces,
-            shadow_mode,
-            detailed_metric,
-            fair_share,
-        })
+        Ok(replaces)
     }
 
     /// A `policy` (or `tenant_policy`) text at `path`: the core's parse, and none that
