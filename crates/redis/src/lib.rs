@@ -12,6 +12,7 @@ mod requests;
 
 use std::fmt;
 use std::num::NonZeroUsize;
+use std::sync::Arc;
 use std::time::Duration;
 
 use tollgate::store::bounds::OverBound;
@@ -64,6 +65,7 @@ pub struct Options {
     pub(crate) jitter: Duration,
     pub(crate) use_module: bool,
     pub(crate) metrics_policy: Option<String>,
+    pub(crate) on_transition: Option<Observer>,
     #[cfg(feature = "testing")]
     pub(crate) test_clock: Option<std::sync::Arc<std::sync::atomic::AtomicU64>>,
     #[cfg(feature = "testing")]
@@ -92,6 +94,7 @@ impl Options {
             jitter: Duration::ZERO,
             use_module: true,
             metrics_policy: None,
+            on_transition: None,
             #[cfg(feature = "testing")]
             test_clock: None,
             #[cfg(feature = "testing")]
@@ -200,6 +203,17 @@ impl Options {
         self
     }
 
+    /// Called on each change of the link's state ([`Transition`]): once when a failed call
+    /// marks Redis down (with why), once when a call answers again, never per request, so
+    /// an outage is one line of a log each way and a state gauge follows it. Called while
+    /// the link's state is locked, so the calls alternate down, up, down as the state
+    /// did: keep it short (a log line, an atomic store), and never call the limiter from
+    /// it.
+    pub fn on_transition(mut self, f: impl Fn(Transition) + Send + Sync + 'static) -> Options {
+        self.on_transition = Some(Observer(Arc::new(f)));
+        self
+    }
+
     /// Tests only: decide at this clock (nanoseconds) instead of Redis `TIME`.
     #[cfg(feature = "testing")]
     pub fn test_clock(mut self, clock: std::sync::Arc<std::sync::atomic::AtomicU64>) -> Options {
@@ -228,6 +242,26 @@ impl Options {
 /// Why a decision was made by the fallback (the core's fleet protocol:
 /// [`tollgate::store::fleet::handle`]).
 pub use tollgate::store::fallback::Why;
+
+/// A change of the link to Redis, reported to [`Options::on_transition`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Transition {
+    /// A call failed for this reason: Redis is marked down, and the declared [`Fallback`]
+    /// decides until a probe answers.
+    Down(Why),
+    /// A call answered while Redis was marked down: Redis decides again.
+    Up,
+}
+
+/// The function [`Options::on_transition`] set.
+#[derive(Clone)]
+pub(crate) struct Observer(pub(crate) Arc<dyn Fn(Transition) + Send + Sync>);
+
+impl fmt::Debug for Observer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Observer")
+    }
+}
 
 /// Where a decision was made.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -13,7 +13,7 @@ use redis::{ErrorKind, RedisError, Script};
 use tollgate::store::fleet::{self, Call, CallError, Handling, ValueError};
 use tollgate::{Nanos, State};
 
-use crate::{Error, Stats, Why, COMMIT_SCRIPT, READ_SCRIPT};
+use crate::{Error, Observer, Stats, Transition, Why, COMMIT_SCRIPT, READ_SCRIPT};
 
 /// How a Redis error is handled.
 pub(crate) enum Failure {
@@ -94,6 +94,8 @@ pub(crate) struct Link<C> {
     probe_every: Duration,
     read: Script,
     commit: Script,
+    /// Until when the fallback decides; `None` while Redis is up. Its lock also orders the
+    /// transitions reported to `on_transition`.
     down_until: Mutex<Option<Instant>>,
     /// Whether `down_until` is set (read without its lock on every call).
     marked: AtomicBool,
@@ -103,6 +105,8 @@ pub(crate) struct Link<C> {
     module: AtomicU8,
     /// The module command whose presence says the module is loaded.
     module_command: &'static str,
+    /// Told of each transition (down with why, up).
+    on_transition: Option<Observer>,
     pub(crate) counters: Counters,
 }
 
@@ -115,6 +119,7 @@ where
         timeout: Duration,
         probe_every: Duration,
         module_command: &'static str,
+        on_transition: Option<Observer>,
     ) -> Self {
         Link {
             conn,
@@ -127,6 +132,7 @@ where
             downs: AtomicU64::new(0),
             module: AtomicU8::new(UNKNOWN),
             module_command,
+            on_transition,
             counters: Counters::default(),
         }
     }
@@ -167,21 +173,35 @@ where
         }
     }
 
-    /// A call answered: Redis is up.
+    /// A call answered: Redis is up (reported once, by the call that lifts the mark).
     fn up(&self) {
         if self.marked.load(Relaxed) {
             let mut down = self.down_until.lock().unwrap_or_else(|p| p.into_inner());
-            *down = None;
             self.marked.store(false, Relaxed);
+            if down.take().is_some() {
+                self.tell(Transition::Up);
+            }
         }
     }
 
-    /// Redis failed a call: the fallback decides until the next probe.
-    pub(crate) fn mark_down(&self) {
+    /// Redis failed a call for `why`: the fallback decides until the next probe. Reported
+    /// once, by the call that sets the mark (a failed probe, or calls that were already in
+    /// flight, only move the probe time).
+    pub(crate) fn mark_down(&self, why: Why) {
         let mut down = self.down_until.lock().unwrap_or_else(|p| p.into_inner());
-        *down = Some(Instant::now() + self.probe_every);
+        let was = down.replace(Instant::now() + self.probe_every);
         self.marked.store(true, Relaxed);
         self.downs.fetch_add(1, Relaxed);
+        if was.is_none() {
+            self.tell(Transition::Down(why));
+        }
+    }
+
+    /// Reports a transition (called with `down_until` locked, so reports keep its order).
+    fn tell(&self, t: Transition) {
+        if let Some(Observer(f)) = &self.on_transition {
+            f(t);
+        }
     }
 
     /// How many times Redis was marked down so far: a caller that waited compares it with

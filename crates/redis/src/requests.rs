@@ -92,7 +92,13 @@ where
     /// caller decides in its own memory (see [`RedisRequests::request`]).
     pub fn new(conn: C, options: Options) -> Result<Self, Error> {
         options.check()?;
-        let link = Link::new(conn, options.timeout, options.probe_every, command::COMMAND);
+        let link = Link::new(
+            conn,
+            options.timeout,
+            options.probe_every,
+            command::COMMAND,
+            options.on_transition.clone(),
+        );
         let denials = (options.deny_cache && options.deny_entries > 0)
             .then(|| Mutex::new(DenyCache::new(options.deny_entries)));
         Ok(RedisRequests {
@@ -210,7 +216,7 @@ where
                 if wrote {
                     self.link.counters.indeterminate.fetch_add(1, Relaxed);
                 }
-                self.link.mark_down();
+                self.link.mark_down(why);
                 Stop::FallBack(why)
             }
             Failure::Fatal(e) => Stop::Fail(Error::Redis(e)),

@@ -60,11 +60,17 @@ pub fn router<S: Store>(state: HttpState<S>) -> Router {
         .with_state(state)
 }
 
+/// 200 `OK`; 500 once shutting down, or while the shared store is down when health
+/// follows it (`--unhealthy-when-store-down`, [`crate::metrics::StoreState::serving`]).
 async fn health<S: Store>(State(s): State<HttpState<S>>) -> Response {
-    if s.healthy.load(Ordering::Relaxed) {
-        (StatusCode::OK, "OK").into_response()
-    } else {
-        (StatusCode::INTERNAL_SERVER_ERROR, "shutting down").into_response()
+    if !s.healthy.load(Ordering::Relaxed) {
+        return (StatusCode::INTERNAL_SERVER_ERROR, "shutting down").into_response();
+    }
+    match s.service.metrics.store() {
+        Some(store) if !store.serving() => {
+            (StatusCode::INTERNAL_SERVER_ERROR, "store down").into_response()
+        }
+        _ => (StatusCode::OK, "OK").into_response(),
     }
 }
 

@@ -204,8 +204,44 @@ pub async fn run_with_tls<S: Store>(
     }
     {
         let healthy = healthy.clone();
+        // Health follows the store only when asked (`--unhealthy-when-store-down`).
+        let mut store = service
+            .metrics
+            .store()
+            .filter(|s| s.unhealthy_when_down())
+            .map(|s| s.watch());
         tokio::spawn(async move {
-            shutdown.await;
+            // One task sets gRPC health, so a store that comes back during the shutdown
+            // cannot report serving after it.
+            tokio::pin!(shutdown);
+            loop {
+                let changed = async {
+                    match store.as_mut() {
+                        Some(rx) => match rx.changed().await {
+                            Ok(()) => *rx.borrow_and_update(),
+                            Err(_) => std::future::pending().await,
+                        },
+                        None => std::future::pending().await,
+                    }
+                };
+                tokio::select! {
+                    _ = &mut shutdown => break,
+                    up = changed => {
+                        let status = if up {
+                            tonic_health::ServingStatus::Serving
+                        } else {
+                            tonic_health::ServingStatus::NotServing
+                        };
+                        reporter.set_service_status("", status).await;
+                        reporter
+                            .set_service_status(
+                                <RateLimitServiceServer<Grpc<S>> as tonic::server::NamedService>::NAME,
+                                status,
+                            )
+                            .await;
+                    }
+                }
+            }
             healthy.store(false, Ordering::Relaxed);
             reporter
                 .set_not_serving::<RateLimitServiceServer<Grpc<S>>>()

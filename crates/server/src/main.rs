@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use clap::Parser;
 use tollgate_rls::config::Config;
-use tollgate_rls::metrics::Metrics;
+use tollgate_rls::metrics::{Metrics, StoreState};
 use tollgate_rls::redis_store::{parse_failure, ModuleUse, RedisStore, DENY_CACHE_ENTRIES};
 use tollgate_rls::service::{Service, Settings};
 use tollgate_rls::store::Charging;
@@ -96,6 +96,11 @@ struct Args {
     /// asked once at start), on (starting fails without it) or off.
     #[arg(long, env = "TOLLGATE_REDIS_MODULE", default_value = "auto")]
     redis_module: String,
+    /// Health (`/healthcheck` 500, gRPC health NOT_SERVING) while Redis is marked down, as
+    /// envoyproxy/ratelimit reports it. Off by default: every request is still answered
+    /// with --redis-failure's behaviour, which is what Envoy should keep calling.
+    #[arg(long, env = "TOLLGATE_UNHEALTHY_WHEN_STORE_DOWN", default_value_t = false, action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
+    unhealthy_when_store_down: bool,
     /// How long one Redis round trip may take, in milliseconds.
     #[arg(long, env = "TOLLGATE_REDIS_TIMEOUT_MS", default_value_t = 200)]
     redis_timeout_ms: u64,
@@ -291,6 +296,7 @@ fn main() -> ExitCode {
                         args.redis_module
                     ))
                 })?;
+                let state = StoreState::new(failure, args.unhealthy_when_store_down);
                 let timeout = Duration::from_millis(args.redis_timeout_ms.max(1));
                 let prefix = &args.redis_prefix;
                 let store = match args.redis_type.to_ascii_lowercase().as_str() {
@@ -321,7 +327,11 @@ fn main() -> ExitCode {
                 .await
                 .map_err(|e| Failure::Start(format!("redis at {url}: {e}")))?
                 .deny_cache(args.deny_cache_entries)
-                .local_memory(args.memory_max_bytes);
+                .local_memory(args.memory_max_bytes)
+                .on_transition({
+                    let state = state.clone();
+                    move |t| state.observe(t)
+                });
                 let how = if store.uses_module() {
                     "tollgate's module (TOLLGATE.REQUEST, one round trip)"
                 } else {
@@ -329,7 +339,8 @@ fn main() -> ExitCode {
                 };
                 log("info", &format!("redis store: deciding with {how}"));
                 let mut service = Service::new(config, store, settings);
-                service.metrics = Metrics::shared_store(failure, args.deny_cache_entries > 0);
+                service.metrics =
+                    Metrics::shared_store(failure, args.deny_cache_entries > 0).with_store(state);
                 if reload.is_none() {
                     service.metrics = service.metrics.without_reloads();
                 }

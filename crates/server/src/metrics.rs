@@ -34,6 +34,12 @@
 //!   started with, counted by the binary, and each reload) or `error` (a reload that
 //!   failed and kept the running configuration).
 //!
+//! With the Redis store, its state ([`StoreState`]; the model has no instrument for it):
+//!
+//! * [`STORE_UP`] (gauge): 1 while Redis decides, 0 while tollgate-redis's link has it
+//!   marked down (a call failed; the declared `--redis-failure` behaviour answers until a
+//!   probe does).
+//!
 //! With the memory store, its bound ([`render_memory`]; the model has no instrument for a
 //! store's size yet):
 //!
@@ -45,10 +51,13 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
+use tokio::sync::watch;
 use tollgate::metrics::{render_moving, Moving, Series, Source, Tally};
 use tollgate::store::fallback::Behaviour;
+use tollgate_redis::Transition;
 
 use crate::store::MemoryStats;
 
@@ -65,6 +74,8 @@ pub const STORE_MAX_BYTES: &str = "tollgate_store_max_bytes";
 pub const REQUESTS: &str = "tollgate_server_requests_total";
 /// Configuration loads by result.
 pub const CONFIG_LOADS: &str = "tollgate_server_config_loads_total";
+/// Whether the shared store (Redis) decides (1) or is marked down (0).
+pub const STORE_UP: &str = "tollgate_server_store_up";
 
 /// How a `ShouldRateLimit` call was answered (the `code` of [`REQUESTS`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -103,6 +114,8 @@ pub struct Metrics {
     requests: [AtomicU64; 3],
     /// Successful loads, then failed ones.
     config_loads: [AtomicU64; 2],
+    /// The shared store's state, when there is one.
+    store: Option<Arc<StoreState>>,
 }
 
 /// Every source and failure behaviour: for a service whose store is not known to be one
@@ -123,6 +136,7 @@ impl Metrics {
             reloads: true,
             requests: Default::default(),
             config_loads: Default::default(),
+            store: None,
         }
     }
 
@@ -151,6 +165,18 @@ impl Metrics {
     pub fn without_reloads(mut self) -> Self {
         self.reloads = false;
         self
+    }
+
+    /// With the shared store's state: [`STORE_UP`] on `/metrics`, and health as
+    /// [`StoreState::serving`] says.
+    pub fn with_store(mut self, state: Arc<StoreState>) -> Self {
+        self.store = Some(state);
+        self
+    }
+
+    /// The shared store's state, when there is one.
+    pub fn store(&self) -> Option<&Arc<StoreState>> {
+        self.store.as_ref()
     }
 
     /// Counts into the tally of `policy` (created at the first count).
@@ -240,7 +266,98 @@ impl Metrics {
                 self.config_loads(success)
             );
         }
+        if let Some(store) = &self.store {
+            let _ = writeln!(
+                out,
+                "# HELP {STORE_UP} Whether the shared store decides (1) or is marked down and the declared failure behaviour answers (0).\n# TYPE {STORE_UP} gauge\n{STORE_UP} {}",
+                u8::from(store.is_up())
+            );
+        }
         out
+    }
+}
+
+/// The shared store's state as tollgate-redis's link reports its transitions
+/// ([`Transition`], through [`StoreState::observe`]): one log line each way, the
+/// [`STORE_UP`] gauge, and what health reports while Redis is down.
+#[derive(Debug)]
+pub struct StoreState {
+    up: watch::Sender<bool>,
+    /// When it was marked down (for the "up" line's duration).
+    since: Mutex<Option<Instant>>,
+    behaviour: Behaviour,
+    unhealthy_when_down: bool,
+}
+
+impl StoreState {
+    /// Up (the store answered at start), failing as `behaviour` declares; with
+    /// `unhealthy_when_down`, health reports not serving while it is down (as
+    /// envoyproxy/ratelimit does), else serving (every request is still answered, with
+    /// `behaviour`).
+    pub fn new(behaviour: Behaviour, unhealthy_when_down: bool) -> Arc<StoreState> {
+        Arc::new(StoreState {
+            up: watch::Sender::new(true),
+            since: Mutex::new(None),
+            behaviour,
+            unhealthy_when_down,
+        })
+    }
+
+    /// Whether the store decides now.
+    pub fn is_up(&self) -> bool {
+        *self.up.borrow()
+    }
+
+    /// Whether health reports serving as far as the store goes.
+    pub fn serving(&self) -> bool {
+        !self.unhealthy_when_down || self.is_up()
+    }
+
+    /// Whether health follows the store (`--unhealthy-when-store-down`).
+    pub fn unhealthy_when_down(&self) -> bool {
+        self.unhealthy_when_down
+    }
+
+    /// Told of each change of [`StoreState::is_up`].
+    pub fn watch(&self) -> watch::Receiver<bool> {
+        self.up.subscribe()
+    }
+
+    /// Records a transition and logs it (one line; the link reports each once).
+    pub fn observe(&self, t: Transition) {
+        let mut since = self.since.lock().unwrap_or_else(|p| p.into_inner());
+        match t {
+            Transition::Down(why) => {
+                *since = Some(Instant::now());
+                self.up.send_replace(false);
+                let answer = match self.behaviour {
+                    Behaviour::Open => "every limit admits without counting",
+                    Behaviour::Closed => "every limit denies",
+                    Behaviour::Local => "this process's memory decides",
+                };
+                let health = if self.unhealthy_when_down {
+                    "not serving until it is back"
+                } else {
+                    "still serving"
+                };
+                crate::log(
+                    "warn",
+                    &format!(
+                        "redis store down ({}): --redis-failure {} answers until Redis answers a probe ({answer}); health: {health}",
+                        why.as_str(),
+                        self.behaviour.as_str()
+                    ),
+                );
+            }
+            Transition::Up => {
+                let down = since.take().map(|t| t.elapsed().as_millis()).unwrap_or(0);
+                self.up.send_replace(true);
+                crate::log(
+                    "info",
+                    &format!("redis store up: Redis decides again (down for {down} ms)"),
+                );
+            }
+        }
     }
 }
 

@@ -193,6 +193,18 @@ impl RedisStore {
         self.module
     }
 
+    /// Calls `f` on each transition of the link to Redis: once when a failed call marks it
+    /// down (with why), once when a call answers again (see
+    /// [`tollgate_redis::Options::on_transition`]; the binary's [`crate::metrics::StoreState`]).
+    pub fn on_transition(
+        mut self,
+        f: impl Fn(tollgate_redis::Transition) + Send + Sync + 'static,
+    ) -> RedisStore {
+        self.options = self.options.clone().on_transition(f);
+        self.requests = requests(&self.conn, &self.options);
+        self
+    }
+
     /// Sets the deny cache: at most `entries` denials remembered, each until its retry
     /// time (0: off; by default [`DENY_CACHE_ENTRIES`]). Only all-or-nothing requests that
     /// an enforced limit denied are remembered, by every key, policy, cost and shadow flag.

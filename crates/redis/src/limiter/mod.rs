@@ -143,7 +143,13 @@ where
         let layout = KeyLayout::new(&options.prefix, &options.namespace)?;
         options.check()?;
         let denials = Mutex::new(DenyCache::new(options.deny_entries.max(1)));
-        let link = Link::new(conn, options.timeout, options.probe_every, "tollgate.check");
+        let link = Link::new(
+            conn,
+            options.timeout,
+            options.probe_every,
+            "tollgate.check",
+            options.on_transition.clone(),
+        );
         let local = match options.fallback {
             Fallback::Local { max_keys } => Some(KeyedLimiter::from_limits(&limits, max_keys)),
             Fallback::Open | Fallback::Closed => None,

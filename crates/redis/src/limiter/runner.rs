@@ -81,7 +81,7 @@ where
         self.metrics.failure(why);
         #[cfg(not(feature = "metrics"))]
         let _ = why;
-        self.link.mark_down();
+        self.link.mark_down(why);
     }
 
     /// The clock a decision uses: Redis's, or a test's.

@@ -31,12 +31,17 @@ pub struct Server {
 impl Server {
     /// Starts the binary with `args` (and `--grpc-port 0 --http-port 0` on loopback).
     pub fn start(args: &[&str]) -> Server {
+        Server::start_with(args, Stdio::inherit())
+    }
+
+    /// As [`Server::start`], its log (standard error) written to `stderr`.
+    pub fn start_with(args: &[&str], stderr: impl Into<Stdio>) -> Server {
         let mut child = Command::new(env!("CARGO_BIN_EXE_tollgate-rls"))
             .args(["--grpc-host", "127.0.0.1", "--grpc-port", "0"])
             .args(["--http-host", "127.0.0.1", "--http-port", "0"])
             .args(args)
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
+            .stderr(stderr)
             .spawn()
             .expect("the binary starts");
         let mut line = String::new();
