@@ -12,7 +12,6 @@
 //! number, the seconds until a reset) are compared as `N`. A fence that cannot run here is
 //! tagged `no-run: <reason>`; an untagged fence of a kind nothing checks fails the test.
 
-#[allow(dead_code)]
 #[path = "../../server/tests/support/fences.rs"]
 mod fences;
 
@@ -50,7 +49,14 @@ fn target_dir() -> PathBuf {
 fn rls_binary() -> PathBuf {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let status = std::process::Command::new(cargo)
-        .args(["build", "--locked", "-p", "tollgate-rls", "--bin", "tollgate-rls"])
+        .args([
+            "build",
+            "--locked",
+            "-p",
+            "tollgate-rls",
+            "--bin",
+            "tollgate-rls",
+        ])
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .status()
         .unwrap();
@@ -121,7 +127,10 @@ fn every_example_runs_as_written_or_says_why_not() {
             tagged.push(format!("{at}: {reason}"));
             continue;
         }
-        let bins = [("tollgate", tollgate.as_path()), ("tollgate-rls", rls.as_path())];
+        let bins = [
+            ("tollgate", tollgate.as_path()),
+            ("tollgate-rls", rls.as_path()),
+        ];
         let sandbox = Sandbox::new("cli", &dir.join("../.."), &bins);
         sandbox.write("trace.csv", &trace.body);
         let prelude = prelude(&sandbox, &fence.body);
@@ -139,7 +148,10 @@ fn every_example_runs_as_written_or_says_why_not() {
             }
             "console" => {
                 let shown = fence.console_commands();
-                let commands: Vec<_> = shown.iter().map(|(c, _)| (c.clone(), Mode::Exits)).collect();
+                let commands: Vec<_> = shown
+                    .iter()
+                    .map(|(c, _)| (c.clone(), Mode::Exits))
+                    .collect();
                 for (done, (_, expected)) in sandbox.run(&prelude, &commands).iter().zip(&shown) {
                     println!("{at}: $ {}\n{}", done.command, done.output);
                     let expected: Vec<String> = lines(&expected.join("\n"));

@@ -7,7 +7,6 @@
 
 use std::path::{Path, PathBuf};
 
-#[allow(dead_code)]
 #[path = "support/fences.rs"]
 mod fences;
 
@@ -128,7 +127,9 @@ fn the_readme_yaml_is_valid_config_and_envoy_protos() {
     let readme =
         std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
     let mut kinds = Vec::new();
-    let yaml = fences::fences(&readme).into_iter().filter(|f| f.lang() == "yaml");
+    let yaml = fences::fences(&readme)
+        .into_iter()
+        .filter(|f| f.lang() == "yaml");
     for fences::Fence { line, body, .. } in yaml {
         for doc in serde_norway::Deserializer::from_str(&body) {
             let doc: Value = serde::Deserialize::deserialize(doc)
@@ -166,8 +167,7 @@ fn the_readme_json_is_a_rate_limit_response() {
         let value: Value = serde_json::from_str(&fence.body)
             .unwrap_or_else(|e| panic!("README.md:{}: not JSON: {e}", fence.line));
         let response = "envoy.service.ratelimit.v3.RateLimitResponse";
-        parse(&pool, response, &value)
-            .unwrap_or_else(|e| panic!("README.md:{}: {e}", fence.line));
+        parse(&pool, response, &value).unwrap_or_else(|e| panic!("README.md:{}: {e}", fence.line));
         assert!(value["overallCode"].is_string(), "README.md:{}", fence.line);
     }
 }

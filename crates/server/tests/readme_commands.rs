@@ -7,7 +7,6 @@
 //! the test fails on an untagged fence it did not run, a tag without a reason, or a fence of
 //! a kind nothing checks. (The YAML and JSON fences are data: tests/readme.rs reads them.)
 
-#[allow(dead_code)]
 #[path = "support/fences.rs"]
 mod fences;
 
@@ -59,7 +58,10 @@ fn every_shell_example_runs_as_written_or_says_why_not() {
                 let needs_redis = commands.iter().any(|(c, _)| c.contains("127.0.0.1:6379"));
                 let prelude = if needs_redis { REDIS } else { "" };
                 for done in sandbox.run(prelude, &commands) {
-                    println!("README.md:{}: $ {}\n{}", fence.line, done.command, done.output);
+                    println!(
+                        "README.md:{}: $ {}\n{}",
+                        fence.line, done.command, done.output
+                    );
                     assert_eq!(
                         done.status, 0,
                         "README.md:{}: `{}` exited {}: {}",
@@ -69,7 +71,8 @@ fn every_shell_example_runs_as_written_or_says_why_not() {
                         assert!(health.contains(" 200 "), "{}: {health}", done.command);
                     }
                     assert!(
-                        done.health.is_some() || !done.output.lines().any(|l| l.starts_with("listening")),
+                        done.health.is_some()
+                            || !done.output.lines().any(|l| l.starts_with("listening")),
                         "{}: a server that was not asked",
                         done.command
                     );

@@ -83,7 +83,11 @@ pub fn fences(markdown: &str) -> Vec<Fence> {
         match (&mut current, fence) {
             (None, Some(info)) => {
                 let info = info.trim().to_string();
-                current = Some(Fence { line: n + 1, info, body: String::new() });
+                current = Some(Fence {
+                    line: n + 1,
+                    info,
+                    body: String::new(),
+                });
             }
             (Some(_), Some(rest)) if rest.trim().is_empty() => blocks.push(current.take().unwrap()),
             (Some(block), _) => {
@@ -179,7 +183,14 @@ impl Sandbox {
             }
         }
         let done = Command::new("unshare")
-            .args(["--user", "--map-root-user", "--net", "--pid", "--fork", "--kill-child"])
+            .args([
+                "--user",
+                "--map-root-user",
+                "--net",
+                "--pid",
+                "--fork",
+                "--kill-child",
+            ])
             .args(["bash", "-c", &script])
             .stdin(Stdio::null())
             .output()
@@ -258,9 +269,7 @@ pub fn matches(expected: &[String], actual: &[String]) -> bool {
         Some((first, rest)) if first == "..." => {
             (0..=actual.len()).any(|skip| matches(rest, &actual[skip..]))
         }
-        Some((first, rest)) => {
-            actual.first() == Some(first) && matches(rest, &actual[1..])
-        }
+        Some((first, rest)) => actual.first() == Some(first) && matches(rest, &actual[1..]),
     }
 }
 
