@@ -7,6 +7,9 @@
 
 use std::path::{Path, PathBuf};
 
+#[path = "support/fences.rs"]
+mod fences;
+
 use prost_reflect::{DescriptorPool, DynamicMessage};
 use serde_json::Value;
 use tollgate_rls::config::Config;
@@ -67,24 +70,6 @@ fn parse(pool: &DescriptorPool, name: &str, value: &Value) -> Result<(), String>
         .map_err(|e| format!("{name}: {e}"))
 }
 
-/// Every ```yaml block of the README, with its line.
-fn yaml_blocks(readme: &str) -> Vec<(usize, String)> {
-    let mut blocks = Vec::new();
-    let mut current: Option<(usize, String)> = None;
-    for (n, line) in readme.lines().enumerate() {
-        match &mut current {
-            None if line.trim_start() == "```yaml" => current = Some((n + 1, String::new())),
-            Some(_) if line.trim_start() == "```" => blocks.push(current.take().unwrap()),
-            Some((_, text)) => {
-                text.push_str(line);
-                text.push('\n');
-            }
-            None => {}
-        }
-    }
-    blocks
-}
-
 /// What one YAML document holds, checked; returns its kind.
 fn check_document(pool: &DescriptorPool, doc: &Value, text: &str) -> Result<&'static str, String> {
     if doc.get("domain").is_some() {
@@ -142,8 +127,11 @@ fn the_readme_yaml_is_valid_config_and_envoy_protos() {
     let readme =
         std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
     let mut kinds = Vec::new();
-    for (line, text) in yaml_blocks(&readme) {
-        for doc in serde_norway::Deserializer::from_str(&text) {
+    let yaml = fences::fences(&readme)
+        .into_iter()
+        .filter(|f| f.lang() == "yaml");
+    for fences::Fence { line, body, .. } in yaml {
+        for doc in serde_norway::Deserializer::from_str(&body) {
             let doc: Value = serde::Deserialize::deserialize(doc)
                 .unwrap_or_else(|e| panic!("README.md:{line}: not YAML: {e}"));
             let doc_text = serde_norway::to_string(&doc).unwrap();
@@ -160,6 +148,27 @@ fn the_readme_yaml_is_valid_config_and_envoy_protos() {
         "Envoy Gateway EnvoyPatchPolicy",
     ] {
         assert!(kinds.contains(&want), "no {want} checked: {kinds:?}");
+    }
+}
+
+/// The JSON examples are what grpcurl prints for `ShouldRateLimit`: a `RateLimitResponse`
+/// in the proto3 JSON mapping (unknown fields and enum values are errors).
+#[test]
+fn the_readme_json_is_a_rate_limit_response() {
+    let pool = envoy_pool();
+    let readme =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
+    let json: Vec<_> = fences::fences(&readme)
+        .into_iter()
+        .filter(|f| f.lang() == "json")
+        .collect();
+    assert!(!json.is_empty(), "no JSON example");
+    for fence in json {
+        let value: Value = serde_json::from_str(&fence.body)
+            .unwrap_or_else(|e| panic!("README.md:{}: not JSON: {e}", fence.line));
+        let response = "envoy.service.ratelimit.v3.RateLimitResponse";
+        parse(&pool, response, &value).unwrap_or_else(|e| panic!("README.md:{}: {e}", fence.line));
+        assert!(value["overallCode"].is_string(), "README.md:{}", fence.line);
     }
 }
 
