@@ -23,5 +23,8 @@ wasm_tools
 npm_ci .
 npm_ci crates/wasm
 crates/wasm/build.sh
+# The README test (tests/readme.rs) runs the README's `rls check` against tollgate-rls's
+# binary: built here, so the test's own `cargo build` of it only finds it up to date.
+cargo build -p tollgate-rls --bin tollgate-rls --locked
 cargo test -p tollgate-cli --locked
 cargo run -q -p tollgate-cli --locked -- compare --limit 10/s --trace crates/cli/examples/burst80.csv
