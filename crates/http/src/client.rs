@@ -57,9 +57,9 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
 pub fn ip_group(addr: IpAddr, v4_prefix: u8, v6_prefix: u8) -> String {
     let group = IpGroup::of(addr, v4_prefix, v6_prefix);
     match group.network() {
-        // The most common key, written digit by digit: `format!` took 200-290 ns against
-        // 30-50 ns (measured 2026-12-03 on 2 shared cores), the largest part of keying a
-        // request in the tower layer (`crates/tower/examples/bench.rs cost`).
+        // The most common key, written digit by digit: `format!` took several times as
+        // long, the largest part of keying a request in the tower layer
+        // (PERF.md, "Measured reasons in the code").
         IpAddr::V4(v4) if group.is_single_address() => {
             let mut key = String::with_capacity("ip4:255.255.255.255".len());
             key.push_str("ip4:");

@@ -149,9 +149,8 @@ pub fn normalize(path: &str) -> Result<String, PathError> {
 
 /// [`normalize`], borrowing `path` when it is already normal: no escape (`%`), no empty
 /// segment (`//`) and no dot segment (`.`, `..`), which is what nearly every request
-/// carries. A server routes every request: `normalize`'s copies were measured 2026-12-03
-/// as part of the tower layer's own time (`crates/tower/examples/bench.rs cost`, see that
-/// crate's README).
+/// carries. A server routes every request: `normalize`'s copies were a measured part of
+/// the tower layer's own time (PERF.md, "Measured reasons in the code").
 pub fn normalized(path: &str) -> Result<Cow<'_, str>, PathError> {
     // Without "//" the only empty segment is a trailing one, which `normalize` keeps.
     let plain = path.starts_with('/')

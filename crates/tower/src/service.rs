@@ -57,8 +57,7 @@ where
     /// calling the inner service that was driven to readiness; otherwise in the returned
     /// future, with a clone of the inner service (the one driven to readiness serves this
     /// request, the clone the next). Why not always the future: it cloned axum's router per
-    /// request and moved a large state machine; measured 2026-12-03 with perf at 10k keys
-    /// (`bench/run.sh`'s server), see the crate's README.
+    /// request and moved a large state machine (PERF.md, "Measured reasons in the code").
     ///
     /// An admitted request's concurrency slots are held from the decision on: by `call`
     /// itself while it calls the inner service, then by the returned future, then by the
