@@ -16,3 +16,4 @@ cargo clippy -p tollgate-tower --features redis --locked -- -D warnings
 cargo clippy -p tollgate-tower --no-default-features --locked -- -D warnings
 cargo test -p tollgate-http --locked
 cargo test -p tollgate-tower --features redis,metrics --locked
+RUSTDOCFLAGS="-D warnings" cargo doc --quiet --no-deps -p tollgate-tower -p tollgate-http --all-features --locked

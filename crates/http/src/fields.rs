@@ -1,5 +1,5 @@
 //! The front ends' own header fields, besides the draft's `RateLimit` fields (the core's
-//! [`tollgate::headers`]): the values are written here once, so the edge worker and the
+//! `tollgate::headers`): the values are written here once, so the edge worker and the
 //! tower layer say the same thing.
 //!
 //! * `Tollgate-Degraded` ([`DEGRADED`]): the limiter could not decide, and the request was

@@ -1,6 +1,6 @@
 //! Problem documents (RFC 9457, `application/problem+json`) for the answers that are not a
 //! 429: a refused path or header (400), a limiter that could not decide (503). The 429's
-//! own body is the core's [`tollgate::headers::quota_exceeded`].
+//! own body is the core's `tollgate::headers::quota_exceeded`.
 
 use serde_json::{json, Value};
 

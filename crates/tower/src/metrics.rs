@@ -9,11 +9,11 @@
 //! * `tollgate_decisions_total` by outcome (`admitted`, `denied`, `shadow_denied`) and source
 //!   (`store`: decided on the store's states, in memory or on Redis; `deny_cache`;
 //!   `fallback`: decided by a declared behaviour because the store failed: the Redis
-//!   store's `Fallback`, or the layer's [`OnError`](crate::OnError) when the store's check
+//!   store's `Fallback`, or the layer's [`OnError`] when the store's check
 //!   returned an error);
 //! * `tollgate_near_limit_total`: admissions that left less than 20% of the limit;
 //! * `tollgate_store_failures_total` by behaviour (`open`, `closed`: the layer's
-//!   [`OnError`](crate::OnError)) and reason ([`Store::failure`]), when a store's check
+//!   [`OnError`]) and reason ([`Store::failure`](crate::store::Store::failure)), when a store's check
 //!   failed (the Redis store counts the failures its own fallback decided, see
 //!   `tollgate_redis`'s metrics);
 //! * `tollgate_concurrency_in_use`: slots of a concurrency limit held by this process now.
