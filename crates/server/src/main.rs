@@ -11,7 +11,7 @@ use tollgate_rls::metrics::{Metrics, StoreState};
 use tollgate_rls::redis_store::{parse_failure, ModuleUse, RedisStore, DENY_CACHE_ENTRIES};
 use tollgate_rls::service::{Service, Settings};
 use tollgate_rls::store::Charging;
-use tollgate_rls::store::{parse_size, Memory, SystemClock};
+use tollgate_rls::store::{parse_size, Memory, Store, SystemClock};
 use tollgate_rls::{log, run_with_tls, Reload};
 use tonic::transport::{Certificate, Identity, ServerTlsConfig};
 
@@ -178,6 +178,42 @@ async fn shutdown_signal() {
     let _ = ctrl_c.await;
 }
 
+/// What the server serves on, whatever its store: the bound listeners, the reload of the
+/// configuration directory, the shutdown grace and the gRPC TLS.
+struct Listeners {
+    grpc: tokio::net::TcpListener,
+    http: tokio::net::TcpListener,
+    reload: Option<Reload>,
+    grace: Duration,
+    tls: Option<ServerTlsConfig>,
+}
+
+/// Serves `service` (its metrics already shaped for its store) until shutdown: the first
+/// load counted, the reload counter's error series left out when nothing reloads, and
+/// `serving` said once everything is ready.
+async fn serve<S: Store>(
+    mut service: Service<S>,
+    on: Listeners,
+    serving: impl FnOnce(),
+) -> Result<(), Failure> {
+    if on.reload.is_none() {
+        service.metrics = service.metrics.without_reloads();
+    }
+    service.metrics.config_load(true);
+    serving();
+    run_with_tls(
+        Arc::new(service),
+        on.grpc,
+        on.http,
+        on.reload,
+        shutdown_signal(),
+        on.grace,
+        on.tls,
+    )
+    .await
+    .map_err(Failure::Serve)
+}
+
 fn main() -> ExitCode {
     let args = Args::parse();
     let dir = config_dir(&args);
@@ -258,6 +294,13 @@ fn main() -> ExitCode {
             );
             println!("{listening}");
         };
+        let listeners = Listeners {
+            grpc,
+            http,
+            reload,
+            grace,
+            tls,
+        };
         match &args.redis_url {
             None => {
                 let mut service = Service::new(
@@ -266,22 +309,7 @@ fn main() -> ExitCode {
                     settings,
                 );
                 service.metrics = Metrics::memory();
-                if reload.is_none() {
-                    service.metrics = service.metrics.without_reloads();
-                }
-                service.metrics.config_load(true);
-                serving();
-                run_with_tls(
-                    Arc::new(service),
-                    grpc,
-                    http,
-                    reload,
-                    shutdown_signal(),
-                    grace,
-                    tls,
-                )
-                .await
-                .map_err(Failure::Serve)
+                serve(service, listeners, serving).await
             }
             Some(url) => {
                 let failure = parse_failure(&args.redis_failure).ok_or_else(|| {
@@ -341,22 +369,7 @@ fn main() -> ExitCode {
                 let mut service = Service::new(config, store, settings);
                 service.metrics =
                     Metrics::shared_store(failure, args.deny_cache_entries > 0).with_store(state);
-                if reload.is_none() {
-                    service.metrics = service.metrics.without_reloads();
-                }
-                service.metrics.config_load(true);
-                serving();
-                run_with_tls(
-                    Arc::new(service),
-                    grpc,
-                    http,
-                    reload,
-                    shutdown_signal(),
-                    grace,
-                    tls,
-                )
-                .await
-                .map_err(Failure::Serve)
+                serve(service, listeners, serving).await
             }
         }
     });
