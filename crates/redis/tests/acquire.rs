@@ -52,7 +52,9 @@ async fn a_waiter_wakes_at_the_retry_time_never_before() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_deadline_shorter_than_the_retry_gives_up_at_once_uncharged() {
     let server = Server::start();
-    let l = limiter(&server, "fixed-window 1/hour").await;
+    // GCRA, not a fixed window: a window aligned to the clock ends within a minute in the
+    // last minute of every hour, which made this test's wait shorter than 60 s then.
+    let l = limiter(&server, "gcra 1/hour").await;
     assert!(l.check("k", 1).await.unwrap().decision.allowed);
     let e = l
         .acquire("k", None, 1, Duration::from_millis(200))
