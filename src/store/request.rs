@@ -59,8 +59,13 @@ pub struct Outcome {
 
 /// Decides `items` (with their `loaded` states, in the same order) at `now`. `blocked`: the
 /// request also carries an enforced limit that always denies (envoyproxy/ratelimit's
-/// `requests_per_unit: 0`), so in all-or-nothing mode nothing may be charged. Errors only
-/// for a state made by another algorithm than its limit's policy.
+/// `requests_per_unit: 0`), so in all-or-nothing mode nothing may be charged.
+///
+/// A loaded state made by another algorithm than its limit's policy (the configuration
+/// changed, or two rules count one key with different policies: a request's own limit
+/// override and a configured rule) is read as fresh, as [`Batch::new`] reads it, and
+/// overwritten by the first write: no policy can read another's state. Errors never come
+/// from the states; the core's own errors are passed on.
 pub fn decide(
     items: &[Counted],
     loaded: &[Option<State>],
@@ -72,7 +77,7 @@ pub fn decide(
     let (impossible, possible): (Vec<usize>, Vec<usize>) =
         (0..items.len()).partition(|&i| items[i].cost > items[i].policy.limit());
     for &i in &impossible {
-        let standing = uncharged(&items[i].policy, &loaded[i], now)?;
+        let standing = uncharged(&items[i].policy, stored(&items[i], &loaded[i]), now)?;
         each[i] = Decision {
             allowed: false,
             retry_after: standing.reset_after,
@@ -95,7 +100,7 @@ pub fn decide(
         // stack's pass already did).
         if denied.is_empty() {
             for &i in &possible {
-                each[i] = uncharged(&items[i].policy, &loaded[i], now)?;
+                each[i] = uncharged(&items[i].policy, stored(&items[i], &loaded[i]), now)?;
             }
         }
         return Ok(Outcome { each, writes });
@@ -109,6 +114,15 @@ pub fn decide(
     // Only shadow limits denied: the request passes; charge the others.
     writes = pass(items, loaded, &rest, now, &mut each)?;
     Ok(Outcome { each, writes })
+}
+
+/// `state` as `item`'s policy reads it: fresh when another algorithm made it.
+fn stored<'a>(item: &Counted, state: &'a Option<State>) -> &'a Option<State> {
+    const FRESH: &Option<State> = &None;
+    match state {
+        Some(s) if s.algorithm() != item.policy.algorithm() => FRESH,
+        _ => state,
+    }
 }
 
 /// One all-or-nothing decision over the items `which`: their decisions go to `each` (by
@@ -163,6 +177,29 @@ mod tests {
             last = Some(o);
         }
         last.unwrap()
+    }
+
+    #[test]
+    fn a_state_of_another_algorithm_reads_as_fresh_in_every_path() {
+        // A fixed window's state under a GCRA limit: two rules counting one key with
+        // different policies (found by the server's fuzz target). Every path reads it as
+        // fresh: the one that decides, the impossible cost's standing, and the standing of
+        // a limit with room beside a denying one.
+        let window: Policy = "fixed-window 3/min".parse().unwrap();
+        let (_, other) = crate::decide(&window, None, 0, 1).unwrap();
+        let loaded = [other.clone(), None];
+        let gcra = [limit("gcra 5/min", 1, false), limit("1/350d", 1, false)];
+        let o = decide(&gcra, &loaded, 0, Charging::AllOrNothing, false).unwrap();
+        assert_eq!((o.each[0].remaining, o.writes.len()), (4, 2));
+        let too_big = [limit("gcra 5/min", 9, false)];
+        let o = decide(&too_big, &loaded[..1], 0, Charging::AllOrNothing, false).unwrap();
+        assert_eq!((o.each[0].allowed, o.each[0].remaining), (false, 5));
+        let spent = crate::decide(&"1/350d".parse().unwrap(), None, 0, 1)
+            .unwrap()
+            .1;
+        let beside = decide(&gcra, &[other, spent], 0, Charging::AllOrNothing, false).unwrap();
+        assert!(!beside.each[1].allowed && beside.writes.is_empty());
+        assert_eq!(beside.each[0].remaining, 5, "uncharged, and read as fresh");
     }
 
     #[test]
