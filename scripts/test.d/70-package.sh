@@ -41,8 +41,9 @@ for c in "${crates[@]}"; do
     [ "$c" = tollgate-cli ] && [ "$need" = src/lib.rs ] && need=src/main.rs
     grep -qx "$need" <<<"$list" || { echo "$file lacks $need" >&2; exit 1; }
   done
-  # Only sources, the README, the licenses, and what the sources include (lua/, config/).
-  stray=$(grep -vE '^(src/.*\.rs|README\.md|LICENSE-(MIT|APACHE)|Cargo\.toml(\.orig)?|Cargo\.lock|\.cargo_vcs_info\.json|lua/[a-z]+\.lua|config/tollgate\.toml)$' <<<"$list" || true)
+  # Only sources, the README, the licenses, and what the sources include (lua/, config/,
+  # tollgate-rls's reflection descriptors).
+  stray=$(grep -vE '^(src/.*\.rs|README\.md|LICENSE-(MIT|APACHE)|Cargo\.toml(\.orig)?|Cargo\.lock|\.cargo_vcs_info\.json|lua/[a-z]+\.lua|config/tollgate\.toml|src/rls_descriptors\.bin)$' <<<"$list" || true)
   [ -z "$stray" ] || { echo "$file ships files it should not: $stray" >&2; exit 1; }
   for lic in LICENSE-MIT LICENSE-APACHE; do
     tar xzOf "$file" "$c-$version/$lic" | cmp -s - "$lic" || { echo "$file: $lic differs from the root's" >&2; exit 1; }
