@@ -35,14 +35,17 @@ fn readme_section() -> String {
     rest[..rest.find("\n## ").unwrap_or(rest.len())].to_string()
 }
 
-/// The body of the first fenced block of `kind` in `text` after `after`.
+/// The body of the first fenced block of `kind` in `text` after `after` (its info string
+/// may go on after the kind: `sh no-run: <why>`).
 fn block(text: &str, kind: &str, after: &str) -> String {
     let text = &text[text.find(after).unwrap_or_else(|| panic!("no {after:?}"))..];
-    let open = format!("```{kind}\n");
-    let start = text
-        .find(&open)
-        .unwrap_or_else(|| panic!("no ```{kind} block"))
-        + open.len();
+    let open = format!("```{kind}");
+    let at = text
+        .match_indices(&open)
+        .map(|(i, _)| i)
+        .find(|&i| matches!(text[i + open.len()..].chars().next(), Some('\n' | ' ')))
+        .unwrap_or_else(|| panic!("no ```{kind} block"));
+    let start = at + text[at..].find('\n').unwrap() + 1;
     text[start..start + text[start..].find("```").unwrap()].to_string()
 }
 
