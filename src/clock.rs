@@ -1,5 +1,5 @@
 //! Clocks for the callers that own counters in this process (the keyed limiter's
-//! [`acquire`](crate::keyed::KeyedLimiter::acquire), tollgate-tower's and tollgate-rls's
+//! [`acquire_with`](crate::keyed::KeyedLimiter::acquire_with), tollgate-tower's and tollgate-rls's
 //! memory stores): the core's decisions never read a clock, they take `now` from one of
 //! these.
 
