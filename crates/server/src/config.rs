@@ -252,6 +252,19 @@ impl Config {
         Ok(config)
     }
 
+    /// What `--check-config` says of a valid configuration loaded from `dir`: how many
+    /// domains, and their names in order.
+    pub fn summary(&self, dir: &Path) -> String {
+        let mut domains: Vec<&str> = self.domains.keys().map(String::as_str).collect();
+        domains.sort();
+        format!(
+            "{} domain(s) from {}: {}",
+            domains.len(),
+            dir.display(),
+            domains.join(", ")
+        )
+    }
+
     /// Loads every `*.yaml` and `*.yml` file of `dir` (not recursing; files whose name
     /// starts with `.` are skipped), in name order.
     pub fn load_dir(dir: &Path) -> Result<Config, ConfigError> {

@@ -202,56 +202,13 @@ pub async fn run_with_tls<S: Store>(
     if let Some(reload) = reload {
         tokio::spawn(watch_config(service.clone(), reload, stop_rx.clone()));
     }
-    {
-        let healthy = healthy.clone();
-        // Health follows the store only when asked (`--unhealthy-when-store-down`).
-        let mut store = service
-            .metrics
-            .store()
-            .filter(|s| s.unhealthy_when_down())
-            .map(|s| s.watch());
-        tokio::spawn(async move {
-            // One task sets gRPC health, so a store that comes back during the shutdown
-            // cannot report serving after it.
-            tokio::pin!(shutdown);
-            loop {
-                let changed = async {
-                    match store.as_mut() {
-                        Some(rx) => match rx.changed().await {
-                            Ok(()) => *rx.borrow_and_update(),
-                            Err(_) => std::future::pending().await,
-                        },
-                        None => std::future::pending().await,
-                    }
-                };
-                tokio::select! {
-                    _ = &mut shutdown => break,
-                    up = changed => {
-                        let status = if up {
-                            tonic_health::ServingStatus::Serving
-                        } else {
-                            tonic_health::ServingStatus::NotServing
-                        };
-                        reporter.set_service_status("", status).await;
-                        reporter
-                            .set_service_status(
-                                <RateLimitServiceServer<Grpc<S>> as tonic::server::NamedService>::NAME,
-                                status,
-                            )
-                            .await;
-                    }
-                }
-            }
-            healthy.store(false, Ordering::Relaxed);
-            reporter
-                .set_not_serving::<RateLimitServiceServer<Grpc<S>>>()
-                .await;
-            reporter
-                .set_service_status("", tonic_health::ServingStatus::NotServing)
-                .await;
-            let _ = stop_tx.send(true);
-        });
-    }
+    tokio::spawn(report_health(
+        service.clone(),
+        reporter,
+        healthy.clone(),
+        shutdown,
+        stop_tx,
+    ));
     let stopped = |mut rx: watch::Receiver<bool>| async move {
         let _ = rx.wait_for(|s| *s).await;
     };
@@ -292,4 +249,59 @@ pub async fn run_with_tls<S: Store>(
             Ok(())
         }
     }
+}
+
+/// The one task that sets gRPC health, so a store that comes back during the shutdown
+/// cannot report serving after it: health follows the store only when asked
+/// (`--unhealthy-when-store-down`); at shutdown everything reports not serving, then the
+/// servers are told to stop.
+async fn report_health<S: Store>(
+    service: Arc<Service<S>>,
+    reporter: tonic_health::server::HealthReporter,
+    healthy: Arc<AtomicBool>,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+    stop_tx: watch::Sender<bool>,
+) {
+    let mut store = service
+        .metrics
+        .store()
+        .filter(|s| s.unhealthy_when_down())
+        .map(|s| s.watch());
+    tokio::pin!(shutdown);
+    loop {
+        let changed = async {
+            match store.as_mut() {
+                Some(rx) => match rx.changed().await {
+                    Ok(()) => *rx.borrow_and_update(),
+                    Err(_) => std::future::pending().await,
+                },
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            _ = &mut shutdown => break,
+            up = changed => {
+                let status = if up {
+                    tonic_health::ServingStatus::Serving
+                } else {
+                    tonic_health::ServingStatus::NotServing
+                };
+                reporter.set_service_status("", status).await;
+                reporter
+                    .set_service_status(
+                        <RateLimitServiceServer<Grpc<S>> as tonic::server::NamedService>::NAME,
+                        status,
+                    )
+                    .await;
+            }
+        }
+    }
+    healthy.store(false, Ordering::Relaxed);
+    reporter
+        .set_not_serving::<RateLimitServiceServer<Grpc<S>>>()
+        .await;
+    reporter
+        .set_service_status("", tonic_health::ServingStatus::NotServing)
+        .await;
+    let _ = stop_tx.send(true);
 }

@@ -6,9 +6,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Parser;
+use tokio::net::TcpListener;
 use tollgate_rls::config::Config;
 use tollgate_rls::metrics::{Metrics, StoreState};
-use tollgate_rls::redis_store::{parse_failure, ModuleUse, RedisStore, DENY_CACHE_ENTRIES};
+use tollgate_rls::redis_store::{
+    cluster_nodes, parse_failure, ModuleUse, RedisStore, DENY_CACHE_ENTRIES,
+};
 use tollgate_rls::service::{Service, Settings};
 use tollgate_rls::store::Charging;
 use tollgate_rls::store::{parse_size, Memory, Store, SystemClock};
@@ -181,8 +184,8 @@ async fn shutdown_signal() {
 /// What the server serves on, whatever its store: the bound listeners, the reload of the
 /// configuration directory, the shutdown grace and the gRPC TLS.
 struct Listeners {
-    grpc: tokio::net::TcpListener,
-    http: tokio::net::TcpListener,
+    grpc: TcpListener,
+    http: TcpListener,
     reload: Option<Reload>,
     grace: Duration,
     tls: Option<ServerTlsConfig>,
@@ -228,28 +231,9 @@ fn main() -> ExitCode {
         }
     };
     if args.check_config {
-        let mut domains: Vec<&String> = config.domains.keys().collect();
-        domains.sort();
-        println!(
-            "configuration OK: {} domain(s) from {}: {}",
-            domains.len(),
-            dir.display(),
-            domains
-                .iter()
-                .map(|d| d.as_str())
-                .collect::<Vec<_>>()
-                .join(", ")
-        );
+        println!("configuration OK: {}", config.summary(&dir));
         return ExitCode::SUCCESS;
     }
-    let settings = Settings {
-        charging: if args.charge_every_descriptor {
-            Charging::Each
-        } else {
-            Charging::AllOrNothing
-        },
-        global_shadow: args.shadow_mode,
-    };
     let tls = match grpc_tls(&args) {
         Ok(t) => t,
         Err(e) => {
@@ -268,25 +252,10 @@ fn main() -> ExitCode {
         }
     };
     let result = runtime.block_on(async {
-        let bind = |what: &'static str, host: &str, port: u16| {
-            let at = format!("{host}:{port}");
-            async move {
-                tokio::net::TcpListener::bind(at.as_str())
-                    .await
-                    .map_err(|e| Failure::Start(format!("{what} listener on {at}: {e}")))
-            }
-        };
-        let grpc = bind("gRPC", &args.grpc_host, args.grpc_port).await?;
-        let http = bind("HTTP", &args.http_host, args.http_port).await?;
-        let grace = Duration::from_millis(args.shutdown_grace_ms);
-        let local = |l: &tokio::net::TcpListener| {
-            l.local_addr()
-                .map_err(|e| Failure::Start(format!("listener address: {e}")))
-        };
-        // One line on stdout with the bound addresses (ports may have been 0).
-        let listening = format!("listening grpc={} http={}", local(&grpc)?, local(&http)?);
+        let listeners = Listeners::bind(&args, reload, tls).await?;
         // Said once the listeners are bound and the store answers: a start that fails
         // logs only its failure.
+        let listening = listeners.listening()?;
         let serving = || {
             log(
                 "info",
@@ -294,81 +263,18 @@ fn main() -> ExitCode {
             );
             println!("{listening}");
         };
-        let listeners = Listeners {
-            grpc,
-            http,
-            reload,
-            grace,
-            tls,
-        };
+        let settings = settings(&args);
         match &args.redis_url {
             None => {
-                let mut service = Service::new(
-                    config,
-                    Memory::with_bound(SystemClock, args.memory_max_bytes),
-                    settings,
-                );
+                let store = Memory::with_bound(SystemClock, args.memory_max_bytes);
+                let mut service = Service::new(config, store, settings);
                 service.metrics = Metrics::memory();
                 serve(service, listeners, serving).await
             }
             Some(url) => {
-                let failure = parse_failure(&args.redis_failure).ok_or_else(|| {
-                    Failure::Start(format!(
-                        "--redis-failure: '{}' is not open, closed or local",
-                        args.redis_failure
-                    ))
-                })?;
-                let module = ModuleUse::parse(&args.redis_module).ok_or_else(|| {
-                    Failure::Start(format!(
-                        "--redis-module: '{}' is not auto, on or off",
-                        args.redis_module
-                    ))
-                })?;
-                let state = StoreState::new(failure, args.unhealthy_when_store_down);
-                let timeout = Duration::from_millis(args.redis_timeout_ms.max(1));
-                let prefix = &args.redis_prefix;
-                let store = match args.redis_type.to_ascii_lowercase().as_str() {
-                    "single" => RedisStore::connect(url, prefix, timeout, failure).await,
-                    "cluster" => {
-                        let nodes: Vec<String> = url
-                            .split(',')
-                            .map(str::trim)
-                            .filter(|n| !n.is_empty())
-                            .map(|n| {
-                                if n.contains("://") {
-                                    n.to_string()
-                                } else {
-                                    format!("redis://{n}/")
-                                }
-                            })
-                            .collect();
-                        RedisStore::connect_cluster(&nodes, prefix, timeout, failure).await
-                    }
-                    other => {
-                        return Err(Failure::Start(format!(
-                            "--redis-type: '{other}' is not single or cluster"
-                        )))
-                    }
-                }
-                .map_err(|e| Failure::Start(format!("redis at {url}: {e}")))?
-                .use_module(module)
-                .await
-                .map_err(|e| Failure::Start(format!("redis at {url}: {e}")))?
-                .deny_cache(args.deny_cache_entries)
-                .local_memory(args.memory_max_bytes)
-                .on_transition({
-                    let state = state.clone();
-                    move |t| state.observe(t)
-                });
-                let how = if store.uses_module() {
-                    "tollgate's module (TOLLGATE.REQUEST, one round trip)"
-                } else {
-                    "the scripts (read, then compare-and-set)"
-                };
-                log("info", &format!("redis store: deciding with {how}"));
+                let (store, metrics) = redis_store(&args, url).await?;
                 let mut service = Service::new(config, store, settings);
-                service.metrics =
-                    Metrics::shared_store(failure, args.deny_cache_entries > 0).with_store(state);
+                service.metrics = metrics;
                 serve(service, listeners, serving).await
             }
         }
@@ -387,4 +293,101 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// How a request's descriptors are charged, from the flags.
+fn settings(args: &Args) -> Settings {
+    Settings {
+        charging: if args.charge_every_descriptor {
+            Charging::Each
+        } else {
+            Charging::AllOrNothing
+        },
+        global_shadow: args.shadow_mode,
+    }
+}
+
+impl Listeners {
+    /// Binds the gRPC and HTTP listeners the flags name.
+    async fn bind(
+        args: &Args,
+        reload: Option<Reload>,
+        tls: Option<ServerTlsConfig>,
+    ) -> Result<Self, Failure> {
+        async fn bind(what: &str, host: &str, port: u16) -> Result<TcpListener, Failure> {
+            let at = format!("{host}:{port}");
+            TcpListener::bind(at.as_str())
+                .await
+                .map_err(|e| Failure::Start(format!("{what} listener on {at}: {e}")))
+        }
+        Ok(Listeners {
+            grpc: bind("gRPC", &args.grpc_host, args.grpc_port).await?,
+            http: bind("HTTP", &args.http_host, args.http_port).await?,
+            reload,
+            grace: Duration::from_millis(args.shutdown_grace_ms),
+            tls,
+        })
+    }
+
+    /// The one line on stdout with the bound addresses (ports may have been 0).
+    fn listening(&self) -> Result<String, Failure> {
+        let local = |l: &TcpListener| {
+            l.local_addr()
+                .map_err(|e| Failure::Start(format!("listener address: {e}")))
+        };
+        Ok(format!(
+            "listening grpc={} http={}",
+            local(&self.grpc)?,
+            local(&self.http)?
+        ))
+    }
+}
+
+/// Connects the Redis store the flags describe, with the metrics shaped for it.
+async fn redis_store(args: &Args, url: &str) -> Result<(RedisStore, Metrics), Failure> {
+    let failure = parse_failure(&args.redis_failure).ok_or_else(|| {
+        Failure::Start(format!(
+            "--redis-failure: '{}' is not open, closed or local",
+            args.redis_failure
+        ))
+    })?;
+    let module = ModuleUse::parse(&args.redis_module).ok_or_else(|| {
+        Failure::Start(format!(
+            "--redis-module: '{}' is not auto, on or off",
+            args.redis_module
+        ))
+    })?;
+    let state = StoreState::new(failure, args.unhealthy_when_store_down);
+    let timeout = Duration::from_millis(args.redis_timeout_ms.max(1));
+    let prefix = &args.redis_prefix;
+    let unreachable = |e| Failure::Start(format!("redis at {url}: {e}"));
+    let store = match args.redis_type.to_ascii_lowercase().as_str() {
+        "single" => RedisStore::connect(url, prefix, timeout, failure).await,
+        "cluster" => {
+            RedisStore::connect_cluster(&cluster_nodes(url), prefix, timeout, failure).await
+        }
+        other => {
+            return Err(Failure::Start(format!(
+                "--redis-type: '{other}' is not single or cluster"
+            )))
+        }
+    }
+    .map_err(unreachable)?
+    .use_module(module)
+    .await
+    .map_err(unreachable)?
+    .deny_cache(args.deny_cache_entries)
+    .local_memory(args.memory_max_bytes)
+    .on_transition({
+        let state = state.clone();
+        move |t| state.observe(t)
+    });
+    let how = if store.uses_module() {
+        "tollgate's module (TOLLGATE.REQUEST, one round trip)"
+    } else {
+        "the scripts (read, then compare-and-set)"
+    };
+    log("info", &format!("redis store: deciding with {how}"));
+    let metrics = Metrics::shared_store(failure, args.deny_cache_entries > 0).with_store(state);
+    Ok((store, metrics))
 }

@@ -26,6 +26,21 @@ use crate::store::{Charging, Clock, Memory, Outcome, Source, Store, StoreError, 
 /// limits (each process then has its own budget until Redis is back).
 pub type Failure = Behaviour;
 
+/// `--redis-url` of a cluster: comma-separated nodes, each a URL or `host:port`.
+pub fn cluster_nodes(url: &str) -> Vec<String> {
+    url.split(',')
+        .map(str::trim)
+        .filter(|n| !n.is_empty())
+        .map(|n| {
+            if n.contains("://") {
+                n.to_string()
+            } else {
+                format!("redis://{n}/")
+            }
+        })
+        .collect()
+}
+
 /// The declared behaviour named `name` (`open`, `closed` or `local`, the model's names).
 pub fn parse_failure(name: &str) -> Option<Failure> {
     Behaviour::ALL.into_iter().find(|b| b.as_str() == name)
