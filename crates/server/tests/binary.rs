@@ -9,9 +9,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::Code;
-use support::binary::{temp_dir, Server};
+use support::binary::{http_get, temp_dir, Server};
 use support::{code, desc, req};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tollgate_rls::config::Config;
 use tollgate_rls::service::{Service, Settings};
 use tollgate_rls::store::Memory;
@@ -90,15 +89,6 @@ async fn a_change_while_the_server_starts_is_reloaded() {
     stop.send(true).unwrap();
     watcher.await.unwrap();
     let _ = std::fs::remove_dir_all(dir);
-}
-
-async fn http_get(addr: &str, path: &str) -> String {
-    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
-    let req = format!("GET {path} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
-    s.write_all(req.as_bytes()).await.unwrap();
-    let mut out = String::new();
-    s.read_to_string(&mut out).await.unwrap();
-    out
 }
 
 // Multi-threaded: the dropped clients' connections close on other threads while this one

@@ -5,7 +5,10 @@
 //! errors, enum values must exist, `@type` is resolved). No Envoy binary runs here; this is
 //! what keeps the examples in the protos' field names.
 
-use std::path::{Path, PathBuf};
+#[path = "support/envoy_protos.rs"]
+mod envoy_protos;
+
+use std::path::Path;
 
 #[path = "support/fences.rs"]
 mod fences;
@@ -17,46 +20,7 @@ use tollgate_rls::config::Config;
 /// The descriptors `envoy-types` generated its types from (`src/generated/types.bin` of the
 /// package cargo resolved for this crate).
 fn envoy_pool() -> DescriptorPool {
-    // This machine's platform only: other platforms' dependencies need not be downloaded.
-    let rustc = std::env::var("RUSTC").unwrap_or_else(|_| "rustc".into());
-    let version = std::process::Command::new(rustc)
-        .arg("-vV")
-        .output()
-        .expect("rustc -vV");
-    let version = String::from_utf8_lossy(&version.stdout).to_string();
-    let host = version
-        .lines()
-        .find_map(|l| l.strip_prefix("host: "))
-        .expect("rustc names its host");
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let out = std::process::Command::new(cargo)
-        .args(["metadata", "--format-version", "1", "--offline"])
-        .args(["--filter-platform", host])
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .output()
-        .expect("cargo metadata");
-    // Offline: a test never downloads. `cargo metadata` reads the manifest of every package
-    // of the workspace's graph, some of which no build of this crate needs; the suite
-    // (scripts/test.d/39-server.sh) fetches them first, as an install step.
-    assert!(
-        out.status.success(),
-        "cargo metadata --offline failed (run `cargo fetch --locked` first): {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let meta: Value = serde_json::from_slice(&out.stdout).unwrap();
-    let manifest = meta["packages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|p| p["name"] == "envoy-types")
-        .expect("envoy-types is a dependency")["manifest_path"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    let bin: PathBuf = Path::new(&manifest)
-        .parent()
-        .unwrap()
-        .join("src/generated/types.bin");
+    let bin = envoy_protos::descriptors_path();
     DescriptorPool::decode(std::fs::read(&bin).unwrap().as_slice()).expect("a descriptor set")
 }
 

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::Code;
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_client::RateLimitServiceClient;
-use support::binary::{temp_dir, Server};
+use support::binary::{http_get, temp_dir, Server};
 use support::redis_server::{Cluster, Server as Redis};
 use support::{code, desc, desc_hits, redis_module, redis_with_module, req};
 
@@ -197,16 +197,6 @@ async fn redis_killed_gives_the_declared_behaviour_without_hanging() {
         assert_eq!(failures, 1, "{behaviour}: {metrics}");
     }
     let _ = std::fs::remove_dir_all(dir);
-}
-
-async fn http_get(addr: &str, path: &str) -> String {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
-    let req = format!("GET {path} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
-    s.write_all(req.as_bytes()).await.unwrap();
-    let mut out = String::new();
-    s.read_to_string(&mut out).await.unwrap();
-    out
 }
 
 /// Two tokens, one back every 2 s: a second request of 2 is denied for 4 s (no machine

@@ -3,6 +3,9 @@
 //! are the README's) done against the server on a loopback port; and the descriptors it
 //! serves (`src/rls_descriptors.bin`) checked against the envoy-types they come from.
 
+#[path = "support/envoy_protos.rs"]
+mod envoy_protos;
+
 use std::collections::BTreeSet;
 use std::path::Path;
 use std::sync::Arc;
@@ -243,30 +246,6 @@ fn print(descriptor: &prost_reflect::MessageDescriptor, answer: &RateLimitRespon
     String::from_utf8(out).unwrap()
 }
 
-/// `types.bin` of the envoy-types package cargo resolved for this crate (envoy-types has no
-/// `links` key, so no build script could be told where it is; `cargo metadata` can).
-fn envoy_types_bin() -> Vec<u8> {
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let out = std::process::Command::new(cargo)
-        .args(["metadata", "--format-version", "1", "--offline"])
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .output()
-        .expect("cargo metadata");
-    assert!(
-        out.status.success(),
-        "cargo metadata --offline failed (run `cargo fetch --locked` first): {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let meta: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let packages = meta["packages"].as_array().unwrap();
-    let envoy = packages
-        .iter()
-        .find(|p| p["name"] == "envoy-types")
-        .unwrap();
-    let manifest = Path::new(envoy["manifest_path"].as_str().unwrap());
-    std::fs::read(manifest.parent().unwrap().join("src/generated/types.bin")).unwrap()
-}
-
 /// The files of an encoded `FileDescriptorSet`, each as its own bytes (field 1, length
 /// delimited, repeated; decoding and encoding again would drop the options prost does not
 /// know, such as the validation rules).
@@ -312,7 +291,10 @@ fn closure(set: &[u8], root: &str) -> Vec<u8> {
 
 #[test]
 fn the_served_descriptors_are_envoy_types_rls_proto_and_its_imports() {
-    let want = closure(&envoy_types_bin(), RLS_PROTO);
+    let want = closure(
+        &std::fs::read(envoy_protos::descriptors_path()).unwrap(),
+        RLS_PROTO,
+    );
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/rls_descriptors.bin");
     if std::env::var_os("TOLLGATE_BLESS").is_some() {
         // The crate embeds the file when it compiles: the next run checks what was written.

@@ -11,21 +11,11 @@ use std::io::Write as _;
 use std::process::{Command, Stdio};
 
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::Code;
-use support::binary::{temp_dir, Server};
+use support::binary::{body, http_get, temp_dir, Server};
 use support::{code, desc, redis_server, req};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// Three rules: counted, unlimited, a block list.
 const SHOP: &str = "domain: shop\ndescriptors:\n  - key: user\n    rate_limit: { unit: minute, requests_per_unit: 5 }\n  - key: internal\n    rate_limit: { unlimited: true }\n  - key: banned\n    rate_limit: { unit: hour, requests_per_unit: 0 }\n";
-
-async fn http_get(addr: &str, path: &str) -> String {
-    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
-    let req = format!("GET {path} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
-    s.write_all(req.as_bytes()).await.unwrap();
-    let mut out = String::new();
-    s.read_to_string(&mut out).await.unwrap();
-    out.split_once("\r\n\r\n").unwrap().1.to_string()
-}
 
 /// Checks `text` as Prometheus does (`promtool check metrics`, installed by the suite from
 /// Debian's `prometheus`) and by the rules below, and returns its samples by series.
@@ -113,8 +103,9 @@ async fn a_memory_server_shows_only_series_that_can_move() {
             .into_inner();
         assert_eq!(code(r.overall_code), want, "{key}");
     }
-    let text = http_get(&server.http, "/metrics").await;
-    let got = lint(&text);
+    let answer = http_get(&server.http, "/metrics").await;
+    let text = body(&answer);
+    let got = lint(text);
     println!("{} samples for 3 rules on the memory store", got.len());
 
     let mut want = BTreeMap::new();
@@ -197,8 +188,9 @@ async fn a_redis_server_shows_its_fallback_and_its_declared_failures() {
             .unwrap()
             .into_inner();
         assert_eq!(code(r.overall_code), Code::Ok);
-        let text = http_get(&server.http, "/metrics").await;
-        let got = lint(&text);
+        let answer = http_get(&server.http, "/metrics").await;
+        let text = body(&answer);
+        let got = lint(text);
         let decided: BTreeSet<&str> = got
             .keys()
             .filter(|k| k.starts_with("tollgate_decisions_total{"))

@@ -82,3 +82,20 @@ impl Drop for Server {
         let _ = self.child.wait();
     }
 }
+
+/// The whole HTTP/1.1 answer (status line, headers and body) to `GET path` at `addr`, on a
+/// connection of its own that the server closes.
+pub async fn http_get(addr: &str, path: &str) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let req = format!("GET {path} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
+    s.write_all(req.as_bytes()).await.unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).await.unwrap();
+    out
+}
+
+/// The body of an HTTP/1.1 answer read by [`http_get`].
+pub fn body(answer: &str) -> &str {
+    answer.split_once("\r\n\r\n").expect("an HTTP answer").1
+}
