@@ -13,11 +13,7 @@ use tollgate::store::Limits;
 use tollgate_redis::{Error, Fallback, Options, RedisLimiter, Source};
 
 async fn limiter(server: &Server, policy: &str) -> RedisLimiter<redis::aio::ConnectionManager> {
-    let conn = redis::Client::open(server.url())
-        .unwrap()
-        .get_connection_manager()
-        .await
-        .unwrap();
+    let conn = support::connect(&server.url()).await;
     RedisLimiter::new(
         conn,
         Limits::single(policy.parse().unwrap()),

@@ -32,11 +32,7 @@ fn over_bound<T: std::fmt::Debug>(r: Result<T, Error>) -> (&'static str, usize) 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_key_or_tenant_over_the_core_bound_is_refused_by_name_before_redis() {
     let server = Server::start();
-    let conn = redis::Client::open(server.url())
-        .unwrap()
-        .get_connection_manager()
-        .await
-        .unwrap();
+    let conn = support::connect(&server.url()).await;
     let fair = FairShare::new(policy("fixed-window 4/min"), policy("fixed-window 2/min")).unwrap();
     let limiter = RedisLimiter::new(
         conn,

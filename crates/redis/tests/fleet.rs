@@ -18,11 +18,7 @@ use tollgate::{Policy, NANOS_PER_MS};
 use tollgate_redis::{Error, Fallback, Options, Outcome, RedisLimiter, Source, Why};
 
 async fn connect(server: &Server) -> ConnectionManager {
-    redis::Client::open(server.url())
-        .unwrap()
-        .get_connection_manager()
-        .await
-        .unwrap()
+    support::connect(&server.url()).await
 }
 
 fn policy(text: &str) -> Policy {

@@ -42,11 +42,7 @@ async fn limiter(
     options: Options,
 ) -> RedisLimiter<redis::aio::ConnectionManager> {
     recorder();
-    let conn = redis::Client::open(server.url())
-        .unwrap()
-        .get_connection_manager()
-        .await
-        .unwrap();
+    let conn = support::connect(&server.url()).await;
     let limits = Limits::single(policy.parse().unwrap());
     RedisLimiter::new(conn, limits, options.timeout(Duration::from_millis(500))).unwrap()
 }

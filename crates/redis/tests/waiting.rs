@@ -17,11 +17,7 @@ async fn limiter(
     limits: Limits,
     options: impl FnOnce(Options) -> Options,
 ) -> RedisLimiter<redis::aio::ConnectionManager> {
-    let conn = redis::Client::open(server.url())
-        .unwrap()
-        .get_connection_manager()
-        .await
-        .unwrap();
+    let conn = support::connect(&server.url()).await;
     let base = Options::new("waiting", Fallback::Closed).timeout(Duration::from_secs(5));
     RedisLimiter::new(conn, limits, options(base)).unwrap()
 }
@@ -144,11 +140,7 @@ async fn the_waiting_vectors_replay_on_redis() {
     use tollgate::{ceil_millis, millis};
 
     let server = Server::start();
-    let conn = redis::Client::open(server.url())
-        .unwrap()
-        .get_connection_manager()
-        .await
-        .unwrap();
+    let conn = support::connect(&server.url()).await;
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/vectors/waiting");
     let mut files: Vec<_> = std::fs::read_dir(dir)
         .unwrap()

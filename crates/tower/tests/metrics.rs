@@ -147,11 +147,7 @@ async fn on_redis(
     fallback: Fallback,
     on_error: OnError,
 ) -> (SocketAddr, String) {
-    let conn = redis::Client::open(server.url())
-        .unwrap()
-        .get_connection_manager()
-        .await
-        .unwrap();
+    let conn = support::connect(&server.url()).await;
     let layer = Builder::new(move |name, limits| {
         let options = Options::new(name, fallback.clone())
             .timeout(Duration::from_millis(200))

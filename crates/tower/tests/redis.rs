@@ -29,11 +29,7 @@ use tollgate_tower::{Builder, Key, OnError, RateLimitInfo, RateLimitLayer, Route
 type Layer = RateLimitLayer<RedisLimiter<ConnectionManager>>;
 
 async fn layer(server: &Server, fallback: Fallback, on_error: OnError) -> Layer {
-    let conn = redis::Client::open(server.url())
-        .unwrap()
-        .get_connection_manager()
-        .await
-        .unwrap();
+    let conn = support::connect(&server.url()).await;
     Builder::new(move |name, limits| {
         let options = Options::new(name, fallback.clone())
             .timeout(Duration::from_millis(200))
@@ -152,11 +148,7 @@ async fn redis_gone_gets_the_declared_fallback() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_concurrency_slot_is_given_back_to_redis() {
     let server = Server::start();
-    let conn = redis::Client::open(server.url())
-        .unwrap()
-        .get_connection_manager()
-        .await
-        .unwrap();
+    let conn = support::connect(&server.url()).await;
     let layer = Builder::new(move |name, limits| {
         RedisLimiter::new(conn.clone(), limits, Options::new(name, Fallback::Closed))
     })
@@ -222,11 +214,7 @@ async fn a_concurrency_slot_is_given_back_to_redis() {
 #[tokio::test]
 async fn a_check_abandoned_while_redis_answers_does_not_strand_its_slot() {
     let server = Server::start();
-    let conn = redis::Client::open(server.url())
-        .unwrap()
-        .get_connection_manager()
-        .await
-        .unwrap();
+    let conn = support::connect(&server.url()).await;
     let limits = Limits::single("concurrency 1".parse().unwrap());
     let options = Options::new("abandoned", Fallback::Closed);
     let store = RedisLimiter::new(conn, limits, options).unwrap();

@@ -11,6 +11,15 @@ pub use redis_server::{cli, Cluster, Server};
 
 use std::path::{Path, PathBuf};
 
+/// A connection manager to the Redis at `url` (a test's own server).
+pub async fn connect(url: &str) -> redis::aio::ConnectionManager {
+    redis::Client::open(url)
+        .unwrap()
+        .get_connection_manager()
+        .await
+        .unwrap()
+}
+
 /// Whether `dir` exists (for tests that check clean-up).
 pub fn exists(dir: &Path) -> bool {
     dir.exists()
