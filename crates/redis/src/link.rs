@@ -23,6 +23,17 @@ pub(crate) enum Failure {
     Fatal(RedisError),
 }
 
+/// Whether a call may go to Redis now ([`Link::ready`]).
+pub(crate) enum Ready {
+    /// Redis is not marked down, or the probe answered: call it.
+    Go,
+    /// Marked down until the next probe: the fallback decides, nothing is sent.
+    Down,
+    /// This caller probed and Redis failed for this reason: mark it down again (the
+    /// caller's own way, which counts the failure), and the fallback decides.
+    ProbeFailed(Why),
+}
+
 /// The fleet protocol's rule for a failed call ([`fleet::handle`]), for redis-rs' errors:
 /// whether the fallback decides, the script's body is to be sent, or the caller gets the
 /// error.
@@ -170,6 +181,46 @@ where
                 *down = Some(now + self.timeout);
                 false
             }
+        }
+    }
+
+    /// Whether to call Redis now. While Redis is marked down, the fallback decides
+    /// ([`Ready::Down`]); past the probe time the one caller that probes (see
+    /// [`Link::is_down`]) first sends a `PING`, sent a second time when the first comes back
+    /// as a refused or dropped connection: a connection manager answers the first call
+    /// after an outage with the failure of its last reconnect, and only then reconnects, so
+    /// a probe of one call would find a Redis that is back still down, for one more
+    /// interval.
+    pub(crate) async fn ready(&self) -> Ready {
+        if !self.marked.load(Relaxed) {
+            return Ready::Go;
+        }
+        if self.is_down() {
+            return Ready::Down;
+        }
+        let ping = || {
+            let mut conn = self.conn.clone();
+            self.counters.round_trips.fetch_add(1, Relaxed);
+            async move { redis::cmd("PING").query_async::<()>(&mut conn).await }
+        };
+        let probe = async {
+            match ping().await {
+                Err(e) if e.is_connection_refusal() || e.is_connection_dropped() => ping().await,
+                answered => answered,
+            }
+        };
+        let failure = match tokio::time::timeout(self.timeout, probe).await {
+            Ok(Ok(())) => {
+                self.up();
+                return Ready::Go;
+            }
+            Ok(Err(e)) => classify(Call::Read, e),
+            Err(_) => timed_out(Call::Read),
+        };
+        match failure {
+            Failure::Unavailable(why) => Ready::ProbeFailed(why),
+            // Redis answered: the request itself will meet and report what is wrong.
+            Failure::Fatal(_) => Ready::Go,
         }
     }
 

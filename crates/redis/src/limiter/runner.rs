@@ -10,6 +10,7 @@ use redis::aio::ConnectionLike;
 use tollgate::{DecideError, Nanos};
 
 use super::{Answer, Group, Inner, Pending};
+use crate::link::Ready;
 use crate::{Error, Why};
 
 impl<C> Inner<C>
@@ -54,8 +55,13 @@ where
     /// One round: by the fallback while Redis is down, else in the module when the server
     /// has it, else on the compare-and-set path.
     async fn decide_round(&self, group: &Group, round: Vec<Pending>) {
-        if self.link.is_down() {
-            return self.fall_back(group, round, Why::Unreachable);
+        match self.link.ready().await {
+            Ready::Go => {}
+            Ready::Down => return self.fall_back(group, round, Why::Unreachable),
+            Ready::ProbeFailed(why) => {
+                self.mark_down(why);
+                return self.fall_back(group, round, why);
+            }
         }
         if self.has_module().await {
             return self.decide_in_module(group, round).await;
