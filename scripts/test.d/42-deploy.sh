@@ -5,8 +5,9 @@
 # sources (non-root, the config volume, the ports; the probes' paths and ports against its
 # routes and defaults), the ConfigMap's files loaded by the server's --check-config, the
 # alerting rules checked and unit-tested by promtool, and the dashboard's queries parsed by
-# promtool; then the binary run as the image runs it (uid 65532), its health route asked and its
-# /metrics scraped for every series of the dashboard panels that say the server feeds them.
+# promtool; then the binary installed by the README's install line (a release build) run as
+# the image runs it (uid 65532), its health route asked and its /metrics scraped for every
+# series of the dashboard panels that say the server feeds them.
 # The image itself is not built here: no container registry to pull its bases.
 set -euo pipefail
 source scripts/tools.sh
@@ -30,13 +31,26 @@ promtool check rules deploy/prometheus/tollgate.rules.yaml
 (cd deploy/prometheus && promtool test rules tollgate.rules.test.yaml)
 promtool check rules "$out/dashboard.rules.yaml"
 
-# The ConfigMap's files, loaded by the server itself. The package is found by its path, so
-# this survives the crate's rename.
-manifest=crates/server/Cargo.toml
-bin=$(python3 -c 'import sys,tomllib; print(tomllib.load(open(sys.argv[1],"rb"))["bin"][0]["name"])' "$manifest")
+# The README's install line from a clone, as written (the fence whose tag says this suite
+# runs it), into a root of its own; its build shares the workspace's target folder. What it
+# installs is the binary every step below runs.
+install=$(python3 - crates/server/README.md <<'PY'
+import re, sys
+text = open(sys.argv[1]).read()
+fences = re.findall(r"^```sh no-run:[^\n]*42-deploy\.sh runs it[^\n]*\n(.*?)^```", text, re.S | re.M)
+assert len(fences) == 1, "one README fence says 42-deploy.sh runs it"
+print(fences[0].strip())
+PY
+)
+echo "--- the README's install line: $install"
 target=$(cargo metadata --format-version 1 --no-deps --locked | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')
-cargo build --quiet --locked --manifest-path "$manifest" --bin "$bin"
-"$target/debug/$bin" --check-config --config-dir "$out/config"
+CARGO_INSTALL_ROOT="$out/install" CARGO_TARGET_DIR="$target" bash -euc "$install"
+bins=("$out"/install/bin/*)
+[ ${#bins[@]} = 1 ] || { echo "the install line installed ${#bins[@]} binaries: ${bins[*]}"; exit 1; }
+bin=${bins[0]}
+
+# The ConfigMap's files, loaded by the server itself.
+"$bin" --check-config --config-dir "$out/config"
 
 # The binary serving that configuration as the image runs it (uid 65532, not root, the files
 # read-only to it): its health route answers, and after one decision its /metrics holds every
@@ -44,7 +58,7 @@ cargo build --quiet --locked --manifest-path "$manifest" --bin "$bin"
 chmod -R a+rX "$out"
 run_as=()
 [ "$(id -u)" = 0 ] && run_as=(setpriv --reuid 65532 --regid 65532 --clear-groups)
-"${run_as[@]}" "$target/debug/$bin" --config-dir "$out/config" --grpc-host 127.0.0.1 --grpc-port 0 \
+"${run_as[@]}" "$bin" --config-dir "$out/config" --grpc-host 127.0.0.1 --grpc-port 0 \
   --http-host 127.0.0.1 --http-port 0 > "$out/stdout" 2> "$out/stderr" &
 server=$!
 trap 'kill $server 2>/dev/null; rm -rf "$out"' EXIT
