@@ -1,0 +1,209 @@
+//! [`KeyedLimiter::reserve`] and [`KeyedLimiter::settle`]: reserve an estimate, settle the
+//! real cost (the rule is [`crate::settle`]'s; this file only reads and writes the keys).
+//!
+//! A reserve decides as [`KeyedLimiter::check`] does (all or nothing over a stack; a fair
+//! share's shared window only, as a check without a tenant) and records, when admitted, the
+//! instant each limit's charge counted at. A settle checks the reservation is this limiter's
+//! and this key's, then settles every limit under their locks, all or nothing: an error
+//! leaves every key as it was.
+
+use core::borrow::Borrow;
+use core::hash::{BuildHasher, Hash};
+use core::sync::atomic::{AtomicU64, Ordering};
+
+use alloc::borrow::ToOwned;
+use alloc::vec::Vec;
+
+use super::{Held, HeldStack, KeyedLimiter};
+use crate::decide::decide_at;
+use crate::settle::{
+    charged_at, check_reservable, fingerprint, settle, Charge, Overage, Reservation, Settled,
+    Settlement,
+};
+use crate::stack::{decide_each, per_limit};
+use crate::{Decision, Identity, Nanos, Policy, ReservationError, MAX_COUNT};
+
+/// The numbers that tell one limiter's reservations from another's.
+pub(super) struct Issuer {
+    /// This limiter's number, unique in the process.
+    limiter: u64,
+    /// The fingerprint of its policies.
+    policies: u64,
+    /// The next reservation's id.
+    next: AtomicU64,
+}
+
+/// Numbers the limiters of this process (every limiter its own, so that a reservation of
+/// one is refused by another of the same policies).
+static LIMITERS: AtomicU64 = AtomicU64::new(1);
+
+impl Issuer {
+    pub(super) fn new(policies: &[Policy]) -> Issuer {
+        Issuer {
+            limiter: LIMITERS.fetch_add(1, Ordering::Relaxed),
+            policies: fingerprint(policies),
+            next: AtomicU64::new(1),
+        }
+    }
+
+    /// A reservation of `estimate` for the key of `hash`, its first limit's charge at `at`.
+    #[inline(always)]
+    fn issue(&self, key: u64, estimate: u64, at: Nanos, rest_at: Vec<Nanos>) -> Reservation {
+        Reservation {
+            id: self.next.fetch_add(1, Ordering::Relaxed),
+            limiter: self.limiter,
+            policies: self.policies,
+            key,
+            estimate,
+            at,
+            rest_at,
+        }
+    }
+}
+
+impl<K: Hash + Eq + Clone> KeyedLimiter<K> {
+    /// Reserves `estimate` for `key` at `now`: a decision that charges it (as
+    /// [`Self::check`] does) and, when admitted, the [`Reservation`] to settle with the real
+    /// cost ([`Self::settle`]). A denial is the decision and no reservation.
+    ///
+    /// Errors: [`ReservationError::Decide`] as [`Self::check`]'s (an estimate above a
+    /// capacity), [`ReservationError::NotSettleable`] for a leaky queue (a shaper; see
+    /// [`crate::algorithms::leaky_queue`]). A concurrency limit reserves as it acquires.
+    ///
+    /// ```
+    /// use std::num::NonZeroUsize;
+    /// use tollgate::keyed::KeyedLimiter;
+    /// use tollgate::Overage;
+    /// let l: KeyedLimiter = KeyedLimiter::new("gcra 1000/min".parse().unwrap(), NonZeroUsize::new(100).unwrap());
+    /// // An LLM call estimated at 800 tokens...
+    /// let (d, r) = l.reserve("alice", 0, 800).unwrap();
+    /// assert_eq!(d.remaining, 200);
+    /// // ...used 300: 500 come back.
+    /// let done = l.settle("alice", r.unwrap(), 300, 0, Overage::Debt).unwrap();
+    /// assert_eq!(done.refunded, 500);
+    /// assert_eq!(l.peek("alice", 0).unwrap().remaining, 700);
+    /// // A second call of 800 is denied while 700 remain: a denial, no reservation.
+    /// let (d, r) = l.reserve("alice", 0, 800).unwrap();
+    /// assert!(!d.allowed && r.is_none());
+    /// ```
+    pub fn reserve<Q>(
+        &self,
+        key: &Q,
+        now: Nanos,
+        estimate: u64,
+    ) -> Result<(Decision, Option<Reservation>), ReservationError>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        let store = &self.layers[0];
+        let hash = store.hasher.hash_one(key);
+        if self.layers.len() == 1 {
+            check_reservable(&store.policy)?;
+            let (decision, at) = store.apply_hashed(hash, key, |p, s| {
+                let d = decide_at(p, s, now, estimate)?;
+                Ok((d, charged_at(p, s, now)))
+            })?;
+            let issued = decision
+                .allowed
+                .then(|| self.reservations.issue(hash, estimate, at, Vec::new()));
+            return Ok((decision, issued));
+        }
+        for store in &self.layers {
+            check_reservable(&store.policy)?;
+        }
+        // Every layer's shard locked, in layer order; decided all or nothing.
+        let mut held: Vec<Held<'_, K>> = self.layers.iter().map(|s| Held::get(s, key)).collect();
+        let mut stack = HeldStack {
+            layers: &mut held,
+            tenant: None,
+        };
+        let decision = per_limit(self.layers.len(), |each| {
+            decide_each(&mut stack, now, &|_| estimate, each)
+        })?;
+        let issued = decision.allowed.then(|| {
+            let mut at = held
+                .iter()
+                .map(|h| charged_at(&h.store.policy, &h.state, now));
+            let first = at.next().unwrap_or(now);
+            self.reservations.issue(hash, estimate, first, at.collect())
+        });
+        for h in held {
+            h.finish(decision.allowed, || key.to_owned());
+        }
+        Ok((decision, issued))
+    }
+
+    /// Settles `reservation` (made by [`Self::reserve`] for `key`) with the `actual` cost at
+    /// `now`: each limit gives back `estimate - actual` or charges `actual - estimate` by its
+    /// algorithm's rule ([`crate::settle`]), all or nothing. Consumes the reservation: a
+    /// reservation settles once.
+    ///
+    /// Errors (nothing settled): [`ReservationError::Foreign`] for a reservation of another
+    /// key, policies or limiter; [`ReservationError::ActualTooLarge`] above
+    /// [`crate::MAX_COUNT`]; [`ReservationError::NotSettleable`] when a limit is a
+    /// concurrency limit (release its slots instead).
+    pub fn settle<Q>(
+        &self,
+        key: &Q,
+        reservation: Reservation,
+        actual: u64,
+        now: Nanos,
+        overage: Overage,
+    ) -> Result<Settlement, ReservationError>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        let issuer = &self.reservations;
+        let foreign = |differs| Err(ReservationError::Foreign { differs });
+        if reservation.policies != issuer.policies || reservation.limits() != self.layers.len() {
+            return foreign(Identity::Policy);
+        }
+        if reservation.limiter != issuer.limiter {
+            return foreign(Identity::Limiter);
+        }
+        if reservation.key != self.layers[0].hasher.hash_one(key) {
+            return foreign(Identity::Key);
+        }
+        if actual > MAX_COUNT {
+            return Err(ReservationError::ActualTooLarge {
+                actual,
+                max: MAX_COUNT,
+            });
+        }
+        if let Some(s) = self.layers.iter().find(|s| s.policy.holds_slots()) {
+            return Err(ReservationError::NotSettleable {
+                policy: s.policy.algorithm(),
+            });
+        }
+        // Every index is within the reservation's limits (checked above, with the policies).
+        let charge = |i: usize| reservation.charge(i).unwrap_or(Charge { cost: 0, at: now });
+        if let [store] = &*self.layers {
+            let settled = store
+                .apply(key, |p, s| {
+                    Ok(settle(p, s, charge(0), actual, now, overage))
+                })
+                .map_err(ReservationError::Decide)??;
+            return Ok(Settlement::of(&[settled]));
+        }
+        let mut held: Vec<Held<'_, K>> = self.layers.iter().map(|s| Held::get(s, key)).collect();
+        let each = per_limit(held.len(), |each: &mut [Settled]| {
+            for (i, (h, done)) in held.iter_mut().zip(each.iter_mut()).enumerate() {
+                *done = settle(
+                    &h.store.policy,
+                    &mut h.state,
+                    charge(i),
+                    actual,
+                    now,
+                    overage,
+                )?;
+            }
+            Ok::<_, ReservationError>(Settlement::of(each))
+        })?;
+        for h in held {
+            h.put(|| key.to_owned());
+        }
+        Ok(each)
+    }
+}
