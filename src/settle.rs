@@ -35,14 +35,14 @@
 //!   modules say why). Both with [`ReservationError::NotSettleable`].
 //!
 //! ```
-//! use tollgate::settle::{charged_at, settle, Charge, Overage};
+//! use tollgate::settle::{settle, Charge, Overage};
 //! use tollgate::{decide_in_place, Policy};
 //! let policy: Policy = "fixed-window 100/min".parse().unwrap();
 //! let mut state = None;
 //! // Reserve 40 at t = 1 s.
 //! let d = decide_in_place(&policy, &mut state, 1_000_000_000, 40).unwrap();
 //! assert_eq!(d.remaining, 60);
-//! let charge = Charge { cost: 40, at: charged_at(&policy, &state, 1_000_000_000) };
+//! let charge = Charge { cost: 40, at: 1_000_000_000 };
 //! // The response cost 25: 15 come back.
 //! let done = settle(&policy, &mut state, charge, 25, 2_000_000_000, Overage::Debt).unwrap();
 //! assert_eq!(done.refunded, 15);
@@ -74,8 +74,7 @@ pub enum Overage {
 pub struct Charge {
     /// The estimate charged.
     pub cost: u64,
-    /// The instant it counted at ([`charged_at`]): it names the window (or log entry) a
-    /// refund goes to.
+    /// The reserve's `now`: it names the window (or log entry) a refund goes to.
     pub at: Nanos,
 }
 
@@ -115,23 +114,6 @@ impl Settled {
             charged,
             unpaid: extra - charged,
         }
-    }
-}
-
-/// The instant a charge just admitted at `now` counted at, from the state `decide` left
-/// (`state` after the decision): the window's start when time went back behind a key's
-/// stored window, the newest log entry's instant for a sliding log, `now` otherwise.
-pub fn charged_at(policy: &Policy, state: &Option<State>, now: Nanos) -> Nanos {
-    match (policy, state) {
-        (Policy::FixedWindow(q), Some(State::FixedWindow(s))) => {
-            fixed_window::charged_at(q, s, now)
-        }
-        (Policy::SlidingWindow(q), Some(State::SlidingWindow(s))) => {
-            sliding_window::charged_at(q, s, now)
-        }
-        #[cfg(feature = "alloc")]
-        (Policy::SlidingLog(_), Some(State::SlidingLog(s))) => sliding_log::charged_at(s, now),
-        _ => now,
     }
 }
 
@@ -257,10 +239,9 @@ pub fn fingerprint(policies: &[Policy]) -> u64 {
     h
 }
 
-/// An admitted reserve: what it charged, to which limits, when, and what identifies it.
-/// Plain data; settled (consumed) once. A reservation never settled stays charged at its
+/// An admitted reserve: what it charged, when, and what identifies it. Plain data (six
+/// numbers); settled (consumed) once. A reservation never settled stays charged at its
 /// estimate.
-#[cfg(feature = "alloc")]
 #[derive(Debug, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct Reservation {
@@ -277,30 +258,20 @@ pub struct Reservation {
     pub key: u64,
     /// The estimate charged to every limit.
     pub estimate: u64,
-    /// The instant the first limit's charge counted at ([`charged_at`]).
+    /// The reserve's `now`: it names the window (or log entry) a refund goes to. (Where
+    /// time had gone back behind a key's stored window or newest log entry, the charge
+    /// counted there instead, and the refund finds another window: it is nothing, never
+    /// capacity the reservation did not take.)
     pub at: Nanos,
-    /// The same for the other limits of a stack, in stack order (empty for one limit: no
-    /// allocation on the one-policy path).
-    pub rest_at: Vec<Nanos>,
 }
 
-#[cfg(feature = "alloc")]
 impl Reservation {
-    /// The charge of limit `i` (in stack order), if the reservation has that many.
-    pub fn charge(&self, i: usize) -> Option<Charge> {
-        let at = match i {
-            0 => self.at,
-            _ => *self.rest_at.get(i - 1)?,
-        };
-        Some(Charge {
+    /// What it charged each limit, and when.
+    pub const fn charge(&self) -> Charge {
+        Charge {
             cost: self.estimate,
-            at,
-        })
-    }
-
-    /// How many limits it charged.
-    pub fn limits(&self) -> usize {
-        1 + self.rest_at.len()
+            at: self.at,
+        }
     }
 }
 

@@ -135,12 +135,6 @@ fn in_debt(quota: &Quota, until_end: Nanos, count: u64, cost: u64) -> (Nanos, Na
     )
 }
 
-/// The instant a charge admitted at `now` counted at (the start of the stored window when
-/// time went back): what a reservation records, so that its settle finds its window.
-pub fn charged_at(quota: &Quota, state: &FixedWindowState, now: Nanos) -> Nanos {
-    sat_nanos(mul_wide(state.window, quota.window()).max(now as u128))
-}
-
 /// Settles a reservation that charged `charge.cost` at `charge.at`: the refund to its
 /// window while that window counts, an overage to the current window (see the module
 /// docs). Returns what was done and the state to store.

@@ -117,12 +117,6 @@ fn log_at(log: &mut SlidingLogState, now: Nanos, cost: u64) {
     }
 }
 
-/// The instant a charge admitted at `now` was logged at (the newest logged instant when
-/// time went back): what a reservation records, so that its settle finds its entry.
-pub fn charged_at(state: &SlidingLogState, now: Nanos) -> Nanos {
-    state.entries.back().map_or(now, |e| e.at)
-}
-
 /// Settles a reservation that charged `charge.cost` at `charge.at`: the refund from its
 /// entry while it is logged, an overage as a new entry at `now` (see the module docs).
 /// Returns what was done and the state to store.

@@ -106,12 +106,6 @@ fn roll(quota: &Quota, state: Option<SlidingWindowState>, now: Nanos) -> (u64, u
     }
 }
 
-/// The instant a charge admitted at `now` counted at (the start of the stored window when
-/// time went back): what a reservation records, so that its settle finds its window.
-pub fn charged_at(quota: &Quota, state: &SlidingWindowState, now: Nanos) -> Nanos {
-    sat_nanos(mul_wide(state.window, quota.window()).max(now as u128))
-}
-
 /// Settles a reservation that charged `charge.cost` at `charge.at`: the refund to its
 /// window while that window counts, an overage to the current window (see the module
 /// docs). Returns what was done and the state to store.

@@ -2,8 +2,8 @@
 //! real cost (the rule is [`crate::settle`]'s; this file only reads and writes the keys).
 //!
 //! A reserve decides as [`KeyedLimiter::check`] does (all or nothing over a stack; a fair
-//! share's shared window only, as a check without a tenant) and records, when admitted, the
-//! instant each limit's charge counted at. A settle checks the reservation is this limiter's
+//! share's shared window only, as a check without a tenant) and records, when admitted, its
+//! instant. A settle checks the reservation is this limiter's
 //! and this key's, then settles every limit under their locks, all or nothing: an error
 //! leaves every key as it was.
 
@@ -17,8 +17,7 @@ use alloc::vec::Vec;
 use super::{Held, HeldStack, KeyedLimiter};
 use crate::decide::decide_at;
 use crate::settle::{
-    charged_at, check_reservable, fingerprint, settle, Charge, Overage, Reservation, Settled,
-    Settlement,
+    check_reservable, fingerprint, settle, Overage, Reservation, Settled, Settlement,
 };
 use crate::stack::{decide_each, per_limit};
 use crate::{Decision, Identity, Nanos, Policy, ReservationError, MAX_COUNT};
@@ -46,9 +45,9 @@ impl Issuer {
         }
     }
 
-    /// A reservation of `estimate` for the key of `hash`, its first limit's charge at `at`.
+    /// A reservation of `estimate` for the key of `hash`, charged at `at`.
     #[inline(always)]
-    fn issue(&self, key: u64, estimate: u64, at: Nanos, rest_at: Vec<Nanos>) -> Reservation {
+    fn issue(&self, key: u64, estimate: u64, at: Nanos) -> Reservation {
         Reservation {
             id: self.next.fetch_add(1, Ordering::Relaxed),
             limiter: self.limiter,
@@ -56,7 +55,6 @@ impl Issuer {
             key,
             estimate,
             at,
-            rest_at,
         }
     }
 }
@@ -100,15 +98,39 @@ impl<K: Hash + Eq + Clone> KeyedLimiter<K> {
         let hash = store.hasher.hash_one(key);
         if self.layers.len() == 1 {
             check_reservable(&store.policy)?;
-            let (decision, at) = store.apply_hashed(hash, key, |p, s| {
-                let d = decide_at(p, s, now, estimate)?;
-                Ok((d, charged_at(p, s, now)))
-            })?;
-            let issued = decision
-                .allowed
-                .then(|| self.reservations.issue(hash, estimate, at, Vec::new()));
-            return Ok((decision, issued));
+            // The closure of `check`, the same code: the reserve adds only its reservation
+            // (built in the arm that returns it, which spares the decision two copies).
+            return match store.apply_hashed(hash, key, |p, s| decide_at(p, s, now, estimate)) {
+                Ok(decision) => {
+                    let issued = if decision.allowed {
+                        Some(self.reservations.issue(hash, estimate, now))
+                    } else {
+                        None
+                    };
+                    Ok((decision, issued))
+                }
+                Err(e) => Err(ReservationError::Decide(e)),
+            };
         }
+        self.reserve_stack(key, hash, now, estimate)
+    }
+
+    /// [`Self::reserve`] over several layers, out of line: inlined, its frame (a `Vec` of
+    /// locked entries, the stack's scratch) was the one-policy path's too, and a reserve
+    /// counted 27% more instructions than a check instead of ~10% (PERF.md, "Reserve and
+    /// settle").
+    #[inline(never)]
+    fn reserve_stack<Q>(
+        &self,
+        key: &Q,
+        hash: u64,
+        now: Nanos,
+        estimate: u64,
+    ) -> Result<(Decision, Option<Reservation>), ReservationError>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
         for store in &self.layers {
             check_reservable(&store.policy)?;
         }
@@ -121,13 +143,9 @@ impl<K: Hash + Eq + Clone> KeyedLimiter<K> {
         let decision = per_limit(self.layers.len(), |each| {
             decide_each(&mut stack, now, &|_| estimate, each)
         })?;
-        let issued = decision.allowed.then(|| {
-            let mut at = held
-                .iter()
-                .map(|h| charged_at(&h.store.policy, &h.state, now));
-            let first = at.next().unwrap_or(now);
-            self.reservations.issue(hash, estimate, first, at.collect())
-        });
+        let issued = decision
+            .allowed
+            .then(|| self.reservations.issue(hash, estimate, now));
         for h in held {
             h.finish(decision.allowed, || key.to_owned());
         }
@@ -157,7 +175,7 @@ impl<K: Hash + Eq + Clone> KeyedLimiter<K> {
     {
         let issuer = &self.reservations;
         let foreign = |differs| Err(ReservationError::Foreign { differs });
-        if reservation.policies != issuer.policies || reservation.limits() != self.layers.len() {
+        if reservation.policies != issuer.policies {
             return foreign(Identity::Policy);
         }
         if reservation.limiter != issuer.limiter {
@@ -177,27 +195,17 @@ impl<K: Hash + Eq + Clone> KeyedLimiter<K> {
                 policy: s.policy.algorithm(),
             });
         }
-        // Every index is within the reservation's limits (checked above, with the policies).
-        let charge = |i: usize| reservation.charge(i).unwrap_or(Charge { cost: 0, at: now });
+        let charge = reservation.charge();
         if let [store] = &*self.layers {
             let settled = store
-                .apply(key, |p, s| {
-                    Ok(settle(p, s, charge(0), actual, now, overage))
-                })
+                .apply(key, |p, s| Ok(settle(p, s, charge, actual, now, overage)))
                 .map_err(ReservationError::Decide)??;
             return Ok(Settlement::of(&[settled]));
         }
         let mut held: Vec<Held<'_, K>> = self.layers.iter().map(|s| Held::get(s, key)).collect();
         let each = per_limit(held.len(), |each: &mut [Settled]| {
-            for (i, (h, done)) in held.iter_mut().zip(each.iter_mut()).enumerate() {
-                *done = settle(
-                    &h.store.policy,
-                    &mut h.state,
-                    charge(i),
-                    actual,
-                    now,
-                    overage,
-                )?;
+            for (h, done) in held.iter_mut().zip(each.iter_mut()) {
+                *done = settle(&h.store.policy, &mut h.state, charge, actual, now, overage)?;
             }
             Ok::<_, ReservationError>(Settlement::of(each))
         })?;
