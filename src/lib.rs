@@ -47,6 +47,7 @@ extern crate std;
 
 pub mod algorithms;
 pub mod backoff;
+mod charge;
 #[cfg(feature = "std")]
 pub mod clock;
 mod decide;

@@ -70,8 +70,8 @@
 //! assert_eq!(admitted, 6);
 //! ```
 
+use crate::charge::{Charge, Overage, Settled};
 use crate::math::{mul_wide, sat_nanos};
-use crate::settle::{Charge, Overage, Settled};
 use crate::{Decision, Nanos, Quota, MAX_COUNT};
 
 /// A fixed window's state. No state means nothing counted in the current window.

@@ -59,8 +59,8 @@
 //! assert_eq!(c.retry_after, 500_000_000); // one emission interval
 //! ```
 
+use crate::charge::{Charge, Overage, Settled};
 use crate::math::mul_wide;
-use crate::settle::{Charge, Overage, Settled};
 use crate::{Bucket, Decision, Nanos, MAX_COUNT};
 
 /// GCRA state: the theoretical arrival time, in nanoseconds times `limit`.

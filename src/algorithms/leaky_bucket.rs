@@ -50,8 +50,8 @@
 //! assert_eq!(b.retry_after, 600_000_000);
 //! ```
 
+use crate::charge::{Charge, Overage, Settled};
 use crate::math::mul_wide;
-use crate::settle::{Charge, Overage, Settled};
 use crate::{Bucket, Decision, Nanos, MAX_COUNT};
 
 /// A leaky bucket meter's state. The bucket is empty when there is no state.

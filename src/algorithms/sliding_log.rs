@@ -63,8 +63,8 @@
 
 use alloc::collections::VecDeque;
 
+use crate::charge::{Charge, Overage, Settled};
 use crate::math::sat_nanos;
-use crate::settle::{Charge, Overage, Settled};
 use crate::{Decision, Nanos, Quota, MAX_COUNT};
 
 /// One logged instant and the cost admitted at it.

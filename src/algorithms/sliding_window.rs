@@ -72,8 +72,8 @@
 //! assert_eq!(d.remaining, 9);
 //! ```
 
+use crate::charge::{Charge, Overage, Settled};
 use crate::math::{ceil_div, mul_wide, sat_nanos};
-use crate::settle::{Charge, Overage, Settled};
 use crate::{Decision, Nanos, Quota, MAX_COUNT};
 
 /// A sliding window counter's state. No state means both windows are empty.

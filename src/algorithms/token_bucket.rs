@@ -78,8 +78,8 @@
 //! assert_eq!(admitted, 40 + 6 * 10 - 1); // the last refill lands exactly at t = 10 s
 //! ```
 
+use crate::charge::{Charge, Overage, Settled};
 use crate::math::{mul_wide, sat_nanos};
-use crate::settle::{Charge, Overage, Settled};
 use crate::{Bucket, Decision, Nanos, MAX_COUNT};
 
 /// A token bucket's state. The bucket is full when there is no state.
