@@ -19,7 +19,8 @@
 //!     charged deeper than [`crate::MAX_COUNT`] past the limit (the rest reported unpaid),
 //!     so every product of a count and a time stays within 128 bits.
 //! * **Once**: a reservation settled twice charges once. In Rust, settling takes the
-//!   [`Reservation`] by value (it is not `Clone`). A store shared by processes keeps
+//!   [`Reservation`] by value (it is not `Clone`); a settle refused gives it back
+//!   ([`Refused`]), to be settled as it should be. A store shared by processes keeps
 //!   idempotency by [`Reservation::id`]: it records the ids it has settled (for as long as
 //!   a reservation may live: the longest window of its limits) and answers a second settle
 //!   of one with the first's outcome, charging nothing; a client retry and a process
@@ -213,6 +214,32 @@ impl Reservation {
             cost: self.estimate,
             at: self.at,
         }
+    }
+}
+
+/// A settle refused: why, and the reservation back, still charged at its estimate, to be
+/// settled as it should be (on its own key, with an actual within the bound) or dropped.
+#[derive(Debug, PartialEq, Eq, Hash)]
+pub struct Refused {
+    /// Why nothing was settled.
+    pub error: ReservationError,
+    /// The reservation, unsettled.
+    pub reservation: Reservation,
+}
+
+impl core::fmt::Display for Refused {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(
+            f,
+            "reservation {} not settled: {}",
+            self.reservation.id, self.error
+        )
+    }
+}
+
+impl core::error::Error for Refused {
+    fn source(&self) -> Option<&(dyn core::error::Error + 'static)> {
+        Some(&self.error)
     }
 }
 

@@ -13,7 +13,7 @@
 //! * `{"op": "settle", "reservation": name, "actual": n, "overage": "debt" |
 //!   "up-to-limit"}` (`debt` when absent): `expect` is `{refunded, charged, unpaid}` (and
 //!   `each`, per limit, for a stack) or `{"error": code}`. A settle consumes its
-//!   reservation. A second settle of the same name answers the first settle's outcome and
+//!   reservation; a refused one gives it back, unsettled (it may be settled again). A second settle of the same name answers the first settle's outcome and
 //!   charges nothing, as a store that keeps idempotency by the reservation's id answers a
 //!   retry (in Rust the reservation is moved by the first settle, so a second cannot be
 //!   written: this runner answers it from its record of settled names).
@@ -134,7 +134,12 @@ fn replay(path: &Path) -> usize {
                             settled_before.insert(name.to_owned(), got.clone());
                             got
                         }
-                        Err(e) => json!({"error": e.code()}),
+                        Err(refused) => {
+                            // Given back, unsettled: it may be settled again.
+                            let code = refused.error.code();
+                            open.insert(name.to_owned(), refused.reservation);
+                            json!({"error": code})
+                        }
                     },
                     (None, None) => panic!("{name} step {i}: no reservation {name}"),
                 }

@@ -17,7 +17,7 @@ use alloc::vec::Vec;
 use super::{Held, HeldStack, KeyedLimiter};
 use crate::decide::decide_at;
 use crate::settle::{
-    check_reservable, fingerprint, settle, Overage, Reservation, Settled, Settlement,
+    check_reservable, fingerprint, settle, Overage, Refused, Reservation, Settled, Settlement,
 };
 use crate::stack::{decide_each, per_limit};
 use crate::{Decision, Identity, Nanos, Policy, ReservationError, MAX_COUNT};
@@ -157,14 +157,32 @@ impl<K: Hash + Eq + Clone> KeyedLimiter<K> {
     /// algorithm's rule ([`crate::settle`]), all or nothing. Consumes the reservation: a
     /// reservation settles once.
     ///
-    /// Errors (nothing settled): [`ReservationError::Foreign`] for a reservation of another
-    /// key, policies or limiter; [`ReservationError::ActualTooLarge`] above
-    /// [`crate::MAX_COUNT`]; [`ReservationError::NotSettleable`] when a limit is a
+    /// Errors, as [`Refused`] with the reservation given back (nothing settled; it stays
+    /// charged at its estimate until settled): [`ReservationError::Foreign`] for a
+    /// reservation of another key, policies or limiter; [`ReservationError::ActualTooLarge`]
+    /// above [`crate::MAX_COUNT`]; [`ReservationError::NotSettleable`] when a limit is a
     /// concurrency limit (release its slots instead).
     pub fn settle<Q>(
         &self,
         key: &Q,
         reservation: Reservation,
+        actual: u64,
+        now: Nanos,
+        overage: Overage,
+    ) -> Result<Settlement, Refused>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        self.settle_held(key, &reservation, actual, now, overage)
+            .map_err(|error| Refused { error, reservation })
+    }
+
+    /// [`Self::settle`]'s work, on the reservation it consumes only if this succeeds.
+    fn settle_held<Q>(
+        &self,
+        key: &Q,
+        reservation: &Reservation,
         actual: u64,
         now: Nanos,
         overage: Overage,
