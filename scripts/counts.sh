@@ -82,11 +82,13 @@ fi
 # The instructions of one run of `tollgate-counts PATH ROUNDS`, in an empty environment (the
 # store's hash seed comes from stack addresses, which the environment's size moves). The
 # fleet's paths have a binary of their own (crates/counts/src/fleet.rs says why), and so have
+# the reserve-and-settle ones (src/settle.rs),
 # the metered ones (crates/counts/src/metered.rs) and the tower layer's (src/tower.rs).
 total() {
   local bin=$BIN
   case $1 in
     fleet-* | module-*) bin=$BIN-fleet ;;
+    settle-*) bin=$BIN-settle ;;
     tower-metrics-* | tower-prometheus-*) bin=$BIN-tower-metered ;;
     tower-*) bin=$BIN-tower ;;
     *metered*) bin=$BIN-metered ;;
@@ -146,6 +148,11 @@ module-check-1 20000
 keyed-check-unmetered-1 20000
 keyed-check-metered-1 20000
 keyed-check-metered-prometheus-1 20000
+settle-check-1 20000
+settle-reserve-1 20000
+settle-check-open-1 20000
+settle-reserve-open-1 20000
+settle-reserve-settle-1 20000
 tower-1 5000
 tower-10k 5000
 tower-metrics-1 5000

@@ -253,3 +253,113 @@ impl fmt::Display for DecideError {
 }
 
 impl core::error::Error for DecideError {}
+
+/// Which part of a reservation's identity differs from the limiter it is settled on
+/// ([`ReservationError::Foreign`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Identity {
+    /// The reservation was made for another key.
+    Key,
+    /// The reservation was made under other policies (another configuration).
+    Policy,
+    /// The reservation was made by another limiter (same policies, another store: its
+    /// charges are not in this one's counters).
+    Limiter,
+}
+
+impl Identity {
+    /// The part's name, as in [`ReservationError::code`]'s messages and the vectors.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Identity::Key => "key",
+            Identity::Policy => "policy",
+            Identity::Limiter => "limiter",
+        }
+    }
+}
+
+/// A reservation that cannot be made or settled as asked (see [`crate::settle`]). A
+/// denied reserve is not an error: it is a [`crate::Decision`] and no reservation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ReservationError {
+    /// The reserve itself cannot be decided (an estimate above a capacity, a state of
+    /// another algorithm). Nothing was charged.
+    Decide(DecideError),
+    /// The actual cost is above [`crate::MAX_COUNT`], the bound every count is kept under so
+    /// that its products with time fit in 128 bits. Nothing was settled.
+    ActualTooLarge {
+        /// The actual cost given.
+        actual: u64,
+        /// The largest allowed.
+        max: u64,
+    },
+    /// The reservation was made for another key, policy or limiter. Nothing was settled.
+    Foreign {
+        /// What differs.
+        differs: Identity,
+    },
+    /// The algorithm has no settle: a concurrency limit holds slots until they are released
+    /// (its reserve is an acquire; give the slots back with `release`), and a leaky queue is
+    /// a shaper whose reserve is refused (a request's place in the queue is fixed by its cost
+    /// when it joins; changing it later would move every request queued behind it).
+    NotSettleable {
+        /// The algorithm.
+        policy: Algorithm,
+    },
+}
+
+impl ReservationError {
+    /// A stable kebab-case code for the error (used in JSON errors and test vectors).
+    pub const fn code(&self) -> &'static str {
+        match self {
+            ReservationError::Decide(e) => e.code(),
+            ReservationError::ActualTooLarge { .. } => "actual-too-large",
+            ReservationError::Foreign { differs } => match differs {
+                Identity::Key => "foreign-key",
+                Identity::Policy => "foreign-policy",
+                Identity::Limiter => "foreign-limiter",
+            },
+            ReservationError::NotSettleable { .. } => "not-settleable",
+        }
+    }
+}
+
+impl From<DecideError> for ReservationError {
+    fn from(e: DecideError) -> Self {
+        ReservationError::Decide(e)
+    }
+}
+
+impl fmt::Display for ReservationError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ReservationError::Decide(e) => e.fmt(f),
+            ReservationError::ActualTooLarge { actual, max } => {
+                write!(
+                    f,
+                    "actual cost {actual} is above the largest allowed, {max}"
+                )
+            }
+            ReservationError::Foreign { differs } => write!(
+                f,
+                "the reservation was made for another {} than the one it is settled on",
+                differs.name()
+            ),
+            ReservationError::NotSettleable { policy } => write!(
+                f,
+                "{} has no settle (a concurrency limit is released; a leaky queue, a shaper, \
+                 takes no reservation)",
+                policy.name()
+            ),
+        }
+    }
+}
+
+impl core::error::Error for ReservationError {
+    fn source(&self) -> Option<&(dyn core::error::Error + 'static)> {
+        match self {
+            ReservationError::Decide(e) => Some(e),
+            _ => None,
+        }
+    }
+}

@@ -31,6 +31,7 @@
 //! ```
 
 mod cell;
+mod reserve;
 mod table;
 mod waiting;
 
@@ -201,7 +202,22 @@ impl<K: Hash + Eq> Store<K> {
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        let hash = self.hasher.hash_one(key);
+        self.apply_hashed(self.hasher.hash_one(key), key, decide)
+    }
+
+    /// [`Self::apply`] for a key whose hash (by this store's hasher) the caller has already
+    /// computed: a reserve records it in its reservation.
+    #[inline(always)]
+    fn apply_hashed<Q, R>(
+        &self,
+        hash: u64,
+        key: &Q,
+        decide: impl FnOnce(&Policy, &mut Option<State>) -> Result<R, DecideError>,
+    ) -> Result<R, DecideError>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
         let policy = &self.policy;
         each!(&self.shards, Shards, shards => {
             let mut table = lock(shards, hash);
@@ -327,6 +343,8 @@ impl<K> Stack for HeldStack<'_, '_, K> {
 pub struct KeyedLimiter<K = alloc::string::String> {
     layers: Vec<Store<K>>,
     tenants: Option<Store<(K, Box<str>)>>,
+    /// What its reservations carry to be told from another's ([`crate::settle`]).
+    reservations: reserve::Issuer,
     /// The lines of [`KeyedLimiter::acquire_with`]'s waiters, per key and tenant.
     #[cfg(feature = "acquire")]
     waiters: waiting::Waiters<K>,
@@ -338,6 +356,7 @@ impl<K: Hash + Eq + Clone> KeyedLimiter<K> {
         KeyedLimiter {
             layers: alloc::vec![Store::new(policy, max_keys)],
             tenants: None,
+            reservations: reserve::Issuer::new(&[policy]),
             #[cfg(feature = "acquire")]
             waiters: Default::default(),
         }
@@ -351,6 +370,7 @@ impl<K: Hash + Eq + Clone> KeyedLimiter<K> {
         Ok(KeyedLimiter {
             layers: policies.iter().map(|p| Store::new(*p, max_keys)).collect(),
             tenants: None,
+            reservations: reserve::Issuer::new(policies),
             #[cfg(feature = "acquire")]
             waiters: Default::default(),
         })
@@ -361,6 +381,7 @@ impl<K: Hash + Eq + Clone> KeyedLimiter<K> {
         KeyedLimiter {
             layers: alloc::vec![Store::new(*fair.shared(), max_keys)],
             tenants: Some(Store::new(*fair.tenant(), max_keys)),
+            reservations: reserve::Issuer::new(&[*fair.shared()]),
             #[cfg(feature = "acquire")]
             waiters: Default::default(),
         }
@@ -388,6 +409,7 @@ impl<K: Hash + Eq + Clone> KeyedLimiter<K> {
                 .map(|p| Store::new(*p, max_keys))
                 .collect(),
             tenants: limits.tenant().map(|t| Store::new(*t, max_keys)),
+            reservations: reserve::Issuer::new(limits.layers()),
             #[cfg(feature = "acquire")]
             waiters: Default::default(),
         }

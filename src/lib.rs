@@ -47,6 +47,7 @@ extern crate std;
 
 pub mod algorithms;
 pub mod backoff;
+mod charge;
 #[cfg(feature = "std")]
 pub mod clock;
 mod decide;
@@ -63,6 +64,7 @@ mod math;
 #[cfg(feature = "alloc")]
 pub mod metrics;
 mod policy;
+pub mod settle;
 #[cfg(feature = "alloc")]
 pub mod stack;
 #[cfg(feature = "alloc")]
@@ -72,8 +74,9 @@ pub mod wait;
 
 pub use decide::{admit, decide, decide_in_place, release, State, Verdict};
 pub use decision::{Decision, MillisDecision};
-pub use error::{DecideError, Field, PolicyError, Rule};
+pub use error::{DecideError, Field, Identity, PolicyError, ReservationError, Rule};
 pub use policy::{Algorithm, Bucket, Policy, Quota, MAX_COUNT, MAX_WINDOW, MIN_WINDOW};
+pub use settle::{Overage, Settled};
 pub use text::Snippet;
 
 /// A point in time or a duration, in nanoseconds. The epoch is the caller's choice (Unix

@@ -6,6 +6,10 @@
 //! slows down, which a rate limit would not notice (by Little's law, L = λW:
 //! 30 slots held 0.25 s each admit 120 per second).
 //!
+//! Reserve and settle ([`crate::settle`]): a reserve is an acquire, and a settle is refused
+//! ([`crate::ReservationError::NotSettleable`]): slots are not a cost spent over time but a
+//! hold, given back whole by [`release`] when the request ends.
+//!
 //! Pros: protects a slow or struggling upstream; no clock involved. Cons: every acquire
 //! needs a release (a crashed holder keeps its slot until the store resets the key); a
 //! rejection cannot say when to retry, so `retry_after` is zero.

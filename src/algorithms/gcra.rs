@@ -14,6 +14,39 @@
 //! emission interval is exactly `window` nanoseconds; that is why the state is a `u128`
 //! rather than a rounded `u64` (which would drift by up to 1 ns per request).
 //!
+//! # Settle (reserve an estimate, settle the real cost: [`crate::settle`])
+//!
+//! * **Refund** `r`: `tat = max(now, tat - r*T)`: the TAT that charging `actual` at the
+//!   reserve would have left (`max(tat0, t0) + e*T - r*T = max(tat0, t0) + a*T`), never
+//!   before `now` (a full bucket), never earlier by more than `r*T`. No window: it always
+//!   counts.
+//! * **Overage** `x`: by default `tat = max(tat, now) + x*T`, beyond the tolerance if need be
+//!   (a debt: decisions are denied, and their `retry_after` says when it is paid off);
+//!   [`crate::Overage::UpToLimit`] charges only the whole units still within the tolerance.
+//!   A debt deeper than [`crate::MAX_COUNT`] units past the tolerance is not charged beyond it
+//!   (reported unpaid).
+//!
+//! ```
+//! use tollgate::algorithms::gcra;
+//! use tollgate::settle::{Charge, Overage};
+//! use tollgate::{Bucket, Quota};
+//! use core::num::NonZeroU32;
+//! // 10 per second, burst 10: T = 100 ms. Reserve 8 at t = 0: TAT = 800 ms.
+//! let bucket = Bucket::new(Quota::per_second(NonZeroU32::new(10).unwrap()));
+//! let (_, s) = gcra::decide(&bucket, None, 0, 8);
+//! let charge = Charge { cost: 8, at: 0 };
+//! // Settled at 200 ms for 3: TAT = max(200, 800 - 500) = 300 ms: 9 left at 200 ms.
+//! let (done, s) = gcra::settle(&bucket, s, charge, 3, 200_000_000, Overage::Debt);
+//! assert_eq!(done.refunded, 5);
+//! assert_eq!(gcra::decide(&bucket, s, 200_000_000, 0).0.remaining, 9);
+//! // Settled for 15 instead: TAT = 800 + 700 = 1500 ms, 500 ms past the tolerance (1 s).
+//! let (_, s) = gcra::decide(&bucket, None, 0, 8);
+//! let (done, s) = gcra::settle(&bucket, s, charge, 15, 200_000_000, Overage::Debt);
+//! assert_eq!(done.charged, 7);
+//! let (d, _) = gcra::decide(&bucket, s, 200_000_000, 1);
+//! assert_eq!(d.retry_after, 400_000_000); // at 600 ms, TAT 1500 + 100 is within 1 s
+//! ```
+//!
 //! ```
 //! use tollgate::algorithms::gcra;
 //! use tollgate::{Bucket, Quota};
@@ -26,8 +59,9 @@
 //! assert_eq!(c.retry_after, 500_000_000); // one emission interval
 //! ```
 
+use crate::charge::{Charge, Overage, Settled};
 use crate::math::mul_wide;
-use crate::{Bucket, Decision, Nanos};
+use crate::{Bucket, Decision, Nanos, MAX_COUNT};
 
 /// GCRA state: the theoretical arrival time, in nanoseconds times `limit`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -77,4 +111,34 @@ pub fn decide(
         delay: 0,
     };
     (decision, (used > 0).then_some(GcraState { tat }))
+}
+
+/// Settles a reservation that charged `charge.cost` to this bucket: moves the TAT back by
+/// the refund (never before `now`) or on by the overage (see the module docs). Returns what
+/// was done and the state to store.
+pub fn settle(
+    bucket: &Bucket,
+    state: Option<GcraState>,
+    charge: Charge,
+    actual: u64,
+    now: Nanos,
+    overage: Overage,
+) -> (Settled, Option<GcraState>) {
+    let interval = bucket.rate().window();
+    let by_interval = bucket.rate().by_window();
+    let now_s = mul_wide(now, bucket.rate().limit());
+    let tat = state.map_or(now_s, |s| s.tat.max(now_s));
+    let used = tat - now_s;
+    let (settled, tat) = if actual <= charge.cost {
+        let back = mul_wide(charge.cost - actual, interval).min(used);
+        (Settled::refund(by_interval.div(back) as u64), tat - back)
+    } else {
+        let tolerance = mul_wide(bucket.capacity(), interval);
+        let room = by_interval.div(tolerance.saturating_sub(used)) as u64;
+        let deepest = tolerance + mul_wide(MAX_COUNT, interval);
+        let most = by_interval.div(deepest.saturating_sub(used)) as u64;
+        let settled = Settled::overage(actual - charge.cost, room, most, overage);
+        (settled, tat + mul_wide(settled.charged, interval))
+    };
+    (settled, (tat > now_s).then_some(GcraState { tat }))
 }

@@ -8,6 +8,37 @@
 //!
 //! Time that goes backwards counts as no time passing.
 //!
+//! # Settle (reserve an estimate, settle the real cost: [`crate::settle`])
+//!
+//! * **Refund** `r`: after leaking to `now`, `level = max(0, level - r)`: the level that
+//!   charging `actual` at the reserve would have left (the token bucket's rule, mirrored),
+//!   never below empty, never lower by more than `r`. No window: it always counts.
+//! * **Overage** `x`: by default `level += x`, above the capacity if need be (a debt: the
+//!   level leaks below the capacity before anything more is admitted, and `retry_after` says
+//!   when); [`crate::Overage::UpToLimit`] adds only the whole units below the capacity. A
+//!   level deeper than [`crate::MAX_COUNT`] past the capacity is not charged (reported unpaid).
+//!
+//! ```
+//! use tollgate::algorithms::leaky_bucket;
+//! use tollgate::settle::{Charge, Overage};
+//! use tollgate::{Bucket, Quota};
+//! use core::num::NonZeroU32;
+//! // Capacity 10, leaking 10 per second. Reserve 8 at t = 0; at 100 ms the level is 7.
+//! let bucket = Bucket::new(Quota::per_second(NonZeroU32::new(10).unwrap()));
+//! let (_, s) = leaky_bucket::decide(&bucket, None, 0, 8);
+//! let charge = Charge { cost: 8, at: 0 };
+//! // It cost 3: the level drops by 5, to 2: 8 left.
+//! let (done, s) = leaky_bucket::settle(&bucket, s, charge, 3, 100_000_000, Overage::Debt);
+//! assert_eq!(done.refunded, 5);
+//! assert_eq!(leaky_bucket::decide(&bucket, s, 100_000_000, 0).0.remaining, 8);
+//! // It cost 15: the level rises by 7, to 14, 4 over the capacity.
+//! let (_, s) = leaky_bucket::decide(&bucket, None, 0, 8);
+//! let (done, s) = leaky_bucket::settle(&bucket, s, charge, 15, 100_000_000, Overage::Debt);
+//! assert_eq!(done.charged, 7);
+//! let (d, _) = leaky_bucket::decide(&bucket, s, 100_000_000, 1);
+//! assert_eq!(d.retry_after, 500_000_000); // 14 + 1 - 10 = 5 units to leak
+//! ```
+//!
 //! ```
 //! use tollgate::algorithms::leaky_bucket;
 //! use tollgate::{Bucket, Quota};
@@ -19,8 +50,9 @@
 //! assert_eq!(b.retry_after, 600_000_000);
 //! ```
 
+use crate::charge::{Charge, Overage, Settled};
 use crate::math::mul_wide;
-use crate::{Bucket, Decision, Nanos};
+use crate::{Bucket, Decision, Nanos, MAX_COUNT};
 
 /// A leaky bucket meter's state. The bucket is empty when there is no state.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -69,6 +101,43 @@ pub fn decide(
     };
     (
         decision,
+        (level > 0).then_some(LeakyBucketState { level, last }),
+    )
+}
+
+/// Settles a reservation that charged `charge.cost` to this bucket: lowers the level by the
+/// refund (never below empty) or raises it by the overage (see the module docs). Returns
+/// what was done and the state to store.
+pub fn settle(
+    bucket: &Bucket,
+    state: Option<LeakyBucketState>,
+    charge: Charge,
+    actual: u64,
+    now: Nanos,
+    overage: Overage,
+) -> (Settled, Option<LeakyBucketState>) {
+    let window = bucket.rate().window();
+    let by_window = bucket.rate().by_window();
+    let (level, last) = match state {
+        None => (0, now),
+        Some(s) => {
+            let leaked = mul_wide(now.saturating_sub(s.last), bucket.rate().limit());
+            (s.level.saturating_sub(leaked), s.last.max(now))
+        }
+    };
+    let (settled, level) = if actual <= charge.cost {
+        let back = mul_wide(charge.cost - actual, window).min(level);
+        (Settled::refund(by_window.div(back) as u64), level - back)
+    } else {
+        let capacity = mul_wide(bucket.capacity(), window);
+        let room = by_window.div(capacity.saturating_sub(level)) as u64;
+        let deepest = capacity + mul_wide(MAX_COUNT, window);
+        let most = by_window.div(deepest.saturating_sub(level)) as u64;
+        let settled = Settled::overage(actual - charge.cost, room, most, overage);
+        (settled, level + mul_wide(settled.charged, window))
+    };
+    (
+        settled,
         (level > 0).then_some(LeakyBucketState { level, last }),
     )
 }

@@ -8,6 +8,12 @@
 //! than the drain rate, whatever the bursts; the price is latency, at most
 //! `capacity * window/limit`.
 //!
+//! Reserve and settle ([`crate::settle`]) are refused
+//! ([`crate::ReservationError::NotSettleable`]): a queued request's departure, and with it
+//! the departure of every request queued behind it, is fixed by its cost when it joins;
+//! settling another cost later would either move requests already told when to go, or
+//! leave the queue's tail wrong.
+//!
 //! For example: 9 requests at once, 6 slots, one every 0.5 s: 6 leave at 0.5, 1.0,
 //! ..., 3.0 s and 3 are rejected.
 //!

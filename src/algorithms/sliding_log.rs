@@ -10,6 +10,42 @@
 //!
 //! Time that goes backwards is treated as the newest logged instant.
 //!
+//! # Settle (reserve an estimate, settle the real cost: [`crate::settle`])
+//!
+//! * **Refund** `r`: the entry logged at the reservation's instant loses `min(r, its cost)`
+//!   (and goes when nothing is left of it), if it is still logged; once it has expired its
+//!   cost no longer counts and the refund is nothing.
+//! * **Overage** `x`: a new entry of `x` at `now`, above the limit if need be (a debt: it
+//!   counts for a window like any entry, and requests wait until enough has expired);
+//!   [`crate::Overage::UpToLimit`] logs only what remains below the limit. The log is not
+//!   charged deeper than [`crate::MAX_COUNT`] past the limit (the rest reported unpaid).
+//!
+//! ```
+//! use tollgate::algorithms::sliding_log;
+//! use tollgate::settle::{Charge, Overage};
+//! use tollgate::Quota;
+//! use core::num::NonZeroU32;
+//! let q = Quota::per_second(NonZeroU32::new(10).unwrap());
+//! let ms = 1_000_000;
+//! // Reserve 8 at 100 ms; it cost 3 (settled at 600 ms): the entry keeps 3, 7 left.
+//! let (_, s) = sliding_log::decide(&q, None, 100 * ms, 8);
+//! let charge = Charge { cost: 8, at: 100 * ms };
+//! let (done, s) = sliding_log::settle(&q, s, charge, 3, 600 * ms, Overage::Debt);
+//! assert_eq!(done.refunded, 5);
+//! assert_eq!(sliding_log::decide(&q, s, 600 * ms, 0).0.remaining, 7);
+//! // Settled at 1.1 s instead: the entry has expired, nothing comes back.
+//! let (_, s) = sliding_log::decide(&q, None, 100 * ms, 8);
+//! let (done, _) = sliding_log::settle(&q, s, charge, 3, 1_100 * ms, Overage::Debt);
+//! assert_eq!(done.refunded, 0);
+//! // It cost 15 (settled at 600 ms): 7 logged at 600 ms, 15 in the log. A request of 1
+//! // waits for the entry at 100 ms to expire (7 + 1 <= 10): until 1.1 s.
+//! let (_, s) = sliding_log::decide(&q, None, 100 * ms, 8);
+//! let (done, s) = sliding_log::settle(&q, s, charge, 15, 600 * ms, Overage::Debt);
+//! assert_eq!(done.charged, 7);
+//! let (d, _) = sliding_log::decide(&q, s, 600 * ms, 1);
+//! assert_eq!(d.retry_after, 500 * ms);
+//! ```
+//!
 //! ```
 //! use tollgate::algorithms::sliding_log;
 //! use tollgate::Quota;
@@ -27,8 +63,9 @@
 
 use alloc::collections::VecDeque;
 
+use crate::charge::{Charge, Overage, Settled};
 use crate::math::sat_nanos;
-use crate::{Decision, Nanos, Quota};
+use crate::{Decision, Nanos, Quota, MAX_COUNT};
 
 /// One logged instant and the cost admitted at it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -48,6 +85,78 @@ pub struct SlidingLogState {
     pub entries: VecDeque<Entry>,
 }
 
+/// Drops the entries expired at `now` (or at the newest logged instant, if later: time
+/// went back) and returns that instant.
+#[inline(always)]
+fn prune(log: &mut SlidingLogState, quota: &Quota, now: Nanos) -> Nanos {
+    let w = quota.window() as u128;
+    let now = log.entries.back().map_or(now, |e| e.at.max(now));
+    while log
+        .entries
+        .front()
+        .is_some_and(|e| e.at as u128 + w <= now as u128)
+    {
+        log.entries.pop_front();
+    }
+    now
+}
+
+/// The cost logged.
+#[inline(always)]
+fn used(log: &SlidingLogState) -> u64 {
+    log.entries
+        .iter()
+        .fold(0u64, |a, e| a.saturating_add(e.cost))
+}
+
+/// Adds `cost` (> 0) at `now`, the newest logged instant or later.
+fn log_at(log: &mut SlidingLogState, now: Nanos, cost: u64) {
+    match log.entries.back_mut() {
+        Some(last) if last.at == now => last.cost = last.cost.saturating_add(cost),
+        _ => log.entries.push_back(Entry { at: now, cost }),
+    }
+}
+
+/// Settles a reservation that charged `charge.cost` at `charge.at`: the refund from its
+/// entry while it is logged, an overage as a new entry at `now` (see the module docs).
+/// Returns what was done and the state to store.
+pub fn settle(
+    quota: &Quota,
+    state: Option<SlidingLogState>,
+    charge: Charge,
+    actual: u64,
+    now: Nanos,
+    overage: Overage,
+) -> (Settled, Option<SlidingLogState>) {
+    let mut log = state.unwrap_or_default();
+    let now = prune(&mut log, quota, now);
+    let settled = if actual <= charge.cost {
+        let r = charge.cost - actual;
+        match log.entries.iter().rposition(|e| e.at == charge.at) {
+            Some(i) => {
+                let entry = &mut log.entries[i];
+                let back = r.min(entry.cost);
+                entry.cost -= back;
+                if entry.cost == 0 {
+                    log.entries.remove(i);
+                }
+                Settled::refund(back)
+            }
+            None => Settled::refund(0),
+        }
+    } else {
+        let used = used(&log);
+        let room = quota.limit().saturating_sub(used);
+        let most = (quota.limit() + MAX_COUNT).saturating_sub(used);
+        let settled = Settled::overage(actual - charge.cost, room, most, overage);
+        if settled.charged > 0 {
+            log_at(&mut log, now, settled.charged);
+        }
+        settled
+    };
+    (settled, (!log.entries.is_empty()).then_some(log))
+}
+
 /// Decides one request of `cost` at `now`.
 #[inline(always)]
 pub fn decide(
@@ -59,18 +168,8 @@ pub fn decide(
     let w = quota.window() as u128;
     let limit = quota.limit();
     let mut log = state.unwrap_or_default();
-    let now = log.entries.back().map_or(now, |e| e.at.max(now));
-    while log
-        .entries
-        .front()
-        .is_some_and(|e| e.at as u128 + w <= now as u128)
-    {
-        log.entries.pop_front();
-    }
-    let used = log
-        .entries
-        .iter()
-        .fold(0u64, |a, e| a.saturating_add(e.cost));
+    let now = prune(&mut log, quota, now);
+    let used = used(&log);
     let allowed = used.saturating_add(cost) <= limit;
     let mut retry_after = 0;
     if !allowed {
@@ -83,10 +182,7 @@ pub fn decide(
             }
         }
     } else if cost > 0 {
-        match log.entries.back_mut() {
-            Some(last) if last.at == now => last.cost = last.cost.saturating_add(cost),
-            _ => log.entries.push_back(Entry { at: now, cost }),
-        }
+        log_at(&mut log, now, cost);
     }
     let used = if allowed {
         used.saturating_add(cost)
