@@ -47,6 +47,8 @@ extern crate std;
 
 pub mod algorithms;
 pub mod backoff;
+#[cfg(feature = "alloc")]
+pub mod carry;
 #[cfg(feature = "std")]
 pub mod clock;
 mod decide;

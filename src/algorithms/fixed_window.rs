@@ -97,3 +97,42 @@ pub fn decide(
         (count > 0).then_some(FixedWindowState { window, count }),
     )
 }
+
+/// The cost `state` has spent at `now` (see [`crate::carry`]): the count of the current
+/// window; nothing once its window has passed; for a state in a window still to come (a
+/// carried debt), its count plus `limit` for every window before it.
+pub fn spent(quota: &Quota, state: Option<FixedWindowState>, now: Nanos) -> u64 {
+    let Some(s) = state else { return 0 };
+    let current = now / quota.window();
+    match s.window.checked_sub(current) {
+        None => 0,
+        Some(ahead) => s.count.saturating_add(ahead.saturating_mul(quota.limit())),
+    }
+}
+
+/// The state that has spent `spent` at `now` (see [`crate::carry`]): `spent` counted in the
+/// current window when it fits the limit; otherwise the debt is paid by whole windows, the
+/// count `spent - k * limit` (between 1 and `limit`) stored in the window `k` after the
+/// current one, which the decision counts in until that window has passed. `None` for
+/// nothing.
+///
+/// ```
+/// use tollgate::algorithms::fixed_window::{spent, with_spent, FixedWindowState};
+/// use tollgate::Quota;
+/// use core::num::NonZeroU32;
+/// let free = Quota::per_minute(NonZeroU32::new(100).unwrap());
+/// let now = 90_000_000_000; // in window 1
+/// assert_eq!(with_spent(&free, 70, now), Some(FixedWindowState { window: 1, count: 70 }));
+/// // 250: two windows' limits owed (windows 1 and 2), 50 counted in window 3; the key's
+/// // next admissions are charged to window 3 until it has passed.
+/// let s = with_spent(&free, 250, now);
+/// assert_eq!(s, Some(FixedWindowState { window: 3, count: 50 }));
+/// assert_eq!(spent(&free, s, now), 250);
+/// ```
+pub fn with_spent(quota: &Quota, spent: u64, now: Nanos) -> Option<FixedWindowState> {
+    let ahead = spent.checked_sub(1)? / quota.limit();
+    Some(FixedWindowState {
+        window: (now / quota.window()).saturating_add(ahead),
+        count: spent - ahead * quota.limit(),
+    })
+}

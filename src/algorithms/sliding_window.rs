@@ -112,3 +112,50 @@ fn retry_after(w: u128, limit: u128, elapsed: u128, prev: u128, cur: u128, c: u1
     };
     (w - elapsed) + e
 }
+
+/// The cost `state` has spent at `now` (see [`crate::carry`]): the window's estimate
+/// (`prev * (1 - elapsed/W) + cur`, rounded up) in the current window or the one after; for a
+/// state in a window still to come (a carried debt), `prev + cur` plus `limit` for every
+/// window before it.
+pub fn spent(quota: &Quota, state: Option<SlidingWindowState>, now: Nanos) -> u64 {
+    let Some(s) = state else { return 0 };
+    let w = quota.window();
+    let current = now / w;
+    let elapsed = (now % w) as u128;
+    let (prev, cur) = if s.window > current {
+        let ahead = (s.window - current).saturating_mul(quota.limit());
+        return s.prev.saturating_add(s.cur).saturating_add(ahead);
+    } else if s.window == current {
+        (s.prev, s.cur)
+    } else if s.window.checked_add(1) == Some(current) {
+        (s.cur, 0)
+    } else {
+        return 0;
+    };
+    let weighted = prev as u128 * (w as u128 - elapsed) + cur as u128 * w as u128;
+    u64::try_from(ceil_div(weighted, w as u128)).unwrap_or(u64::MAX)
+}
+
+/// The state that has spent `spent` at `now` (see [`crate::carry`]): `spent` counted in the
+/// current window (`cur`) when it fits the limit; otherwise `spent - k * limit` (between 1
+/// and `limit`) counted in the window `k` after the current one, as
+/// [`fixed_window::with_spent`](super::fixed_window::with_spent) does. `None` for nothing.
+///
+/// ```
+/// use tollgate::algorithms::sliding_window::{spent, with_spent, SlidingWindowState};
+/// use tollgate::Quota;
+/// use core::num::NonZeroU32;
+/// let free = Quota::per_minute(NonZeroU32::new(100).unwrap());
+/// let s = with_spent(&free, 80, 0);
+/// assert_eq!(s, Some(SlidingWindowState { window: 0, prev: 0, cur: 80 }));
+/// // A window later, the 80 weigh 80 * (1 - 15/60) = 60 at 15 s into it.
+/// assert_eq!(spent(&free, s, 75_000_000_000), 60);
+/// ```
+pub fn with_spent(quota: &Quota, spent: u64, now: Nanos) -> Option<SlidingWindowState> {
+    let ahead = spent.checked_sub(1)? / quota.limit();
+    Some(SlidingWindowState {
+        window: (now / quota.window()).saturating_add(ahead),
+        prev: 0,
+        cur: spent - ahead * quota.limit(),
+    })
+}
