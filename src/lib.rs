@@ -64,6 +64,8 @@ pub mod keyed;
 mod math;
 #[cfg(feature = "alloc")]
 pub mod metrics;
+#[cfg(feature = "alloc")]
+pub mod plans;
 mod policy;
 #[cfg(feature = "alloc")]
 pub mod stack;
