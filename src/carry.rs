@@ -20,6 +20,12 @@
 //!    **debt**, kept and repaid at the new policy's rate, never forgiven: a bucket holds it
 //!    as a level or a TAT beyond its capacity (a token bucket as a refill that starts
 //!    later), a window charges it to the windows to come (`limit` per window).
+//!
+//!    Admission under a debt is exact everywhere; the reported waits are exact for GCRA and
+//!    the leaky bucket and queue. A token bucket or a window in debt holds it as a state
+//!    ahead of `now`, and reports its waits as after a clock step back (the shared vectors
+//!    `token-bucket.json` and `fixed-window.json` pin that report): from the end of the
+//!    debt, so a request retried at its `retry_after` may be denied again with the rest.
 //! 4. **Concurrency to a rate, or back**: nothing carries (the key starts fresh). Slots held
 //!    and cost spent over time measure different things; neither says anything about the
 //!    other. (A plan that moves a key between a concurrency-only stack and a rate limit

@@ -109,6 +109,11 @@ pub fn spent(bucket: &Bucket, state: Option<TokenBucketState>, now: Nanos) -> u6
 /// starts only once the debt has been repaid at the refill rate (the last refill instant
 /// moved past `now`, as after a clock step back). `None` for nothing spent.
 ///
+/// While the debt lasts, a decision's `retry_after` and `reset_after` leave the time still
+/// owed out, as they do after a clock step back (the shared vector `token-bucket.json` pins
+/// that report): a request retried then is denied again with the rest of the wait. Admission
+/// is exact; for exact waits too, carry into GCRA, whose TAT holds a debt as it is.
+///
 /// ```
 /// use tollgate::algorithms::token_bucket::{spent, with_spent};
 /// use tollgate::{Bucket, Quota};
