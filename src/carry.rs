@@ -24,8 +24,9 @@
 //!    Admission under a debt is exact everywhere; the reported waits are exact for GCRA and
 //!    the leaky bucket and queue. A token bucket or a window in debt holds it as a state
 //!    ahead of `now`, and reports its waits as after a clock step back (the shared vectors
-//!    `token-bucket.json` and `fixed-window.json` pin that report): from the end of the
-//!    debt, so a request retried at its `retry_after` may be denied again with the rest.
+//!    `token-bucket.json` and `fixed-window.json` pin that report): the time until the
+//!    debt is repaid is left out, so a request retried at its `retry_after` may be denied
+//!    again, with the rest of the wait.
 //! 4. **Concurrency to a rate, or back**: nothing carries (the key starts fresh). Slots held
 //!    and cost spent over time measure different things; neither says anything about the
 //!    other. (A plan that moves a key between a concurrency-only stack and a rate limit
