@@ -47,7 +47,17 @@ impl Plan {
     }
 }
 
-/// A validated set of named plans (at least one; names non-empty and distinct).
+/// A validated set of named plans (at least one; names non-empty and distinct). With
+/// `serde`, a list of `{"name", "policies"}`:
+///
+/// ```
+/// # #[cfg(feature = "serde")] {
+/// use tollgate::plans::Plans;
+/// let json = r#"[{"name": "free", "policies": ["100/min"]}, {"name": "free", "policies": ["5/s"]}]"#;
+/// let err = serde_json::from_str::<Plans>(json).unwrap_err();
+/// assert!(err.to_string().starts_with("invalid plans: plans[1].name \"free\""));
+/// # }
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Plans {
     plans: Vec<Plan>,
@@ -128,8 +138,14 @@ impl Plans {
 }
 
 /// What one key is given in place of the plan its caller would choose: another plan, or
-/// limits of its own. Plain data, as a runtime stores it.
+/// limits of its own. Plain data, as a runtime stores it; with `serde`, `{"plan": "pro"}`
+/// or `{"limits": ["5/s", "fixed-window 1000/day"]}`.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Serialize, serde::Deserialize),
+    serde(rename_all = "lowercase")
+)]
 pub enum Override {
     /// The plan of this name (one of the [`Plans`]).
     Plan(String),
@@ -150,6 +166,42 @@ impl Override {
                     error,
                 })
             }
+        }
+    }
+}
+
+#[cfg(feature = "serde")]
+mod serde_form {
+    //! Plans in JSON and TOML (with the `serde` feature): a list of `{"name", "policies"}`,
+    //! in order (a list, not a map, so that a name given twice is an error and not lost).
+
+    use super::*;
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    /// One plan as written.
+    #[derive(Serialize, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct Written {
+        name: String,
+        policies: Vec<Policy>,
+    }
+
+    impl<'de> Deserialize<'de> for Plans {
+        /// `[{"name": "free", "policies": ["100/min"]}, ...]`, validated as [`Plans::new`].
+        fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Plans, D::Error> {
+            let written = Vec::<Written>::deserialize(d)?;
+            Plans::new(written.into_iter().map(|w| (w.name, w.policies)))
+                .map_err(serde::de::Error::custom)
+        }
+    }
+
+    impl Serialize for Plans {
+        /// The form [`Plans`] deserialises from.
+        fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+            s.collect_seq(self.plans.iter().map(|p| Written {
+                name: String::from(&*p.name),
+                policies: p.limits.layers().to_vec(),
+            }))
         }
     }
 }

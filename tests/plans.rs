@@ -22,51 +22,15 @@ use std::path::{Path, PathBuf};
 use serde_json::{json, Value};
 use tollgate::keyed::PlanLimiter;
 use tollgate::plans::{Override, PlanError, Plans};
-use tollgate::{millis, MillisDecision, Policy};
+use tollgate::{millis, MillisDecision};
 
 fn dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/vectors/plans")
 }
 
-fn policies(v: &Value) -> Vec<Policy> {
-    v.as_array()
-        .expect("a list of policies")
-        .iter()
-        .map(|p| {
-            p.as_str()
-                .expect("a policy string")
-                .parse()
-                .expect("valid policy")
-        })
-        .collect()
-}
-
+/// The plans as every runtime reads them: the core's serde form.
 fn plans(v: &Value) -> Plans {
-    let list = v.as_array().expect("plans is a list");
-    Plans::new(list.iter().map(|p| {
-        (
-            p["name"].as_str().expect("a plan name").to_owned(),
-            policies(&p["policies"]),
-        )
-    }))
-    .expect("valid plans")
-}
-
-fn override_of(v: &Value) -> Override {
-    match (v.get("plan"), v.get("limits")) {
-        (Some(name), None) => Override::Plan(name.as_str().expect("a plan name").into()),
-        (None, Some(limits)) => Override::Limits(policies(limits)),
-        _ => panic!("an override is {{\"plan\"}} or {{\"limits\"}}: {v}"),
-    }
-}
-
-fn override_json(o: &Override) -> Value {
-    match o {
-        Override::Plan(name) => json!({ "plan": name }),
-        Override::Limits(ps) => {
-            json!({ "limits": ps.iter().map(|p| p.to_string()).collect::<Vec<_>>() })
-        }
-    }
+    serde_json::from_value(v.clone()).expect("valid plans")
 }
 
 /// Runs one step and returns what its `expect` should say.
@@ -90,11 +54,14 @@ fn run_step(l: &PlanLimiter, step: &Value) -> Value {
                 Err(e) => error(e.code()),
             }
         }
-        "set" => match l.set(key, override_of(&step["override"])) {
+        "set" => match l.set(
+            key,
+            serde_json::from_value(step["override"].clone()).unwrap(),
+        ) {
             Ok(()) => Value::Null,
             Err(e) => error(e.code()),
         },
-        "get" => l.get(key).as_ref().map_or(Value::Null, override_json),
+        "get" => serde_json::to_value(l.get(key)).unwrap(),
         "clear" => Value::Bool(l.clear(key)),
         other => panic!("unknown op {other}"),
     }

@@ -1,34 +1,4 @@
-//! [`PlanLimiter`]: a keyed limiter whose limits depend on the caller. Each call names the
-//! key's plan; a key may have an override (another plan, or limits of its own) set at run
-//! time; a key whose limits change keeps what it has spent ([`crate::carry`]).
-//!
-//! Each stored key keeps the limits its states were made by next to them. A decision
-//! compares those with the limits the key has now (its override, or the plan named by the
-//! call): when they differ the states are carried first ([`crate::carry::carry_stack`]),
-//! so a change applies at the key's next decision and never resets it. The carry is stored
-//! even when the request is denied: it is the key's state under its new limits.
-//!
-//! Memory is bounded as in [`KeyedLimiter`](super::KeyedLimiter): at most `max_keys` keys
-//! (fresh keys are not stored; when full, an idle key is evicted by CLOCK and starts fresh),
-//! and at most `max_overrides` overrides, which are never evicted (an override is
-//! configuration: setting one more is refused, [`PlanError::TooManyOverrides`]).
-//!
-//! ```
-//! use std::num::NonZeroUsize;
-//! use tollgate::keyed::PlanLimiter;
-//! use tollgate::plans::{Override, Plans};
-//! let plans = Plans::parse(&[("free", &["fixed-window 2/min"]), ("pro", &["fixed-window 5/min"])]).unwrap();
-//! let limiter = PlanLimiter::new(plans, NonZeroUsize::new(1000).unwrap(), 100);
-//! assert!(limiter.check("alice", "free", 0, 2).unwrap().allowed);
-//! assert!(!limiter.check("alice", "free", 0, 1).unwrap().allowed);
-//! // Upgraded: the 2 spent stay spent, 3 of pro's 5 are left.
-//! assert_eq!(limiter.check("alice", "pro", 0, 1).unwrap().remaining, 2);
-//! // An override gives bob pro whatever plan his calls name, until it is cleared.
-//! limiter.set("bob", Override::Plan("pro".into())).unwrap();
-//! assert_eq!(limiter.check("bob", "free", 0, 1).unwrap().limit, 5);
-//! assert!(limiter.clear("bob"));
-//! assert_eq!(limiter.check("bob", "free", 0, 1).unwrap().remaining, 0); // 2 spent of free's 2
-//! ```
+//! [`PlanLimiter`]: a keyed limiter whose limits depend on the caller (its docs say how).
 
 use alloc::borrow::ToOwned;
 use alloc::boxed::Box;
@@ -112,8 +82,37 @@ impl fmt::Display for PlanCheckError {
 
 impl core::error::Error for PlanCheckError {}
 
-/// A keyed limiter over named [`Plans`], the plan chosen per call, with per-key overrides
-/// (see this module's docs, `keyed::plans`).
+/// A keyed limiter whose limits depend on the caller, over named [`Plans`]. Each call names the
+/// key's plan; a key may have an override (another plan, or limits of its own) set at run
+/// time; a key whose limits change keeps what it has spent ([`crate::carry`]).
+///
+/// Each stored key keeps the limits its states were made by next to them. A decision
+/// compares those with the limits the key has now (its override, or the plan named by the
+/// call): when they differ the states are carried first ([`crate::carry::carry_stack`]),
+/// so a change applies at the key's next decision and never resets it. The carry is stored
+/// even when the request is denied: it is the key's state under its new limits.
+///
+/// Memory is bounded as in [`KeyedLimiter`](super::KeyedLimiter): at most `max_keys` keys
+/// (fresh keys are not stored; when full, an idle key is evicted by CLOCK and starts fresh),
+/// and at most `max_overrides` overrides, which are never evicted (an override is
+/// configuration: setting one more is refused, [`PlanError::TooManyOverrides`]).
+///
+/// ```
+/// use std::num::NonZeroUsize;
+/// use tollgate::keyed::PlanLimiter;
+/// use tollgate::plans::{Override, Plans};
+/// let plans = Plans::parse(&[("free", &["fixed-window 2/min"]), ("pro", &["fixed-window 5/min"])]).unwrap();
+/// let limiter = PlanLimiter::new(plans, NonZeroUsize::new(1000).unwrap(), 100);
+/// assert!(limiter.check("alice", "free", 0, 2).unwrap().allowed);
+/// assert!(!limiter.check("alice", "free", 0, 1).unwrap().allowed);
+/// // Upgraded: the 2 spent stay spent, 3 of pro's 5 are left.
+/// assert_eq!(limiter.check("alice", "pro", 0, 1).unwrap().remaining, 2);
+/// // An override gives bob pro whatever plan his calls name, until it is cleared.
+/// limiter.set("bob", Override::Plan("pro".into())).unwrap();
+/// assert_eq!(limiter.check("bob", "free", 0, 1).unwrap().limit, 5);
+/// assert!(limiter.clear("bob"));
+/// assert_eq!(limiter.check("bob", "free", 0, 1).unwrap().remaining, 0); // 2 spent of free's 2
+/// ```
 pub struct PlanLimiter<K = alloc::string::String> {
     plans: Plans,
     shards: Box<[Mutex<Table<K, Entry>>]>,
