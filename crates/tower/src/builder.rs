@@ -344,6 +344,16 @@ impl<S: Store> Builder<S> {
                     ));
                 }
             }
+            if let Some(h) = &r.bad_header {
+                return Err(ConfigError::new(
+                    format!("routes[{i}].actual_header"),
+                    format!("{h:?} is not a header name, or was set before .measured()"),
+                ));
+            }
+            if let (Some(e), Some(_)) = (entry, &r.settle) {
+                settleable(&entries[e])
+                    .map_err(|why| ConfigError::new(format!("routes[{i}].settle"), why))?;
+            }
             #[cfg(feature = "metrics")]
             let metrics =
                 crate::metrics::RouteMetrics::new(entry.map_or("", |e| &*entries[e].name), &r.path);
@@ -355,6 +365,7 @@ impl<S: Store> Builder<S> {
                 entry,
                 cost: r.cost,
                 shadow: r.shadow,
+                settle: r.settle,
             });
         }
         Ok(RateLimitLayer {
@@ -364,6 +375,37 @@ impl<S: Store> Builder<S> {
                 settings,
             }),
         })
+    }
+}
+
+/// Why a route cannot reserve and settle on `entry`, if it cannot: the store must settle
+/// (the memory store does; the Redis store does not yet: `RedisLimiter::reserve`/`settle`
+/// are still to come), and the policy must be one limit that settles (a concurrency limit
+/// gives its slots back instead; a leaky queue, a shaper, refuses a reserve), without a
+/// tenant window or plans (the core's reserve charges neither).
+fn settleable<S: Store>(entry: &Entry<S>) -> Result<(), String> {
+    if !entry.store.settles() {
+        return Err("this store cannot reserve and settle (the Redis store cannot yet); use the memory store".into());
+    }
+    if entry.plans.is_some() {
+        return Err("a policy of plans cannot settle yet".into());
+    }
+    let limits = entry.store.limits();
+    if limits.tenant().is_some() {
+        return Err(
+            "a fair share cannot settle (a reserve does not charge the tenant window)".into(),
+        );
+    }
+    match limits.layers() {
+        [p] if matches!(
+            p.algorithm(),
+            tollgate::Algorithm::Concurrency | tollgate::Algorithm::LeakyQueue
+        ) =>
+        {
+            Err(format!("a {} limit cannot settle", p.algorithm()))
+        }
+        [_] => Ok(()),
+        _ => Err("a stack cannot settle on a route yet: use a policy of one limit".into()),
     }
 }
 

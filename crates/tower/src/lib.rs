@@ -12,6 +12,7 @@
 //   target    before the decision: route, key, tenant, cost (shared, key)
 //   answer    after the decision: forward, or answer 429/400/503 (target, shared, grpc)
 //   future    the response future (body, fields, grpc)
+//   settle    a route that reserves, then settles after the response (answer, future)
 //   service   `RateLimit`: target, decide, answer (future, answer, target)
 //   layer     `RateLimitLayer` (service, shared)
 //   builder   checks a configuration and builds the layer (layer, shared, route, key)
@@ -32,6 +33,7 @@ mod plans;
 mod route;
 mod service;
 mod settings;
+mod settle;
 mod shared;
 pub mod store;
 mod target;
@@ -46,7 +48,8 @@ pub use plans::{PlanChoice, PlanChooser};
 pub use route::Route;
 pub use service::RateLimit;
 pub use settings::{MissingKey, OnError, ProxyHeader};
-pub use store::{Checked, Clock, ManualClock, Memory, MonotonicClock, Source, Store};
+pub use settle::ActualCost;
+pub use store::{Checked, Clock, ManualClock, Memory, MonotonicClock, Reserved, Source, Store};
 /// A configuration the layer refuses, naming the field (`policies.api.limit`,
 /// `routes[1].path`, `trusted_proxies[0]`) and the reason: the shape the edge's config
 /// errors have too ([`tollgate_http::config`]).

@@ -11,6 +11,7 @@ use crate::body::{ResponseBody, Slot};
 use crate::fields::{add_fields, Fields};
 use crate::future::{own_answer, BoxFuture, ResponseFuture};
 use crate::grpc;
+use crate::settle;
 use crate::shared::Shared;
 use crate::store::Store;
 use crate::target::{target, Target};
@@ -76,6 +77,17 @@ where
                 )
             }
             Target::Refuse(refusal) => return ResponseFuture::answered(refused(refusal), grpc),
+        };
+        // A route that settles reserves, and answers in a future that settles after the
+        // response (its own file).
+        let target = match &shared.routes[target.route].settle {
+            Some(settling) => {
+                match settle::call(&shared, &mut self.inner, target, settling.clone(), grpc) {
+                    Ok(future) => return future,
+                    Err(target) => target,
+                }
+            }
+            None => target,
         };
         let entry = &shared.entries[target.entry];
         let now = match (&target.plan, &entry.plans) {

@@ -13,9 +13,10 @@ use std::num::NonZeroUsize;
 pub use tollgate::clock::{Clock, ManualClock, MonotonicClock};
 use tollgate::keyed::{KeyedLimiter, PlanCheckError, PlanLimiter};
 use tollgate::plans::{Override, Plans};
+use tollgate::settle::Reservation;
 use tollgate::store::fallback::Why;
 use tollgate::store::Limits;
-use tollgate::{DecideError, Decision, PolicyError};
+use tollgate::{DecideError, Decision, Overage, PolicyError, ReservationError};
 
 /// Where a decision was made.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -40,6 +41,15 @@ pub struct Checked {
     pub each: Vec<Decision>,
     /// Where it was decided.
     pub source: Source,
+}
+
+/// A store's answer to a reserve ([`Store::reserve_now`]).
+#[derive(Debug, PartialEq, Eq)]
+pub struct Reserved {
+    /// The decision, as a check's.
+    pub checked: Checked,
+    /// When admitted, the reservation to settle ([`Store::settle`]).
+    pub reservation: Option<Reservation>,
 }
 
 /// A store of one policy's counters (a single policy, a stack or a fair share): decides
@@ -104,6 +114,30 @@ pub trait Store: Send + Sync + 'static {
     fn plan_override(&self, key: &str) -> Option<Override> {
         let _ = key;
         None
+    }
+
+    /// Whether this store reserves and settles ([`Store::reserve_now`], [`Store::settle`]).
+    /// `false` (the default): the builder refuses a route that settles on it
+    /// ([`crate::Route::count_when`], [`crate::Route::measured`]).
+    fn settles(&self) -> bool {
+        false
+    }
+
+    /// Reserves `estimate` for `key` now (the core's reserve: a decision that charges the
+    /// estimate) and, when admitted, the reservation to settle with the real cost. `None`
+    /// (the default): the store does not settle ([`Store::settles`]).
+    fn reserve_now(&self, key: &str, estimate: u64) -> Option<Result<Reserved, Self::Error>> {
+        let _ = (key, estimate);
+        None
+    }
+
+    /// Settles `reservation` (of `key`) with the `actual` cost: gives back or charges the
+    /// difference by the core's rule ([`tollgate::settle`]), an overage charged in full
+    /// (a debt later requests wait out). The layer calls it at most once per reservation,
+    /// possibly from a destructor: it must not block or panic. A settle the store refuses
+    /// leaves the reservation charged at its estimate.
+    fn settle(&self, key: &str, reservation: Reservation, actual: u64) {
+        let _ = (key, reservation, actual);
     }
 
     /// Why a check failed, as the store failures metric names it (`tollgate.failure.reason`,
@@ -238,6 +272,41 @@ impl<C: Clock> Store for Memory<C> {
             // The layer names only its own plans.
             Err(PlanCheckError::UnknownPlan { .. }) => return None,
         })
+    }
+
+    fn settles(&self) -> bool {
+        true
+    }
+
+    fn reserve_now(&self, key: &str, estimate: u64) -> Option<Result<Reserved, DecideError>> {
+        let now = self.clock.now();
+        Some(match self.limiter.reserve(key, now, estimate) {
+            Ok((decision, reservation)) => Ok(Reserved {
+                checked: Checked {
+                    decision,
+                    each: vec![decision],
+                    source: Source::Memory,
+                },
+                reservation,
+            }),
+            Err(ReservationError::Decide(e)) => Err(e),
+            // A leaky queue refuses the reserve; the builder refuses it on a route that
+            // settles, so this is never reached: decided as a check, the request stays
+            // charged as any request is.
+            Err(_) => self.decide(key, None, estimate).map(|checked| Reserved {
+                checked,
+                reservation: None,
+            }),
+        })
+    }
+
+    fn settle(&self, key: &str, reservation: Reservation, actual: u64) {
+        // Refused (an actual above the core's bound): the estimate stays charged, as for a
+        // reservation never settled.
+        drop(
+            self.limiter
+                .settle(key, reservation, actual, self.clock.now(), Overage::Debt),
+        );
     }
 
     fn release(&self, key: &str, cost: u64) {
