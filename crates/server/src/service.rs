@@ -111,8 +111,24 @@ impl<S: Store> Service<S> {
     async fn decide(&self, request: &RateLimitRequest) -> Result<RateLimitResponse, RequestError> {
         let planned = plan::plan(request, &self.config(), self.settings.global_shadow)?;
         let now = self.store.now();
+        if planned.refund && !self.store.refunds() {
+            return Err(RequestError::Invalid(
+                "descriptors[0].is_negative_hits: this store cannot give hits back (the Redis store cannot yet)".into(),
+            ));
+        }
         let (each, source) = if planned.items.is_empty() {
             (Vec::new(), Source::Store)
+        } else if planned.refund {
+            let (outcome, source) = self
+                .store
+                .refund(
+                    &request.domain,
+                    planned.items.clone(),
+                    self.settings.charging,
+                )
+                .await
+                .map_err(|e| RequestError::Store(e.to_string()))?;
+            (outcome.each, source)
         } else {
             let (outcome, source) = self
                 .store

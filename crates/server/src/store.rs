@@ -32,11 +32,12 @@ use std::sync::{Mutex, MutexGuard};
 
 pub use tollgate::clock::{Clock, ManualClock, SystemClock};
 use tollgate::metrics;
+use tollgate::settle::{settle, Charge, Overage};
 use tollgate::store::fallback::Behaviour;
 use tollgate::store::fallback::Why;
 use tollgate::store::request::{self, Counted};
-use tollgate::store::Write;
-use tollgate::{DecideError, Nanos, State};
+use tollgate::store::{fresh_after, Write};
+use tollgate::{DecideError, Nanos, ReservationError, State};
 
 pub use tollgate::store::request::{Charging, Outcome};
 
@@ -76,6 +77,11 @@ pub enum StoreError {
     Decide(DecideError),
     /// Redis answered something that is not the protocol's reply.
     Redis(String),
+    /// The store cannot give hits back (the Redis store: tollgate-redis has no settle yet).
+    CannotRefund,
+    /// The core refused to give hits back to a limit (a concurrency limit or a leaky
+    /// queue).
+    Refund(ReservationError),
 }
 
 impl std::fmt::Display for StoreError {
@@ -83,6 +89,8 @@ impl std::fmt::Display for StoreError {
         match self {
             StoreError::Decide(e) => write!(f, "cannot decide: {e}"),
             StoreError::Redis(m) => write!(f, "redis: {m}"),
+            StoreError::CannotRefund => f.write_str("this store cannot give hits back"),
+            StoreError::Refund(e) => write!(f, "giving hits back: {e}"),
         }
     }
 }
@@ -102,6 +110,27 @@ pub trait Store: Send + Sync + 'static {
         charging: Charging,
         blocked: bool,
     ) -> impl Future<Output = Result<(Outcome, Source), StoreError>> + Send;
+
+    /// Gives back each item's cost (Envoy's `is_negative_hits`): the core's settle rule
+    /// for a charge of that cost at now whose actual was 0 ([`tollgate::settle`]), so a
+    /// state is never made fuller than fresh and a window that no longer counts gets
+    /// nothing; then each limit's decision for a cost of 0 (what it has left). `None` (the
+    /// default): the store cannot give back ([`Store::refunds`] is false).
+    fn refund(
+        &self,
+        domain: &str,
+        items: Vec<(String, Counted)>,
+        charging: Charging,
+    ) -> impl Future<Output = Result<(Outcome, Source), StoreError>> + Send {
+        let _ = (domain, items, charging);
+        std::future::ready(Err(StoreError::CannotRefund))
+    }
+
+    /// Whether [`Store::refund`] gives back: the service refuses a request with negative
+    /// hits on a store that cannot, naming the field.
+    fn refunds(&self) -> bool {
+        false
+    }
 
     /// The store's clock now (for the limits that need no state: a blocking limit's reset).
     fn now(&self) -> Nanos;
@@ -272,6 +301,63 @@ impl<C: Clock> Memory<C> {
         charging: Charging,
         blocked: bool,
     ) -> Result<Outcome, DecideError> {
+        self.locked(items, |_, _, _| Ok(false), charging, blocked)
+    }
+
+    /// Gives back each item's cost now (Envoy's `is_negative_hits`), under the locks of
+    /// every key's shard: each loaded state is settled by the core's rule as a charge of
+    /// the cost at now whose actual was 0 (never fuller than fresh), then decided at a
+    /// cost of 0, which reports what is left and writes the state (or deletes it, fresh).
+    /// All or nothing: an error leaves every key as it was.
+    ///
+    /// Errors: [`ReservationError::NotSettleable`] for a concurrency limit or a leaky
+    /// queue (the service refuses them first), the core's decide errors otherwise.
+    pub fn refund_now(
+        &self,
+        items: &[(String, Counted)],
+        charging: Charging,
+    ) -> Result<Outcome, ReservationError> {
+        let zero: Vec<(String, Counted)> = items
+            .iter()
+            .map(|(k, c)| (k.clone(), Counted { cost: 0, ..*c }))
+            .collect();
+        self.locked(
+            &zero,
+            |i, state, now| {
+                let policy = &items[i].1.policy;
+                // A state of another algorithm is read as fresh by the decide that
+                // follows (as for a charge): there is nothing of this policy's to give
+                // back.
+                if state
+                    .as_ref()
+                    .is_some_and(|s| s.algorithm() != policy.algorithm())
+                {
+                    return Ok(false);
+                }
+                let charge = Charge {
+                    cost: items[i].1.cost,
+                    at: now,
+                };
+                let before = state.clone();
+                settle(policy, state, charge, 0, now, Overage::Debt)?;
+                Ok(*state != before)
+            },
+            charging,
+            false,
+        )
+    }
+
+    /// Loads the items' states under their shards' locks, passes each through `first`
+    /// (nothing for a decision; a refund's settle, which says whether it changed the
+    /// state), decides and writes what changed. An error from `first` or the decision
+    /// writes nothing.
+    fn locked<E: From<DecideError>>(
+        &self,
+        items: &[(String, Counted)],
+        mut first: impl FnMut(usize, &mut Option<State>, Nanos) -> Result<bool, E>,
+        charging: Charging,
+        blocked: bool,
+    ) -> Result<Outcome, E> {
         let mut wanted: Vec<usize> = items.iter().map(|(key, _)| shard_of(key)).collect();
         let of_item = wanted.clone();
         wanted.sort_unstable();
@@ -285,8 +371,29 @@ impl<C: Clock> Memory<C> {
             .zip(&of_item)
             .map(|((key, _), &s)| guards[guard_of(s)].1.get(key, now).cloned())
             .collect();
+        let mut loaded = loaded;
+        // (Empty, so never allocated, for a decision.)
+        let mut changed = Vec::new();
+        for (i, state) in loaded.iter_mut().enumerate() {
+            if first(i, state, now)? {
+                changed.push(i);
+            }
+        }
         let counted: Vec<Counted> = items.iter().map(|(_, c)| *c).collect();
-        let outcome = request::decide(&counted, &loaded, now, charging, blocked)?;
+        let mut outcome = request::decide(&counted, &loaded, now, charging, blocked)?;
+        // What `first` changed and the decision did not write again is written as it is.
+        for i in changed {
+            if outcome.writes.iter().all(|(w, _)| *w != i) {
+                let write = match &loaded[i] {
+                    None => Write::Delete,
+                    Some(state) => Write::Put {
+                        fresh_after: fresh_after(&counted[i].policy, state, now),
+                        state: state.clone(),
+                    },
+                };
+                outcome.writes.push((i, write));
+            }
+        }
         let mut evicted = 0;
         for (i, write) in &outcome.writes {
             let shard = &mut guards[guard_of(of_item[*i])].1;
@@ -330,6 +437,26 @@ impl<C: Clock> Store for Memory<C> {
                 .map(|o| (o, Source::Store))
                 .map_err(StoreError::Decide),
         )
+    }
+
+    fn refund(
+        &self,
+        _domain: &str,
+        items: Vec<(String, Counted)>,
+        charging: Charging,
+    ) -> impl Future<Output = Result<(Outcome, Source), StoreError>> + Send {
+        std::future::ready(
+            self.refund_now(&items, charging)
+                .map(|o| (o, Source::Store))
+                .map_err(|e| match e {
+                    ReservationError::Decide(e) => StoreError::Decide(e),
+                    other => StoreError::Refund(other),
+                }),
+        )
+    }
+
+    fn refunds(&self) -> bool {
+        true
     }
 
     fn now(&self) -> Nanos {

@@ -73,20 +73,15 @@ async fn every_known_field_is_read_in_both_spellings() {
         .await;
     assert_eq!(code, 200, "{body}");
     assert!(body.contains(r#""limitRemaining":2"#), "{body}");
-    // isNegativeHits is read, and refused as over gRPC.
+    // isNegativeHits is read, and gives back as over gRPC: 2 of the 3 spent.
     let (code, body) = s
         .http(
             "POST",
             "/json",
-            r#"{"domain":"d","descriptors":[{"entries":[{"key":"user","value":"c"}],"isNegativeHits":true}]}"#,
+            r#"{"domain":"d","descriptors":[{"entries":[{"key":"user","value":"c"}],"hitsAddend":"2","isNegativeHits":true,"limit":{"requests_per_unit":5,"unit":"MINUTE"}}]}"#,
         )
         .await;
-    assert_eq!(
-        (code, body.as_str()),
-        (
-            400,
-            "descriptors[0].is_negative_hits: giving hits back is not supported"
-        )
-    );
+    assert_eq!(code, 200, "{body}");
+    assert!(body.contains(r#""limitRemaining":4"#), "{body}");
     s.stop().await;
 }

@@ -51,6 +51,9 @@ pub(super) struct Planned {
     /// An enforced `requests_per_unit: 0` limit is among them: nothing may be charged in
     /// all-or-nothing mode.
     pub blocked: bool,
+    /// Every descriptor has `is_negative_hits` (Envoy 1.38): the items' costs are given
+    /// back, not charged ([`crate::store::Store::refund`]).
+    pub refund: bool,
 }
 
 /// Plans `request` on `config`; every limit is in shadow mode under `global_shadow`.
@@ -60,6 +63,7 @@ pub(super) fn plan(
     global_shadow: bool,
 ) -> Result<Planned, RequestError> {
     validate(request)?;
+    let refund = negative_hits(request)?;
     let matched = request
         .descriptors
         .iter()
@@ -76,6 +80,7 @@ pub(super) fn plan(
         plans: Vec::with_capacity(matched.len()),
         items: Vec::new(),
         blocked: false,
+        refund,
     };
     for (d, m) in request.descriptors.iter().zip(&matched) {
         let plan = match m {
@@ -91,7 +96,29 @@ pub(super) fn plan(
         planned.plans.push(plan);
     }
     bounds::counted(planned.items.len()).map_err(RequestError::Invalid)?;
+    // A refund is never denied: a `requests_per_unit: 0` rule has nothing to give back.
+    // (Every counted policy settles: the configuration refuses concurrency limits and
+    // leaky queues.)
+    planned.blocked &= !refund;
     Ok(planned)
+}
+
+/// Whether the request gives hits back (Envoy's `is_negative_hits`): all its descriptors
+/// do, or none. A request that both takes and gives back is refused, naming the first
+/// descriptor that differs: Envoy sends a refund as a request of its own (a response's
+/// cost, `apply_on_stream_done`), and one answer cannot say both.
+fn negative_hits(request: &RateLimitRequest) -> Result<bool, RequestError> {
+    let first = request.descriptors[0].is_negative_hits;
+    match request
+        .descriptors
+        .iter()
+        .position(|d| d.is_negative_hits != first)
+    {
+        None => Ok(first),
+        Some(i) => Err(RequestError::Invalid(format!(
+            "descriptors[{i}].is_negative_hits: a request either takes hits or gives them back, not both"
+        ))),
+    }
 }
 
 impl Planned {
@@ -178,11 +205,6 @@ fn match_descriptor(
         .iter()
         .map(|e| (e.key.as_str(), e.value.as_str()))
         .collect();
-    if d.is_negative_hits {
-        return Err(RequestError::Invalid(format!(
-            "descriptors[{i}].is_negative_hits: giving hits back is not supported"
-        )));
-    }
     let Some(o) = &d.limit else {
         return Ok(config.find(&request.domain, &entries));
     };
