@@ -2,28 +2,35 @@
 //! shows, for a server (or a proxy) that sheds load before it queues.
 //!
 //! **The rule.** Completed requests are collected in windows. A window lasts at least
-//! `window`, holds only requests admitted after it opened (so that no sample is from a
-//! request admitted under an older limit), and closes once it has `min(min_samples,
-//! limit)` samples. When it closes, with `p` its `percentile`-th latency (timeouts and
-//! overload answers rank above every latency) and `target = no_load * tolerance`:
+//! `window` and closes once it has `min(min_samples, limit)` samples; after a cut, the
+//! requests admitted before it are not samples (they were admitted under the higher limit,
+//! and counting them would cut twice for one cause). When it closes, with `p` its
+//! `percentile`-th latency (timeouts and overload answers rank above every latency) and
+//! `target = no_load * tolerance`:
 //!
 //! * `p` above `target` and the limit used (the peak in flight during the window reached
 //!   90% of the limit), or `p` above twice `target` whatever the use: `limit *= target / p`,
 //!   at most halving it;
-//! * `p` at most `target`, no congestion sample in the window, and the limit used:
-//!   `limit *= min(target / p, 17/16)`, growth of at most 1/16 per window;
+//! * `p` at most `target`, no congestion sample in the window, and the limit near use
+//!   (the peak reached 3/4 of it): `limit *= min(target / p, 17/16)`, growth of at most
+//!   1/16 per window, which leaves the limit a third above the usual peak, out of reach of
+//!   ordinary noise;
 //! * otherwise the limit stays.
 //!
 //! The limit is kept within `[min_limit, max_limit]`. At equilibrium under overload the
-//! upstream's queue holds about `tolerance - 1` of its capacity (20% by default): enough to
+//! upstream's queue holds about `tolerance - 1` of its capacity (15% by default): enough to
 //! keep every worker busy, not enough to slow every request down.
 //!
-//! **The no-load latency** is the first window's percentile, follows any window whose
-//! percentile is lower (by a quarter of the gap per window, so one lucky window does not
-//! pin it), and is re-measured every `probe_interval` (jittered by ±25% from a random value
-//! the caller passes, so that processes started together do not probe together): for one
-//! window the limit is lowered to 3/4 of itself, and the percentile of that window, if it
-//! has no congestion sample, becomes the no-load latency, higher or lower. A limit that has
+//! **The no-load latency** is the percentile of the first full window after the first
+//! (the first window's early completions are the short requests); it follows (a quarter of the
+//! way per window) the percentile of any window whose peak in flight stayed below 3/4 of
+//! the limit, since such a window saw the upstream as a probe would; and it is re-measured
+//! every `probe_interval` (jittered by ±25% from a random value
+//! the caller passes, so that processes started together do not probe together): for two
+//! windows the limit is lowered to 3/4 of itself, and the percentile of the second, if it
+//! has no congestion sample, becomes the no-load latency, higher or lower (half way:
+//! the probe is two windows, the first lets the requests admitted before it drain, the
+//! second measures). A limit that has
 //! sat at its floor for five windows probes at once (the upstream may simply have become
 //! slower, and the floor would otherwise never be left).
 //!
@@ -39,7 +46,7 @@
 //!   it, and growing it would leave nothing to stop the next burst. Growth is also capped
 //!   below `target` rather than adding a fixed queue allowance each window, which is what
 //!   lets a gradient creep upward under modest overload.
-//! * The re-measurement lowers the limit by a quarter for one window, not to a floor
+//! * The re-measurement lowers the limit by a quarter for two windows, not to a floor
 //!   of a few requests (which sheds real traffic in bursts and, set high, never recovers:
 //!   Envoy #18152, #38338). Under overload a quarter of the limit is below the knee,
 //!   which is what a no-load measurement needs; under light load nothing is shed.
@@ -92,12 +99,12 @@ pub struct GradientParams {
     pub initial_limit: u32,
     /// The shortest window, in ns. Default 100 ms.
     pub window: Nanos,
-    /// The samples a window needs before it closes (or the limit, if lower). Default 50.
+    /// The samples a window needs before it closes (or the limit, if lower). Default 100.
     pub min_samples: u32,
     /// The latency percentile compared with the no-load latency. Default 90.
     pub percentile: u8,
     /// The latency still counted as unloaded, in percent of the no-load latency. Default
-    /// 120: the controller settles where the upstream is 20% slower than unloaded.
+    /// 115: the controller settles where the upstream is 15% slower than unloaded.
     pub tolerance: u32,
     /// The mean time between re-measurements of the no-load latency, in ns. Default 30 s.
     pub probe_interval: Nanos,
@@ -110,9 +117,9 @@ impl Default for GradientParams {
             max_limit: 1000,
             initial_limit: 20,
             window: 100 * NANOS_PER_MS,
-            min_samples: 50,
+            min_samples: 100,
             percentile: 90,
-            tolerance: 120,
+            tolerance: 115,
             probe_interval: 30 * NANOS_PER_SEC,
         }
     }
@@ -180,11 +187,18 @@ pub struct GradientState {
     /// The most in flight since the window opened.
     peak: u64,
     opened: Nanos,
+    /// Samples of requests started before this instant are ignored: they were admitted
+    /// under a limit that has since been lowered.
+    ignore_before: Nanos,
+    /// Whether this window's percentile may measure the no-load latency: not the first
+    /// window (its early completions are the short requests), not one after a cut (it
+    /// ignores the longer requests).
+    measurable: bool,
     window: Window,
     /// The no-load latency; 0 until the first window.
     no_load: Nanos,
     next_probe: Nanos,
-    probing: bool,
+    probe: Probe,
     /// Windows closed in a row with the limit at its floor.
     at_floor: u32,
 }
@@ -198,15 +212,17 @@ impl GradientState {
             in_flight: 0,
             peak: 0,
             opened: now,
+            ignore_before: now,
+            measurable: false,
             window: Window::default(),
             no_load: 0,
             next_probe: next_probe(g, now, random),
-            probing: false,
+            probe: Probe::Off,
             at_floor: 0,
         }
     }
 
-    /// The limit now (during a re-measurement window, requests are admitted up to 3/4 of
+    /// The limit now (during a re-measurement, requests are admitted up to 3/4 of
     /// it: [`GradientState::admitting`]).
     pub const fn limit(&self) -> u64 {
         self.limit / ONE
@@ -214,7 +230,7 @@ impl GradientState {
 
     /// How many requests may be in flight now.
     pub fn admitting(&self, g: &Gradient) -> u64 {
-        if self.probing {
+        if self.probe != Probe::Off {
             (self.limit() * 3 / 4).max(g.params.min_limit.into())
         } else {
             self.limit()
@@ -232,9 +248,19 @@ impl GradientState {
     }
 
     /// Whether the current window re-measures the no-load latency.
-    pub const fn probing(&self) -> bool {
-        self.probing
+    pub fn probing(&self) -> bool {
+        self.probe != Probe::Off
     }
+}
+
+/// Where a re-measurement of the no-load latency stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum Probe {
+    Off,
+    /// The first window at 3/4 of the limit: the requests admitted before drain.
+    Settling,
+    /// The second: its percentile is the measurement.
+    Measuring,
 }
 
 /// The next re-measurement: `probe_interval` from `now`, jittered by ±25%.
@@ -263,8 +289,7 @@ pub fn release(
     random: u64,
 ) {
     state.in_flight = state.in_flight.saturating_sub(1);
-    // A request admitted before the window opened saw an older limit.
-    if started >= state.opened {
+    if started >= state.ignore_before {
         let latency = (!outcome.is_congestion()).then(|| now.saturating_sub(started));
         state.window.record(latency);
     }
@@ -281,24 +306,44 @@ fn close_window(g: &Gradient, state: &mut GradientState, now: Nanos, random: u64
     let p = &g.params;
     let w = state.window;
     let latency = w.percentile(p.percentile);
-    if state.probing {
-        state.probing = false;
-        state.next_probe = next_probe(g, now, random);
-        if let (Some(l), 0) = (latency, w.congested()) {
-            state.no_load = l.max(1);
-        }
-    } else if state.no_load == 0 && latency.is_some() {
-        // The first window measures; a window of congestion cuts even before that.
-        if let (Some(l), 0) = (latency, w.congested()) {
-            state.no_load = l.max(1);
-        }
-    } else {
-        if let Some(l) = latency {
-            if l < state.no_load {
-                state.no_load -= (state.no_load - l) / 4;
+    // A no-load measurement needs a window without congestion whose samples are not
+    // filtered.
+    let clean = (state.measurable && w.congested() == 0)
+        .then_some(latency)
+        .flatten()
+        .map(|l| l.max(1));
+    let before = state.limit;
+    match state.probe {
+        Probe::Settling => state.probe = Probe::Measuring,
+        Probe::Measuring => {
+            state.probe = Probe::Off;
+            state.next_probe = next_probe(g, now, random);
+            if let Some(l) = clean {
+                // Half the way: one window's percentile is noisy, and another probe
+                // follows soon when the limit sits at its floor.
+                state.no_load = (state.no_load + l) / 2;
             }
         }
-        state.limit = next_limit(g, state, latency, w.congested() > 0);
+        Probe::Off if state.no_load == 0 => {
+            // A full window measures; a window of congestion cuts even before that.
+            if let Some(l) = clean {
+                state.no_load = l;
+            } else if latency.is_none() {
+                state.limit = next_limit(g, state, None, true);
+            }
+        }
+        Probe::Off => {
+            // A window whose peak stayed below 3/4 of the limit saw the upstream as a
+            // probe would: its percentile is a no-load sample (followed a quarter of the
+            // way, either direction, so that one window's noise moves little).
+            let light = state.peak * 4 < state.limit() * 3;
+            if let (Some(l), true) = (clean, light) {
+                state.no_load = (state.no_load * 3 + l) / 4;
+                // A measurement as good as a probe's: no need to probe soon.
+                state.next_probe = next_probe(g, now, random);
+            }
+            state.limit = next_limit(g, state, latency, w.congested() > 0);
+        }
     }
     let min = p.min_limit as u64 * ONE;
     state.at_floor = if state.limit <= min {
@@ -306,9 +351,16 @@ fn close_window(g: &Gradient, state: &mut GradientState, now: Nanos, random: u64
     } else {
         0
     };
-    if !state.probing && (now >= state.next_probe || state.at_floor >= 5) && state.no_load > 0 {
-        state.probing = true;
+    let due = now >= state.next_probe || state.at_floor >= 5;
+    if state.probe == Probe::Off && due && state.no_load > 0 {
+        state.probe = Probe::Settling;
         state.at_floor = 0;
+    }
+    // After a cut, the requests admitted under the higher limit still come back slow:
+    // counting them would cut again for the same cause.
+    state.measurable = state.limit >= before;
+    if state.limit < before {
+        state.ignore_before = now;
     }
     state.opened = now;
     state.peak = state.in_flight;
@@ -320,8 +372,11 @@ fn next_limit(g: &Gradient, state: &GradientState, latency: Option<Nanos>, conge
     let p = &g.params;
     let limit = state.limit;
     let target = state.no_load as u128 * p.tolerance as u128 / 100;
-    // The peak reached 90% of the limit.
+    // The peak reached 90% of the limit: the limit shaped the traffic.
     let used = state.peak * 10 >= state.limit() * 9;
+    // The peak reached 3/4 of the limit: the traffic comes near it, so the limit may grow
+    // (and sits a third above the usual peak, out of reach of ordinary noise).
+    let near = state.peak * 4 >= state.limit() * 3;
     // The ratio target / latency, in 1/1024ths, between 1/2 and 17/16.
     let ratio = match latency {
         None => ONE / 2,
@@ -332,7 +387,7 @@ fn next_limit(g: &Gradient, state: &GradientState, latency: Option<Nanos>, conge
     };
     let severe = ratio < ONE / 2 + 1;
     let lower = ratio < ONE && (used || severe);
-    let raise = ratio > ONE && used && !congested;
+    let raise = ratio > ONE && near && !congested;
     let next = if lower || raise {
         limit * ratio / ONE
     } else {
@@ -526,7 +581,9 @@ mod tests {
         // A new version: 40 ms per request whatever the load.
         let limits = rounds(&g, &mut s, &mut now, 200, |_| 40 * MS, Outcome::Success);
         assert!(limits.contains(&5), "{limits:?}");
-        assert!(*limits.last().unwrap() > 50, "{limits:?}");
+        // Re-measured (halfway per probe), the no-load latency reaches 40 ms and growth
+        // resumes.
+        assert!(*limits.last().unwrap() >= 20, "{limits:?}");
     }
 
     #[test]
