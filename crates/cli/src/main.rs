@@ -343,9 +343,8 @@ fn adapt_simulate(
             } else {
                 path.clone()
             };
-            std::fs::write(&path, plot::svg(&report)).map_err(|error| CliError::Read {
-                source: tollgate_cli::Source::File(path.clone()),
-                error,
+            std::fs::write(&path, plot::svg(&report)).map_err(|error| {
+                CliError::Usage(format!("cannot write {}: {error}", path.display()))
             })?;
         }
     }

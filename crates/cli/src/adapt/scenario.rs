@@ -329,7 +329,11 @@ fn checks(id: &str, ticks: &[Tick], p99_max: f64, line: &Line) -> (Vec<Check>, O
         ),
         _ => {
             let floor = BOUNDS.min as u64;
-            let reach = ticks.iter().position(|t| t.limit <= floor);
+            // The tick from which the limit stays at the floor to the end.
+            let reach = match ticks.iter().rposition(|t| t.limit > floor) {
+                None => Some(0),
+                Some(i) => (i + 1 < ticks.len()).then_some(i + 1),
+            };
             (
                 vec![check(
                     format!("limit falls to the floor ({floor})"),
@@ -347,7 +351,7 @@ fn convergence(id: &str) -> &'static str {
         "1" | "1x" | "3" => "the second from which the limit stays within 90-130",
         "2" => "seconds after the halving until the limit stays <= 65 with p99 in bound",
         "4" => "-",
-        _ => "the second the limit reaches its floor",
+        _ => "the second from which the limit stays at its floor",
     }
 }
 
