@@ -21,18 +21,17 @@
 //! upstream's queue holds about `tolerance - 1` of its capacity (15% by default): enough to
 //! keep every worker busy, not enough to slow every request down.
 //!
-//! **The no-load latency** is the percentile of the first full window after the first
-//! (the first window's early completions are the short requests); it follows (a quarter of the
-//! way per window) the percentile of any window whose peak in flight stayed below 3/4 of
-//! the limit, since such a window saw the upstream as a probe would; and it is re-measured
-//! every `probe_interval` (jittered by ±25% from a random value
-//! the caller passes, so that processes started together do not probe together): for two
-//! windows the limit is lowered to 3/4 of itself, and the percentile of the second, if it
-//! has no congestion sample, becomes the no-load latency, higher or lower (half way:
-//! the probe is two windows, the first lets the requests admitted before it drain, the
-//! second measures). A limit that has
-//! sat at its floor for five windows probes at once (the upstream may simply have become
-//! slower, and the floor would otherwise never be left).
+//! **The no-load latency** is the percentile of the first window after the first (the
+//! first window's early completions are the short requests). It follows, a quarter of the
+//! way per window, the percentile of any window whose peak in flight stayed below 3/4 of
+//! the limit (such a window saw the upstream as a probe would). And it is re-measured
+//! every `probe_interval` without such a window (jittered by ±25% from a random value the
+//! caller passes, so that processes started together do not probe together): for two
+//! windows requests are admitted up to 3/4 of the limit; the first lets the requests
+//! admitted before drain, the percentile of the second, if it has no congestion sample,
+//! moves the no-load latency half way to it, up or down. A limit that has sat at its
+//! floor for five windows probes at once (the upstream may simply have become slower, and
+//! the floor would otherwise never be left).
 //!
 //! **Edge cases, and the failures of older controllers they answer.**
 //! * Timeouts and overload answers are congestion, not fast samples (a dropped request
@@ -48,8 +47,9 @@
 //!   lets a gradient creep upward under modest overload.
 //! * The re-measurement lowers the limit by a quarter for two windows, not to a floor
 //!   of a few requests (which sheds real traffic in bursts and, set high, never recovers:
-//!   Envoy #18152, #38338). Under overload a quarter of the limit is below the knee,
-//!   which is what a no-load measurement needs; under light load nothing is shed.
+//!   Envoy #18152, #38338). Under overload the limit sits within `tolerance` of the
+//!   knee, so 3/4 of it is below the knee, which is what a no-load measurement needs;
+//!   under light load the light windows measure and no probe happens.
 //! * Time going backwards: a request that seems to have started after `now` has latency 0.
 //!
 //! **Pros:** needs no knowledge of the upstream's capacity; settles just above the knee
@@ -57,7 +57,9 @@
 //! **Cons:** needs traffic to learn (a window needs samples); reacts in windows, so a
 //! sudden collapse costs at least one window of slow requests; a service whose latency
 //! does not grow with load (it fails fast instead) is seen only through its overload
-//! answers; the limit is per process.
+//! answers; a wide service-time distribution hides the queue in its spread (with an
+//! exponential service time, p90 and 115% settle near twice the knee: PERF.md,
+//! "Adaptive concurrency"); the limit is per process.
 //!
 //! ```
 //! use tollgate::adaptive::gradient::{self, Gradient, GradientParams, GradientState};
