@@ -4,16 +4,19 @@
 //! **The rule.** Completed requests are collected in windows. A window lasts at least
 //! `window` and closes once it has `min(min_samples, limit)` samples; after a cut, the
 //! requests admitted before it are not samples (they were admitted under the higher limit,
-//! and counting them would cut twice for one cause). When it closes, with `p` its
-//! `percentile`-th latency (timeouts and overload answers rank above every latency) and
-//! `target = no_load * tolerance`:
+//! and counting them would cut twice for one cause). When it closes, its `percentile`-th
+//! latency and its median (timeouts and overload answers rank above every latency) are
+//! each compared with the same statistic measured without load, and `ratio` is the
+//! tighter of `tolerance * no_load / latency` for the two (the percentile sees a queue
+//! that only some requests wait in, as when constant-time workers finish in lockstep; the
+//! median sees one that a wide service-time spread hides from the percentile):
 //!
-//! * `p` above `target` and the limit used (the peak in flight during the window reached
-//!   90% of the limit), or `p` above twice `target` whatever the use: `limit *= target / p`,
-//!   at most halving it;
-//! * `p` at most `target`, no congestion sample in the window, and the limit near use
-//!   (the peak reached 3/4 of it): `limit *= min(target / p, 17/16)`, growth of at most
-//!   1/16 per window, which leaves the limit a third above the usual peak, out of reach of
+//! * `ratio` below 1 and the limit used (the peak in flight during the window reached
+//!   90% of the limit), or below 1/2 whatever the use: `limit *= ratio`, at most halving
+//!   it;
+//! * `ratio` above 1, no congestion sample in the window, and the limit near use (the
+//!   peak reached 3/4 of it): `limit *= min(ratio, 17/16)`, growth of at most 1/16 per
+//!   window, which leaves the limit a third above the usual peak, out of reach of
 //!   ordinary noise;
 //! * otherwise the limit stays.
 //!
@@ -21,8 +24,8 @@
 //! upstream's queue holds about `tolerance - 1` of its capacity (15% by default): enough to
 //! keep every worker busy, not enough to slow every request down.
 //!
-//! **The no-load latency** is the percentile of the first window after the first (the
-//! first window's early completions are the short requests). It follows, a quarter of the
+//! **The no-load latency** (percentile and median) is measured by the first window after
+//! the first (the first window's early completions are the short requests). It follows, a quarter of the
 //! way per window, the percentile of any window whose peak in flight stayed below 3/4 of
 //! the limit (such a window saw the upstream as a probe would). And it is re-measured
 //! every `probe_interval` without such a window (jittered by ±25% from a random value the
@@ -57,9 +60,7 @@
 //! **Cons:** needs traffic to learn (a window needs samples); reacts in windows, so a
 //! sudden collapse costs at least one window of slow requests; a service whose latency
 //! does not grow with load (it fails fast instead) is seen only through its overload
-//! answers; a wide service-time distribution hides the queue in its spread (with an
-//! exponential service time, p90 and 115% settle near twice the knee: PERF.md,
-//! "Adaptive concurrency"); the limit is per process.
+//! answers; the limit is per process.
 //!
 //! ```
 //! use tollgate::adaptive::gradient::{self, Gradient, GradientParams, GradientState};
@@ -103,7 +104,8 @@ pub struct GradientParams {
     pub window: Nanos,
     /// The samples a window needs before it closes (or the limit, if lower). Default 100.
     pub min_samples: u32,
-    /// The latency percentile compared with the no-load latency. Default 90.
+    /// The latency percentile compared with the no-load latency (the median is compared
+    /// too). Default 90.
     pub percentile: u8,
     /// The latency still counted as unloaded, in percent of the no-load latency. Default
     /// 115: the controller settles where the upstream is 15% slower than unloaded.
@@ -197,8 +199,10 @@ pub struct GradientState {
     /// ignores the longer requests).
     measurable: bool,
     window: Window,
-    /// The no-load latency; 0 until the first window.
+    /// The no-load latency (the percentile); 0 until measured.
     no_load: Nanos,
+    /// The no-load median.
+    no_load_median: Nanos,
     next_probe: Nanos,
     probe: Probe,
     /// Windows closed in a row with the limit at its floor.
@@ -218,6 +222,7 @@ impl GradientState {
             measurable: false,
             window: Window::default(),
             no_load: 0,
+            no_load_median: 0,
             next_probe: next_probe(g, now, random),
             probe: Probe::Off,
             at_floor: 0,
@@ -244,7 +249,7 @@ impl GradientState {
         self.in_flight
     }
 
-    /// The no-load latency as last measured (0 before the first window closed).
+    /// The no-load latency (the percentile) as last measured (0 before the first).
     pub const fn no_load(&self) -> Nanos {
         self.no_load
     }
@@ -308,30 +313,33 @@ fn close_window(g: &Gradient, state: &mut GradientState, now: Nanos, random: u64
     let p = &g.params;
     let w = state.window;
     let latency = w.percentile(p.percentile);
+    let median = w.percentile(50);
     // A no-load measurement needs a window without congestion whose samples are not
     // filtered.
     let clean = (state.measurable && w.congested() == 0)
-        .then_some(latency)
+        .then_some(latency.zip(median))
         .flatten()
-        .map(|l| l.max(1));
+        .map(|(l, m)| (l.max(1), m.max(1)));
     let before = state.limit;
     match state.probe {
         Probe::Settling => state.probe = Probe::Measuring,
         Probe::Measuring => {
             state.probe = Probe::Off;
             state.next_probe = next_probe(g, now, random);
-            if let Some(l) = clean {
+            if let Some((l, m)) = clean {
                 // Half the way: one window's percentile is noisy, and another probe
                 // follows soon when the limit sits at its floor.
                 state.no_load = (state.no_load + l) / 2;
+                state.no_load_median = (state.no_load_median + m) / 2;
             }
         }
         Probe::Off if state.no_load == 0 => {
             // A full window measures; a window of congestion cuts even before that.
-            if let Some(l) = clean {
+            if let Some((l, m)) = clean {
                 state.no_load = l;
+                state.no_load_median = m;
             } else if latency.is_none() {
-                state.limit = next_limit(g, state, None, true);
+                state.limit = next_limit(g, state, None, None, true);
             }
         }
         Probe::Off => {
@@ -339,12 +347,13 @@ fn close_window(g: &Gradient, state: &mut GradientState, now: Nanos, random: u64
             // probe would: its percentile is a no-load sample (followed a quarter of the
             // way, either direction, so that one window's noise moves little).
             let light = state.peak * 4 < state.limit() * 3;
-            if let (Some(l), true) = (clean, light) {
+            if let (Some((l, m)), true) = (clean, light) {
                 state.no_load = (state.no_load * 3 + l) / 4;
+                state.no_load_median = (state.no_load_median * 3 + m) / 4;
                 // A measurement as good as a probe's: no need to probe soon.
                 state.next_probe = next_probe(g, now, random);
             }
-            state.limit = next_limit(g, state, latency, w.congested() > 0);
+            state.limit = next_limit(g, state, latency, median, w.congested() > 0);
         }
     }
     let min = p.min_limit as u64 * ONE;
@@ -369,24 +378,42 @@ fn close_window(g: &Gradient, state: &mut GradientState, now: Nanos, random: u64
     state.window = Window::default();
 }
 
-/// The limit after a window whose percentile is `latency` (`None`: congestion).
-fn next_limit(g: &Gradient, state: &GradientState, latency: Option<Nanos>, congested: bool) -> u64 {
+/// `tolerance * no_load / latency` in 1/1024ths, between 1/2 and 17/16 (`None`:
+/// congestion beyond the percentile, 1/2).
+fn ratio(tolerance: u32, no_load: Nanos, latency: Option<Nanos>) -> u64 {
+    match latency {
+        None => ONE / 2,
+        Some(l) => {
+            let target = no_load as u128 * tolerance as u128 / 100;
+            let r = target * ONE as u128 / l.max(1) as u128;
+            r.clamp(ONE as u128 / 2, ONE as u128 * 17 / 16) as u64
+        }
+    }
+}
+
+/// The limit after a window whose percentile is `latency` and median `median` (`None`:
+/// congestion).
+fn next_limit(
+    g: &Gradient,
+    state: &GradientState,
+    latency: Option<Nanos>,
+    median: Option<Nanos>,
+    congested: bool,
+) -> u64 {
     let p = &g.params;
     let limit = state.limit;
-    let target = state.no_load as u128 * p.tolerance as u128 / 100;
     // The peak reached 90% of the limit: the limit shaped the traffic.
     let used = state.peak * 10 >= state.limit() * 9;
     // The peak reached 3/4 of the limit: the traffic comes near it, so the limit may grow
     // (and sits a third above the usual peak, out of reach of ordinary noise).
     let near = state.peak * 4 >= state.limit() * 3;
-    // The ratio target / latency, in 1/1024ths, between 1/2 and 17/16.
-    let ratio = match latency {
-        None => ONE / 2,
-        Some(l) => {
-            let r = target * ONE as u128 / l.max(1) as u128;
-            r.clamp(ONE as u128 / 2, ONE as u128 * 17 / 16) as u64
-        }
-    };
+    // The tighter of the two: the percentile sees a queue that only some requests wait
+    // in, the median one that a wide service-time spread hides from the percentile.
+    let ratio = ratio(p.tolerance, state.no_load, latency).min(ratio(
+        p.tolerance,
+        state.no_load_median,
+        median,
+    ));
     let severe = ratio < ONE / 2 + 1;
     let lower = ratio < ONE && (used || severe);
     let raise = ratio > ONE && near && !congested;

@@ -23,10 +23,10 @@ fn passed(line: &Line) -> usize {
 /// at least as much as any baseline that meets the latency bounds too (within 0.5
 /// percentage point: a static limit at the knee loses a little to Poisson gaps, and
 /// wins a little at light load).
-fn as_good_as_every_baseline(report: &Report, except: &[&str]) {
+fn as_good_as_every_baseline(report: &Report) {
     let (tollgate, baselines) = report.lines.split_first().expect("lines");
     assert_eq!(tollgate.controller, "tollgate");
-    for b in baselines.iter().filter(|b| !except.contains(&b.controller)) {
+    for b in baselines {
         assert!(
             passed(b) <= passed(tollgate),
             "{} meets more bounds than tollgate:\n{:#?}",
@@ -54,57 +54,40 @@ fn twice_the_capacity_from_a_limit_of_20_settles_at_the_knee() {
     let r = report("1");
     assert_passes(&r.lines[0]);
     assert!(r.lines[0].converge.is_some_and(|s| s <= 10.0));
-    as_good_as_every_baseline(&r, &[]);
+    as_good_as_every_baseline(&r);
 }
 
-/// With exponential service the p90 is dominated by the service time's spread (2.3x the
-/// mean), and the queueing delay a 15% tolerance allows is ~3.5 ms, which at 10,000/s is
-/// a queue of ~35 plus the slower growth of the p90 than of the mean wait: the limit
-/// settles near 200, not within 90-130. Goodput and p99 are within their bounds; the
-/// bound on the limit is the one left unmet (see PERF.md: a p50 comparison meets it but
-/// then misses scenario 2's p99).
 #[test]
-fn twice_the_capacity_with_exponential_service_keeps_goodput_and_latency() {
+fn twice_the_capacity_with_exponential_service_settles_at_the_knee() {
     let r = report("1x");
-    let t = &r.lines[0];
-    let by_bound = |prefix: &str| {
-        t.checks
-            .iter()
-            .find(|c| c.bound.starts_with(prefix))
-            .unwrap()
-    };
-    assert!(by_bound("goodput").pass, "{:#?}", t.checks);
-    assert!(by_bound("p99").pass, "{:#?}", t.checks);
-    assert!(t.limits.0 < 250.0, "mean limit {}", t.limits.0);
-    // The static limit, set at the knee by someone who knows the capacity, meets the
-    // limit bound by construction; every adaptive baseline meets fewer bounds.
-    as_good_as_every_baseline(&r, &["static"]);
+    assert_passes(&r.lines[0]);
+    as_good_as_every_baseline(&r);
 }
 
 #[test]
 fn capacity_halving_and_returning_is_followed_within_seconds() {
     let r = report("2");
     assert_passes(&r.lines[0]);
-    as_good_as_every_baseline(&r, &[]);
+    as_good_as_every_baseline(&r);
 }
 
 #[test]
 fn modest_overload_for_ten_minutes_does_not_creep() {
     let r = report("3");
     assert_passes(&r.lines[0]);
-    as_good_as_every_baseline(&r, &[]);
+    as_good_as_every_baseline(&r);
 }
 
 #[test]
 fn half_load_with_noisy_service_sheds_nothing() {
     let r = report("4");
     assert_passes(&r.lines[0]);
-    as_good_as_every_baseline(&r, &[]);
+    as_good_as_every_baseline(&r);
 }
 
 #[test]
 fn a_hanging_server_drives_the_limit_to_its_floor() {
     let r = report("5");
     assert_passes(&r.lines[0]);
-    as_good_as_every_baseline(&r, &[]);
+    as_good_as_every_baseline(&r);
 }
