@@ -196,6 +196,24 @@ for (const fw of [express_, hono_]) {
   }
 }
 
+for (const fw of [express_, hono_]) {
+  test(`${fw.name}: an actual that is not a whole number keeps the estimate and goes to onSettleError`, async () => {
+    const limiter = new Limiter("fixed-window 1000/min");
+    let reported;
+    const failed = new Promise((r) => (reported = r));
+    const options = { limiter, key: () => "u", cost: { estimate: () => 500, actual: () => 1.5 }, onSettleError: (err) => reported(err) };
+    const { base, close } = await fw.serve(options, llm(0));
+    try {
+      assert.equal((await fetch(`${base}/chat`)).status, 200);
+      const err = await failed;
+      assert.ok(err instanceof TypeError && err.field === "actual" && err.rule === "not-a-number", String(err));
+      assert.equal(limiter.peek("u").remaining, 500);
+    } finally {
+      await close();
+    }
+  });
+}
+
 test("settle options are checked, naming the field", () => {
   const limiter = new Limiter("10/s");
   const bad = (opts, field) => assert.throws(() => rateLimit({ limiter, ...opts }), (e) => e instanceof TypeError && e.field === field);
