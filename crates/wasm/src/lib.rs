@@ -69,7 +69,7 @@ static ALLOCATOR: talc::TalckWasm = unsafe { talc::TalckWasm::new_global() };
 #[cfg(feature = "store")]
 pub use fleet::FleetLimits;
 pub use http::{Backoff, *};
-pub use limiter::{Core, KEY_MAX, OUT_LEN};
+pub use limiter::{Core, KEY_MAX, OUT_LEN, RESERVATION_LEN};
 #[cfg(feature = "state-json")]
 pub use stateless::decide_state;
 pub use wait::{wait_step, GIVE_UP};
