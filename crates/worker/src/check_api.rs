@@ -132,6 +132,7 @@ pub async fn handle(
     let limits = plan.limits;
     let call = match endpoint {
         Endpoint::Check => ObjectRequest::Check(Check {
+            reservation: None,
             limits,
             cost: body.cost,
             lease: None,
@@ -169,9 +170,12 @@ pub async fn handle(
             degraded(env, &entry.name, Why::Timeout);
             unavailable("timed out")
         }
-        Ok(other @ (ObjectResponse::Count { .. } | ObjectResponse::Stats { .. })) => {
-            api_error(500, "unexpected", &format!("unexpected answer {other:?}"))
-        }
+        Ok(
+            other @ (ObjectResponse::Count { .. }
+            | ObjectResponse::Stats { .. }
+            | ObjectResponse::Settled { .. }
+            | ObjectResponse::NotReserved),
+        ) => api_error(500, "unexpected", &format!("unexpected answer {other:?}")),
         Err(f) => {
             console_error!("tollgate: check API object {}: {f}", plan.object);
             let why = match f {

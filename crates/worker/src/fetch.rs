@@ -80,6 +80,7 @@ async fn limited(req: Request, env: &Env, ctx: &Context, cfg: &Config) -> worker
 
     // The object's decision.
     let check = Check {
+        reservation: None,
         limits: plan.limits,
         cost: route.cost,
         lease: admit::lease_for(&plan.names),
