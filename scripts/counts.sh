@@ -155,6 +155,8 @@ settle-reserve-open-1 20000
 settle-reserve-settle-1 20000
 tower-1 5000
 tower-10k 5000
+tower-apikey-10k 5000
+tower-plans-10k 5000
 tower-metrics-1 5000
 tower-metrics-10k 5000
 tower-prometheus-1 5000

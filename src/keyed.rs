@@ -31,10 +31,12 @@
 //! ```
 
 mod cell;
+mod plans;
 mod reserve;
 mod table;
 mod waiting;
 
+pub use self::plans::{PlanCheckError, PlanLimiter};
 #[cfg(feature = "tokio")]
 pub use self::waiting::unix_now;
 pub use self::waiting::{AcquireError, Wait};

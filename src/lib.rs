@@ -47,6 +47,8 @@ extern crate std;
 
 pub mod algorithms;
 pub mod backoff;
+#[cfg(feature = "alloc")]
+pub mod carry;
 mod charge;
 #[cfg(feature = "std")]
 pub mod clock;
@@ -63,6 +65,8 @@ pub mod keyed;
 mod math;
 #[cfg(feature = "alloc")]
 pub mod metrics;
+#[cfg(feature = "alloc")]
+pub mod plans;
 mod policy;
 pub mod settle;
 #[cfg(feature = "alloc")]

@@ -367,3 +367,86 @@ proptest! {
         }
     }
 }
+
+/// One trace of plan switches for [`switching_plans_never_admits_more_than_the_largest_plan`]:
+/// each step waits `dt` ms, switches plan if asked (carrying the state), and asks for `cost`.
+/// Returns the admitted requests as `(t in ms, cost)`.
+fn admitted_while_switching(
+    plans: [&Policy; 2],
+    steps: &[(u64, bool, u64)],
+) -> Result<Vec<(u64, u64)>, TestCaseError> {
+    let mut on = 0;
+    let mut state = None;
+    let mut t = 0u64;
+    let mut admitted = Vec::new();
+    for &(dt, switch, cost) in steps {
+        t += dt;
+        let now = t * NANOS_PER_MS;
+        if switch {
+            state = tollgate::carry::carry(plans[on], state, plans[1 - on], now).unwrap();
+            on = 1 - on;
+        }
+        if cost > plans[on].limit() {
+            continue;
+        }
+        let (d, next) = decide(plans[on], state, now, cost).unwrap();
+        state = next;
+        if d.allowed {
+            admitted.push((t, cost));
+        }
+    }
+    Ok(admitted)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 300, ..ProptestConfig::default() })]
+
+    /// Switching a key between a free plan (10/min) and a pro plan (100/min) of the same
+    /// algorithm, in any order and as often as it likes, never admits more in any interval
+    /// than the pro plan alone allows: a bucket `C + r*T` over `[t_i, t_j]`, a fixed window
+    /// its limit within one window (`carry`'s argument, in its module docs).
+    #[test]
+    fn switching_plans_never_admits_more_than_the_largest_plan(
+        alg in prop::sample::select(vec!["token-bucket", "gcra", "leaky-bucket", "fixed-window"]),
+        steps in prop::collection::vec((0u64..3_000, prop::bool::weighted(0.3), 1u64..=12), 1..120),
+    ) {
+        let free: Policy = format!("{alg} 10/min").parse().unwrap();
+        let pro: Policy = format!("{alg} 100/min").parse().unwrap();
+        let admitted = admitted_while_switching([&free, &pro], &steps)?;
+        let minute = 60_000u64;
+        for (i, &(ti, _)) in admitted.iter().enumerate() {
+            for &(tj, _) in &admitted[i..] {
+                let total: u64 = admitted.iter().filter(|(t, _)| (ti..=tj).contains(t)).map(|(_, c)| c).sum();
+                let bound = if alg == "fixed-window" {
+                    if ti / minute != tj / minute { continue }
+                    100
+                } else {
+                    100 + 100 * (tj - ti) / minute
+                };
+                prop_assert!(total <= bound, "{alg}: {total} admitted in [{ti}, {tj}] ms, bound {bound}");
+            }
+        }
+    }
+
+    /// A carry never lowers what was spent: the spend read back under the new policy is at
+    /// least the old one's (rounded up), whatever the two policies.
+    #[test]
+    fn a_carry_never_lowers_the_spend(
+        a in prop::sample::select(vec!["10/min", "gcra 7/s burst 3", "leaky-bucket 50/h", "leaky-queue 5/s", "fixed-window 10/min", "sliding-window 20/10s", "sliding-log 5/s"]),
+        b in prop::sample::select(vec!["100/min", "gcra 70/s", "leaky-bucket 5/h", "leaky-queue 50/s burst 9", "fixed-window 3/min", "sliding-window 200/10s", "sliding-log 50/2s"]),
+        costs in prop::collection::vec((0u64..5_000, 1u64..=3), 1..30),
+        now_ms in 0u64..100_000,
+    ) {
+        let (a, b): (Policy, Policy) = (a.parse().unwrap(), b.parse().unwrap());
+        let mut state = None;
+        let mut t = 0;
+        for (dt, cost) in costs {
+            t += dt;
+            state = decide(&a, state, t * NANOS_PER_MS, cost).unwrap().1;
+        }
+        let now = (t + now_ms) * NANOS_PER_MS;
+        let before = tollgate::carry::spent(&a, &state, now).unwrap();
+        let carried = tollgate::carry::carry(&a, state, &b, now).unwrap();
+        prop_assert!(tollgate::carry::spent(&b, &carried, now).unwrap() >= before);
+    }
+}

@@ -72,3 +72,21 @@ pub fn release(state: Option<ConcurrencyState>, cost: u64) -> Option<Concurrency
     let in_flight = state.map_or(0, |s| s.in_flight).saturating_sub(cost);
     (in_flight > 0).then_some(ConcurrencyState { in_flight })
 }
+
+/// The slots `state` holds (see [`crate::carry`]): what a concurrency limit has "spent".
+pub fn spent(state: Option<ConcurrencyState>) -> u64 {
+    state.map_or(0, |s| s.in_flight)
+}
+
+/// The state holding `in_flight` slots (see [`crate::carry`]), above the new maximum if so:
+/// the requests in flight are still in flight, and new ones wait for their releases.
+///
+/// ```
+/// use tollgate::algorithms::concurrency::{acquire, with_in_flight};
+/// use core::num::NonZeroU64;
+/// let s = with_in_flight(5);
+/// assert!(!acquire(NonZeroU64::new(3).unwrap(), s, 1).0.allowed);
+/// ```
+pub fn with_in_flight(in_flight: u64) -> Option<ConcurrencyState> {
+    (in_flight > 0).then_some(ConcurrencyState { in_flight })
+}

@@ -207,3 +207,37 @@ pub fn decide(
         (count > 0).then_some(FixedWindowState { window, count }),
     )
 }
+
+/// The cost `state` has spent at `now` (see [`crate::carry`]): the count of the current
+/// window, a debt carried from earlier windows included (see [`decide`]); for a state in a
+/// window still to come (time went back), its count plus `limit` for every window before it.
+pub fn spent(quota: &Quota, state: Option<FixedWindowState>, now: Nanos) -> u64 {
+    let current = now / quota.window();
+    let (window, count) = roll(quota, state, now);
+    count.saturating_add((window - current).saturating_mul(quota.limit()))
+}
+
+/// The state that has spent `spent` at `now` (see [`crate::carry`]): `spent` counted in the
+/// current window, above the limit for a debt, which the next windows pay off one limit
+/// each (as any count above the limit is). `None` for nothing.
+///
+/// ```
+/// use tollgate::algorithms::fixed_window::{decide, spent, with_spent, FixedWindowState};
+/// use tollgate::Quota;
+/// use core::num::NonZeroU32;
+/// let free = Quota::per_minute(NonZeroU32::new(100).unwrap());
+/// let now = 90_000_000_000; // in window 1
+/// assert_eq!(with_spent(&free, 70, now), Some(FixedWindowState { window: 1, count: 70 }));
+/// // 250: windows 1 and 2 are full, 50 are counted in window 3.
+/// let s = with_spent(&free, 250, now);
+/// assert_eq!(spent(&free, s, now), 250);
+/// assert_eq!(spent(&free, s, 150_000_000_000), 150);
+/// assert_eq!(spent(&free, s, 210_000_000_000), 50);
+/// assert_eq!(decide(&free, s, now, 1).0.retry_after, 90_000_000_000); // at 180 s
+/// ```
+pub fn with_spent(quota: &Quota, spent: u64, now: Nanos) -> Option<FixedWindowState> {
+    (spent > 0).then(|| FixedWindowState {
+        window: now / quota.window(),
+        count: spent,
+    })
+}

@@ -60,7 +60,7 @@
 //! ```
 
 use crate::charge::{Charge, Overage, Settled};
-use crate::math::mul_wide;
+use crate::math::{ceil_div, mul_wide};
 use crate::{Bucket, Decision, Nanos, MAX_COUNT};
 
 /// GCRA state: the theoretical arrival time, in nanoseconds times `limit`.
@@ -141,4 +141,33 @@ pub fn settle(
         (settled, tat + mul_wide(settled.charged, interval))
     };
     (settled, (tat > now_s).then_some(GcraState { tat }))
+}
+
+/// The cost `state` has spent at `now` (see [`crate::carry`]): the TAT's lead over `now` in
+/// emission intervals, rounded up (above the capacity when a carry left a debt).
+pub fn spent(bucket: &Bucket, state: Option<GcraState>, now: Nanos) -> u64 {
+    let Some(s) = state else { return 0 };
+    let used = s.tat.saturating_sub(mul_wide(now, bucket.rate().limit()));
+    u64::try_from(ceil_div(used, bucket.rate().window() as u128)).unwrap_or(u64::MAX)
+}
+
+/// The state that has spent `spent` at `now` (see [`crate::carry`]): the TAT `spent`
+/// emission intervals after `now`. A spend above the capacity needs nothing special: the
+/// TAT lies beyond the tolerance and is denied until time catches up. `None` for nothing.
+///
+/// ```
+/// use tollgate::algorithms::gcra::{decide, spent, with_spent};
+/// use tollgate::{Bucket, Quota};
+/// use core::num::NonZeroU32;
+/// let free = Bucket::new(Quota::per_minute(NonZeroU32::new(100).unwrap()));
+/// let s = with_spent(&free, 250, 0);
+/// assert_eq!(spent(&free, s, 0), 250);
+/// // 150 owed at 100 per minute: the next request passes 90.6 s later (one interval more).
+/// assert_eq!(decide(&free, s, 0, 1).0.retry_after, 90_600_000_000);
+/// ```
+pub fn with_spent(bucket: &Bucket, spent: u64, now: Nanos) -> Option<GcraState> {
+    (spent > 0).then(|| GcraState {
+        tat: mul_wide(now, bucket.rate().limit())
+            .saturating_add(mul_wide(spent, bucket.rate().window())),
+    })
 }

@@ -51,7 +51,7 @@
 //! ```
 
 use crate::charge::{Charge, Overage, Settled};
-use crate::math::mul_wide;
+use crate::math::{ceil_div, mul_wide};
 use crate::{Bucket, Decision, Nanos, MAX_COUNT};
 
 /// A leaky bucket meter's state. The bucket is empty when there is no state.
@@ -140,4 +140,31 @@ pub fn settle(
         settled,
         (level > 0).then_some(LeakyBucketState { level, last }),
     )
+}
+
+/// The cost `state` has spent at `now` (see [`crate::carry`]): the level after leaking,
+/// rounded up (above the capacity when a carry left a debt).
+pub fn spent(bucket: &Bucket, state: Option<LeakyBucketState>, now: Nanos) -> u64 {
+    let Some(s) = state else { return 0 };
+    let leaked = mul_wide(now.saturating_sub(s.last), bucket.rate().limit());
+    let level = s.level.saturating_sub(leaked);
+    u64::try_from(ceil_div(level, bucket.rate().window() as u128)).unwrap_or(u64::MAX)
+}
+
+/// The state that has spent `spent` at `now` (see [`crate::carry`]): a level of `spent`,
+/// above the capacity for a debt (denied until it has leaked below). `None` for nothing.
+///
+/// ```
+/// use tollgate::algorithms::leaky_bucket::{spent, with_spent};
+/// use tollgate::{Bucket, Quota};
+/// use core::num::NonZeroU32;
+/// let free = Bucket::new(Quota::per_minute(NonZeroU32::new(100).unwrap()));
+/// let s = with_spent(&free, 250, 0);
+/// assert_eq!(spent(&free, s, 30_000_000_000), 200); // 50 leaked in 30 s
+/// ```
+pub fn with_spent(bucket: &Bucket, spent: u64, now: Nanos) -> Option<LeakyBucketState> {
+    (spent > 0).then(|| LeakyBucketState {
+        level: mul_wide(spent, bucket.rate().window()),
+        last: now,
+    })
 }

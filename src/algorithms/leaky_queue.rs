@@ -35,7 +35,7 @@
 //! assert_eq!(rejected, 3);
 //! ```
 
-use crate::math::mul_wide;
+use crate::math::{ceil_div, mul_wide};
 use crate::{Bucket, Decision, Nanos};
 
 /// A leaky queue's state: when the last queued request leaves. Empty when there is no state.
@@ -93,4 +93,32 @@ pub fn decide(
             last_departure: tail,
         }),
     )
+}
+
+/// The cost `state` has spent at `now` (see [`crate::carry`]): the backlog still waiting, in
+/// requests of cost 1, rounded up (above the capacity when a carry left a debt).
+pub fn spent(bucket: &Bucket, state: Option<LeakyQueueState>, now: Nanos) -> u64 {
+    let Some(s) = state else { return 0 };
+    let backlog = s
+        .last_departure
+        .saturating_sub(mul_wide(now, bucket.rate().limit()));
+    u64::try_from(ceil_div(backlog, bucket.rate().window() as u128)).unwrap_or(u64::MAX)
+}
+
+/// The state that has spent `spent` at `now` (see [`crate::carry`]): a backlog of `spent`
+/// that drains at the rate; a backlog above the capacity rejects until it has drained below.
+/// `None` for nothing.
+///
+/// ```
+/// use tollgate::algorithms::leaky_queue::{spent, with_spent};
+/// use tollgate::{Bucket, Quota};
+/// use core::num::NonZeroU32;
+/// let q = Bucket::new(Quota::per_second(NonZeroU32::new(2).unwrap()));
+/// assert_eq!(spent(&q, with_spent(&q, 5, 0), 1_000_000_000), 3); // 2 left in 1 s
+/// ```
+pub fn with_spent(bucket: &Bucket, spent: u64, now: Nanos) -> Option<LeakyQueueState> {
+    (spent > 0).then(|| LeakyQueueState {
+        last_departure: mul_wide(now, bucket.rate().limit())
+            .saturating_add(mul_wide(spent, bucket.rate().window())),
+    })
 }

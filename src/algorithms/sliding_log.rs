@@ -202,3 +202,43 @@ pub fn decide(
     };
     (decision, (!log.entries.is_empty()).then_some(log))
 }
+
+/// The cost `state` has spent at `now` (see [`crate::carry`]): the cost logged in the window
+/// that ends at `now` (or at the newest entry, if later); for a log whose newest entry lies
+/// after `now` (a carried debt), plus `limit` for every window, begun or whole, until it.
+pub fn spent(quota: &Quota, state: &Option<SlidingLogState>, now: Nanos) -> u64 {
+    let Some(log) = state else { return 0 };
+    let w = quota.window() as u128;
+    let at = log.entries.back().map_or(now, |e| e.at.max(now));
+    let logged = log
+        .entries
+        .iter()
+        .filter(|e| e.at as u128 + w > at as u128)
+        .fold(0u64, |a, e| a.saturating_add(e.cost));
+    let ahead = ((at - now) as u128).div_ceil(w) as u64;
+    logged.saturating_add(ahead.saturating_mul(quota.limit()))
+}
+
+/// The state that has spent `spent` at `now` (see [`crate::carry`]): one entry of `spent` at
+/// `now` when it fits the limit; otherwise `spent - k * limit` (between 1 and `limit`)
+/// logged `k` windows after `now`, which the log counts from until a window after that.
+/// `None` for nothing.
+///
+/// ```
+/// use tollgate::algorithms::sliding_log::{spent, with_spent};
+/// use tollgate::Quota;
+/// use core::num::NonZeroU32;
+/// let free = Quota::per_minute(NonZeroU32::new(100).unwrap());
+/// let s = with_spent(&free, 250, 0);
+/// assert_eq!(s.as_ref().unwrap().entries[0].at, 120_000_000_000);
+/// assert_eq!(spent(&free, &s, 0), 250);
+/// ```
+pub fn with_spent(quota: &Quota, spent: u64, now: Nanos) -> Option<SlidingLogState> {
+    let ahead = spent.checked_sub(1)? / quota.limit();
+    let mut log = SlidingLogState::default();
+    log.entries.push_back(Entry {
+        at: now.saturating_add(ahead.saturating_mul(quota.window())),
+        cost: spent - ahead * quota.limit(),
+    });
+    Some(log)
+}

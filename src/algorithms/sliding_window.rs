@@ -231,3 +231,42 @@ fn retry_in_window(w: u128, limit: u128, elapsed: u128, prev: u128, cur: u128, c
     };
     (w - elapsed) + e
 }
+
+/// The cost `state` has spent at `now` (see [`crate::carry`]): the window's estimate
+/// (`prev * (1 - elapsed/W) + cur`, rounded up) of the state rolled to `now`, a debt carried
+/// from earlier windows included (see [`decide`]); for a state in a window still to come
+/// (time went back), `prev + cur` plus `limit` for every window before it.
+pub fn spent(quota: &Quota, state: Option<SlidingWindowState>, now: Nanos) -> u64 {
+    let w = quota.window();
+    let current = now / w;
+    let (window, prev, cur) = roll(quota, state, now);
+    if window > current {
+        let ahead = (window - current).saturating_mul(quota.limit());
+        return prev.saturating_add(cur).saturating_add(ahead);
+    }
+    let elapsed = (now % w) as u128;
+    let weighted = prev as u128 * (w as u128 - elapsed) + cur as u128 * w as u128;
+    u64::try_from(ceil_div(weighted, w as u128)).unwrap_or(u64::MAX)
+}
+
+/// The state that has spent `spent` at `now` (see [`crate::carry`]): `spent` counted in the
+/// current window (`cur`), above the limit for a debt, which the next windows pay off (as
+/// any count above the limit is: see [`decide`]). `None` for nothing.
+///
+/// ```
+/// use tollgate::algorithms::sliding_window::{spent, with_spent, SlidingWindowState};
+/// use tollgate::Quota;
+/// use core::num::NonZeroU32;
+/// let free = Quota::per_minute(NonZeroU32::new(100).unwrap());
+/// let s = with_spent(&free, 80, 0);
+/// assert_eq!(s, Some(SlidingWindowState { window: 0, prev: 0, cur: 80 }));
+/// // A window later, the 80 weigh 80 * (1 - 15/60) = 60 at 15 s into it.
+/// assert_eq!(spent(&free, s, 75_000_000_000), 60);
+/// ```
+pub fn with_spent(quota: &Quota, spent: u64, now: Nanos) -> Option<SlidingWindowState> {
+    (spent > 0).then(|| SlidingWindowState {
+        window: now / quota.window(),
+        prev: 0,
+        cur: spent,
+    })
+}

@@ -79,7 +79,7 @@
 //! ```
 
 use crate::charge::{Charge, Overage, Settled};
-use crate::math::{mul_wide, sat_nanos};
+use crate::math::{ceil_div, mul_wide, sat_nanos};
 use crate::{Bucket, Decision, Nanos, MAX_COUNT};
 
 /// A token bucket's state. The bucket is full when there is no state.
@@ -204,4 +204,61 @@ pub fn settle(
         })
     };
     (settled, state)
+}
+
+/// The cost `state` has spent at `now` (see [`crate::carry`]): `capacity - tokens`, rounded
+/// up, plus the debt a carry left as a refill instant after `now` (the time until then, at
+/// the refill rate). Zero for a full bucket.
+pub fn spent(bucket: &Bucket, state: Option<TokenBucketState>, now: Nanos) -> u64 {
+    let Some(s) = state else { return 0 };
+    let (limit, window) = (bucket.rate().limit(), bucket.rate().window());
+    let full = mul_wide(bucket.capacity(), window);
+    let credit = full.min(
+        s.credit
+            .saturating_add(mul_wide(now.saturating_sub(s.last), limit)),
+    );
+    let debt = mul_wide(s.last.saturating_sub(now), limit);
+    u64::try_from(ceil_div(full - credit + debt, window as u128)).unwrap_or(u64::MAX)
+}
+
+/// The state of a bucket that has spent `spent` at `now` (see [`crate::carry`]): `capacity -
+/// spent` tokens; a spend above the capacity is a debt, kept as an empty bucket whose refill
+/// starts only once the debt has been repaid at the refill rate (the last refill instant
+/// moved past `now`, as after a clock step back). `None` for nothing spent.
+///
+/// While the debt lasts, a decision's `retry_after` and `reset_after` leave the time still
+/// owed out, as they do after a clock step back (the shared vector `token-bucket.json` pins
+/// that report): a request retried then is denied again with the rest of the wait. Admission
+/// is exact; for exact waits too, carry into GCRA, whose TAT holds a debt as it is.
+///
+/// ```
+/// use tollgate::algorithms::token_bucket::{spent, with_spent};
+/// use tollgate::{Bucket, Quota};
+/// use core::num::NonZeroU32;
+/// let free = Bucket::new(Quota::per_minute(NonZeroU32::new(100).unwrap()));
+/// let s = with_spent(&free, 40, 0);
+/// assert_eq!(spent(&free, s, 0), 40);
+/// // 250 spent under a plan of 100: 150 owed, repaid at 100 per minute (90 s).
+/// let s = with_spent(&free, 250, 0).unwrap();
+/// assert_eq!((s.credit, s.last), (0, 90_000_000_000));
+/// assert_eq!(spent(&free, Some(s), 30_000_000_000), 200);
+/// ```
+pub fn with_spent(bucket: &Bucket, spent: u64, now: Nanos) -> Option<TokenBucketState> {
+    let (limit, window) = (bucket.rate().limit(), bucket.rate().window());
+    let capacity = bucket.capacity();
+    if spent == 0 {
+        None
+    } else if spent <= capacity {
+        Some(TokenBucketState {
+            credit: mul_wide(capacity - spent, window),
+            last: now,
+        })
+    } else {
+        let wait = ceil_div(mul_wide(spent - capacity, window), limit as u128);
+        let wait = u64::try_from(wait).unwrap_or(u64::MAX);
+        Some(TokenBucketState {
+            credit: 0,
+            last: now.saturating_add(wait),
+        })
+    }
 }

@@ -18,6 +18,11 @@
 //! * `tower-1`, `tower-10k` (`tollgate-counts-tower`): one client (denied after the burst,
 //!   as floods are answered), or 10k clients by `X-Forwarded-For` in turn (each one's
 //!   request 10 ms after its last: admitted, the handler runs);
+//! * `tower-apikey-10k`, `tower-plans-10k` (`tollgate-counts-tower`): 10k clients by API
+//!   key in turn, counted by the key (`Key::ApiKey`, the same policy), or by a policy of
+//!   plans choosing each key's plan through a table of the 10k keys' SHA-256 (half free,
+//!   half pro; `Builder::plans`): what choosing the plan adds to a request (issue 41:
+//!   at most 5%, held by `benches/counts-ratios.tsv`);
 //! * `tower-bare-1`, `tower-bare-10k`: the handler without the layer (by hand, for the
 //!   layer's own share: not in the suite);
 //! * `tower-metrics-1`, `tower-metrics-10k` (`tollgate-counts-tower-metered`): the layer
@@ -39,26 +44,71 @@ use axum::extract::ConnectInfo;
 use axum::http::{HeaderValue, Request};
 use axum::routing::get;
 use axum::Router;
-use tollgate_tower::{Builder, Key, ManualClock, Memory, Route};
+use tollgate_tower::{Builder, Key, ManualClock, Memory, PlanChoice, Route};
 use tower::{Service, ServiceExt};
 
 /// The paths this build counts.
 #[cfg(not(feature = "tower-metered"))]
-const PATHS: &str = "tower-1 tower-10k tower-bare-1 tower-bare-10k";
+const PATHS: &str =
+    "tower-1 tower-10k tower-apikey-10k tower-plans-10k tower-bare-1 tower-bare-10k";
 #[cfg(feature = "tower-metered")]
 const PATHS: &str = "tower-metrics-1 tower-metrics-10k tower-prometheus-1 tower-prometheus-10k";
 
-/// The handler, behind the layer of `examples/bench.rs` on a clock set by hand (or none).
-fn app(layer: bool, clock: &ManualClock) -> Router {
+/// Which layer a path runs, and how its clients are told apart.
+// The metered build counts the per-IP layer only.
+#[cfg_attr(feature = "tower-metered", allow(dead_code))]
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Layer {
+    /// No layer.
+    Bare,
+    /// `examples/bench.rs`'s: per client IP (`X-Forwarded-For`).
+    Ip,
+    /// The same policy per API key.
+    ApiKey,
+    /// A policy of plans, the plan chosen by the API key's SHA-256.
+    Plans,
+}
+
+/// The API key of client `k` (the `Layer::ApiKey` and `Layer::Plans` paths).
+fn api_key(k: usize) -> String {
+    format!("key-{k}")
+}
+
+/// The handler, behind the layer of `examples/bench.rs` on a clock set by hand (or none),
+/// or its API-key and plans variants over `keys` clients.
+fn app(layer: Layer, keys: usize, clock: &ManualClock) -> Router {
     let app = Router::new().route("/", get(|| async { "hello" }));
-    if !layer {
-        return app;
-    }
     let clock = clock.clone();
     let max_keys = NonZeroUsize::new(100_000).expect("keys");
+    let builder =
+        Builder::new(move |_, limits| Memory::with_clock(limits, max_keys, clock.clone()));
+    let builder = match layer {
+        Layer::Bare => return app,
+        Layer::Ip => builder.policy("per-ip", "gcra 100/s burst 100", Key::Ip),
+        Layer::ApiKey => builder.policy("per-ip", "gcra 100/s burst 100", Key::ApiKey),
+        Layer::Plans => {
+            let table = (0..keys)
+                .map(|k| {
+                    let hash = tollgate_http::client::sha256_hex(api_key(k).as_bytes());
+                    (hash, if k % 2 == 0 { "free" } else { "pro" }.to_string())
+                })
+                .collect();
+            builder.plans(
+                "per-ip",
+                &[
+                    ("anonymous", &["gcra 10/s"]),
+                    ("free", &["gcra 100/s burst 100"]),
+                    ("pro", &["gcra 1000/s burst 1000"]),
+                ],
+                PlanChoice::ApiKeys {
+                    keys: table,
+                    default: "anonymous".into(),
+                },
+            )
+        }
+    };
     app.layer(
-        Builder::new(move |_, limits| Memory::with_clock(limits, max_keys, clock.clone()))
-            .policy("per-ip", "gcra 100/s burst 100", Key::Ip)
+        builder
             .route(Route::new("/").policy("per-ip"))
             .trusted_proxies(["127.0.0.1"])
             .build()
@@ -67,18 +117,38 @@ fn app(layer: bool, clock: &ManualClock) -> Router {
 }
 
 /// `rounds` requests over `keys` clients (after one request of each), 1 µs apart.
-fn run(layer: bool, keys: usize, rounds: u64) {
+fn run(layer: Layer, keys: usize, rounds: u64) {
     let clock = ManualClock::new(0);
-    let mut svc = app(layer, &clock);
-    let forwarded: Vec<HeaderValue> = (0..keys)
-        .map(|k| HeaderValue::from_str(&format!("198.18.{}.{}", k / 256, k % 256)).expect("ip"))
-        .collect();
+    let mut svc = app(layer, keys, &clock);
+    let (header, forwarded): (_, Vec<HeaderValue>) = match layer {
+        Layer::ApiKey | Layer::Plans => (
+            "x-api-key",
+            (0..keys)
+                .map(|k| HeaderValue::from_str(&api_key(k)).expect("key"))
+                .collect(),
+        ),
+        Layer::Bare | Layer::Ip => (
+            "x-forwarded-for",
+            (0..keys)
+                .map(|k| {
+                    HeaderValue::from_str(&format!("198.18.{}.{}", k / 256, k % 256)).expect("ip")
+                })
+                .collect(),
+        ),
+    };
     let runtime = tokio::runtime::Builder::new_current_thread()
         .build()
         .expect("a runtime");
     let keys = keys as u64;
-    counted(&runtime, &mut svc, &clock, &forwarded, 0..keys);
-    counted(&runtime, &mut svc, &clock, &forwarded, keys..keys + rounds);
+    counted(&runtime, &mut svc, &clock, header, &forwarded, 0..keys);
+    counted(
+        &runtime,
+        &mut svc,
+        &clock,
+        header,
+        &forwarded,
+        keys..keys + rounds,
+    );
 }
 
 /// Requests `range` (request `i` from client `i % keys`), each 1 µs after the last. Out of
@@ -89,6 +159,7 @@ fn counted(
     runtime: &tokio::runtime::Runtime,
     svc: &mut Router,
     clock: &ManualClock,
+    header: &'static str,
     forwarded: &[HeaderValue],
     range: Range<u64>,
 ) {
@@ -100,7 +171,7 @@ fn counted(
             req.extensions_mut().insert(peer);
             if forwarded.len() > 1 {
                 let v = forwarded[i as usize % forwarded.len()].clone();
-                req.headers_mut().insert("x-forwarded-for", v);
+                req.headers_mut().insert(header, v);
             }
             let resp = ServiceExt::<Request<Body>>::ready(&mut *svc)
                 .await
@@ -122,7 +193,7 @@ fn prometheus() {
 
 /// The path's clients (1 or 10k) and whether it runs the layer, or `None` if this build
 /// does not count it.
-fn path(path: &str) -> Option<(bool, usize)> {
+fn path(path: &str) -> Option<(Layer, usize)> {
     let (kind, keys) = path.rsplit_once('-')?;
     let keys = match keys {
         "1" => 1,
@@ -131,15 +202,19 @@ fn path(path: &str) -> Option<(bool, usize)> {
     };
     let layer = match kind {
         #[cfg(not(feature = "tower-metered"))]
-        "tower" => true,
+        "tower" => Layer::Ip,
         #[cfg(not(feature = "tower-metered"))]
-        "tower-bare" => false,
+        "tower-apikey" => Layer::ApiKey,
+        #[cfg(not(feature = "tower-metered"))]
+        "tower-plans" => Layer::Plans,
+        #[cfg(not(feature = "tower-metered"))]
+        "tower-bare" => Layer::Bare,
         #[cfg(feature = "tower-metered")]
-        "tower-metrics" => true,
+        "tower-metrics" => Layer::Ip,
         #[cfg(feature = "tower-metered")]
         "tower-prometheus" => {
             prometheus();
-            true
+            Layer::Ip
         }
         _ => return None,
     };

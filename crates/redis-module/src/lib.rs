@@ -70,10 +70,9 @@ fn server_now() -> u64 {
 
 /// One slot's key, opened with the module key API: a lookup in the keyspace, where
 /// `RedisModule_Call` ran a whole `GET` or `SET` command (argument objects, command lookup,
-/// a reply built and parsed again) for each read and write. Measured with `redis-benchmark`
-/// (fixed window, 10k keys, release build, `usec_per_call` of `INFO commandstats`, three
-/// runs): `TOLLGATE.CHECK` took 12.2-14.3 µs a call inside Redis through `RedisModule_Call`
-/// (GET, TIME, SET), 7.5-8.2 µs through the key API (6.3-6.6 µs with the policy cache).
+/// a reply built and parsed again) for each read and write: `TOLLGATE.CHECK`'s time inside
+/// Redis fell by about two fifths (PERF.md, "Fleet on Redis: speed", has the figures and the
+/// `redis-benchmark` run).
 struct StateKey {
     key: *mut raw::RedisModuleKey,
     name: RedisString,

@@ -19,7 +19,7 @@ use crate::grpc;
 use crate::info::RateLimitInfo;
 use crate::key::KeyError;
 use crate::settings::OnError;
-use crate::shared::{policies, Shared};
+use crate::shared::Shared;
 use crate::store::{Checked, Store};
 use crate::target::{Checking, Refusal};
 
@@ -47,6 +47,7 @@ pub(crate) fn answer<S: Store, ReqB, B>(
 ) -> Answer<ReqB, B> {
     let settings = &shared.settings;
     let entry = &shared.entries[target.entry];
+    // A policy of plans reports the request's plan: its limits, names and field.
     #[cfg(feature = "metrics")]
     let metrics = &shared.routes[target.route].metrics;
     let Checking {
@@ -57,21 +58,26 @@ pub(crate) fn answer<S: Store, ReqB, B>(
         shadow,
         mut parts,
         body,
+        plan: plan_ref,
         ..
     } = target;
+    let plan = plan_ref
+        .as_ref()
+        .and_then(|r| entry.plans.as_ref().map(|m| r.info(m)));
     match result {
         Ok(checked) => {
             #[cfg(feature = "metrics")]
             metrics.decision(&checked.decision, shadow, checked.source);
-            let names = if checked.each.len() > entry.names.len() {
-                Arc::clone(&entry.with_tenant)
-            } else {
-                Arc::clone(&entry.names)
+            let names = match plan {
+                Some(p) => Arc::clone(&p.names),
+                None if checked.each.len() > entry.names.len() => Arc::clone(&entry.with_tenant),
+                None => Arc::clone(&entry.names),
             };
+            let limits = plan.map_or(entry.store.limits(), |p| &p.limits);
             let mut named = names
                 .iter()
                 .zip(checked.each.iter())
-                .zip(policies(&entry.store))
+                .zip(limits.layers().iter().chain(limits.tenant()))
                 .map(|((name, decision), policy)| Named {
                     name,
                     policy,
@@ -104,7 +110,10 @@ pub(crate) fn answer<S: Store, ReqB, B>(
             let fields = if shadow {
                 Fields::default()
             } else {
-                let policy = &entry.policy_fields[usize::from(names.len() > entry.names.len())];
+                let policy = match plan {
+                    Some(p) => &p.policy_field,
+                    None => &entry.policy_fields[usize::from(names.len() > entry.names.len())],
+                };
                 Fields {
                     policy: Some(policy.clone()),
                     decided: decision_headers(items, settings.legacy),
@@ -121,7 +130,7 @@ pub(crate) fn answer<S: Store, ReqB, B>(
             }
             // Admitted (enforced or in shadow mode), so charged: a concurrency limit's
             // slots are taken until the response ends.
-            let slot = if allowed && entry.holds_slots {
+            let slot = if allowed && plan.map_or(entry.holds_slots, |p| p.holds_slots) {
                 #[cfg(feature = "metrics")]
                 metrics.slots_taken(cost);
                 shared.slot(entry_index, target_route, key, cost)

@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 use tollgate::fair_share::FairShare;
 use tollgate::headers::{limit_name, tenant_name};
+use tollgate::plans::Plans;
 use tollgate::store::Limits;
 use tollgate::Policy;
 use tollgate_http::client::Cidr;
@@ -17,10 +18,11 @@ use tollgate_http::route::PathMatch;
 
 use crate::key::Key;
 use crate::layer::RateLimitLayer;
+use crate::plans::{PlanChoice, PlanMeta};
 use crate::route::{CompiledRoute, Route};
 use crate::settings::{MissingKey, OnError, ProxyHeader, Settings};
 use crate::shared::{policy_field, Entry, Shared};
-use crate::store::{Memory, Store};
+use crate::store::{Clock, Memory, Store};
 
 type Factory<S> = Box<dyn FnMut(&str, Limits) -> Result<S, String>>;
 
@@ -29,6 +31,8 @@ type Factory<S> = Box<dyn FnMut(&str, Limits) -> Result<S, String>>;
 pub struct Builder<S> {
     factory: Factory<S>,
     entries: Vec<(String, Result<S, ConfigError>, Key)>,
+    /// The policies of plans: their names, plans and how a request's plan is chosen.
+    plans: Vec<(String, Plans, PlanChoice)>,
     routes: Vec<Route>,
     settings: Settings,
     trusted: Vec<String>,
@@ -42,6 +46,46 @@ impl RateLimitLayer<Memory> {
     }
 }
 
+/// The most per-key overrides a policy of plans keeps ([`Memory::plan_limiter`]'s
+/// `set` refuses more).
+pub const MAX_OVERRIDES: usize = 10_000;
+
+impl<C: Clock> Builder<Memory<C>> {
+    /// A policy of plans (`[("free", &["100/min"]), ("pro", &["1000/min"])]`, each a policy
+    /// or an all-or-nothing stack), a request's plan and key chosen by `choice`: its API key
+    /// through a table of SHA-256 hashes, or your function; a caller without a known key
+    /// counts by IP under the default plan. A key that changes plan keeps what it has spent
+    /// ([`tollgate::carry`]). The `RateLimit` fields name the plan's limits (`pro`, or
+    /// `pro.1`, `pro.2`, ...). Overrides at run time: [`Memory::plan_limiter`] (at most
+    /// [`MAX_OVERRIDES`]).
+    ///
+    /// Memory store only, for now: the Redis fleet store does not know plans yet.
+    pub fn plans(mut self, name: &str, plans: &[(&str, &[&str])], choice: PlanChoice) -> Self {
+        let parsed = Plans::parse(plans)
+            .map_err(|e| ConfigError::new(format!("policies.{name}.plans"), e))
+            .and_then(|p| {
+                let limits = p.get(choice.default_plan()).cloned().map_err(|_| {
+                    ConfigError::new(
+                        format!("policies.{name}.default"),
+                        format!("no plan named {:?}", choice.default_plan()),
+                    )
+                })?;
+                Ok((p, limits))
+            });
+        let store = match parsed {
+            Ok((p, limits)) => {
+                self.plans.push((name.to_string(), p.clone(), choice));
+                (self.factory)(name, limits)
+                    .map(|m| m.with_plans(p, MAX_OVERRIDES))
+                    .map_err(|e| ConfigError::new(format!("policies.{name}"), e))
+            }
+            Err(e) => Err(e),
+        };
+        self.entries.push((name.to_string(), store, Key::Ip));
+        self
+    }
+}
+
 impl<S: Store> Builder<S> {
     /// A builder whose policies are decided by stores made by `factory` (given the policy's
     /// name and limits), e.g. a Redis limiter per policy.
@@ -51,6 +95,7 @@ impl<S: Store> Builder<S> {
         Builder {
             factory: Box::new(move |name, limits| factory(name, limits).map_err(|e| e.to_string())),
             entries: Vec::new(),
+            plans: Vec::new(),
             routes: Vec::new(),
             settings: Settings::default(),
             trusted: Vec::new(),
@@ -239,6 +284,13 @@ impl<S: Store> Builder<S> {
                 policy_field(&store, &names),
                 policy_field(&store, &with_tenant),
             ];
+            let plans = match self.plans.iter().find(|(n, ..)| *n == name) {
+                Some((_, plans, choice)) => Some(
+                    PlanMeta::new(&name, plans, choice.clone())
+                        .map_err(|(field, why)| ConfigError::new(field, why))?,
+                ),
+                None => None,
+            };
             entries.push(Entry {
                 name: name.into(),
                 store,
@@ -247,6 +299,7 @@ impl<S: Store> Builder<S> {
                 with_tenant: with_tenant.into(),
                 holds_slots,
                 policy_fields,
+                plans,
             });
         }
         if self.routes.is_empty() {
@@ -277,7 +330,10 @@ impl<S: Store> Builder<S> {
                 }
             };
             if let Some(e) = entry {
-                let capacity = entries[e].store.limits().capacity();
+                let capacity = match &entries[e].plans {
+                    Some(plans) => plans.capacity(),
+                    None => entries[e].store.limits().capacity(),
+                };
                 if r.cost == 0 || r.cost > capacity {
                     return Err(ConfigError::new(
                         format!("routes[{i}].cost"),

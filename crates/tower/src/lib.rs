@@ -7,6 +7,7 @@
 //   info      the decision in the request's extensions (store)
 //   grpc      the layer's own answers to gRPC calls (body)
 //   key       what a request is counted under (settings)
+//   plans     a policy of plans: a request's plan and key, each plan's fields (key)
 //   shared    the compiled configuration: entries on stores, routes, settings, slots
 //   target    before the decision: route, key, tenant, cost (shared, key)
 //   answer    after the decision: forward, or answer 429/400/503 (target, shared, grpc)
@@ -27,6 +28,7 @@ mod key;
 mod layer;
 #[cfg(feature = "metrics")]
 pub mod metrics;
+mod plans;
 mod route;
 mod service;
 mod settings;
@@ -35,11 +37,12 @@ pub mod store;
 mod target;
 
 pub use body::ResponseBody;
-pub use builder::Builder;
+pub use builder::{Builder, MAX_OVERRIDES};
 pub use future::ResponseFuture;
 pub use info::RateLimitInfo;
 pub use key::{Extractor, Key};
 pub use layer::RateLimitLayer;
+pub use plans::{PlanChoice, PlanChooser};
 pub use route::Route;
 pub use service::RateLimit;
 pub use settings::{MissingKey, OnError, ProxyHeader};

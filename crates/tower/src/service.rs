@@ -78,11 +78,19 @@ where
             Target::Refuse(refusal) => return ResponseFuture::answered(refused(refusal), grpc),
         };
         let entry = &shared.entries[target.entry];
-        if let Some(result) =
-            entry
+        let now = match (&target.plan, &entry.plans) {
+            (Some(p), Some(plans)) => {
+                entry
+                    .store
+                    .check_plan_now(&target.key, p.asked(plans), target.cost)
+            }
+            _ => entry
                 .store
-                .check_now(&target.key, target.tenant.as_deref(), target.cost)
-        {
+                .check_now(&target.key, target.tenant.as_deref(), target.cost),
+        };
+        // (A plan's request is always decided now: the builder gives plans to the memory
+        // store only.)
+        if let Some(result) = now {
             return match answer(&shared, target, result, grpc) {
                 Answer::Forward(req, fields, slot) => {
                     ResponseFuture::forward(self.inner.call(req), fields, slot)

@@ -4,11 +4,10 @@
 use std::sync::Arc;
 
 use http::header::HeaderValue;
-use tollgate::headers::{rate_limit_policy, Named};
-use tollgate::Decision;
 
 use crate::body::Slot;
 use crate::key::Key;
+use crate::plans::{policy_field_of, PlanMeta};
 use crate::route::CompiledRoute;
 use crate::settings::Settings;
 use crate::store::Store;
@@ -29,6 +28,9 @@ pub(crate) struct Entry<S> {
     /// limits alone, so they are written once (per request, writing them was a fifth of
     /// the layer's own time; see the crate's README).
     pub(crate) policy_fields: [HeaderValue; 2],
+    /// For a policy of plans ([`crate::Builder::plans`]): how a request's plan is chosen,
+    /// and each plan's names and field.
+    pub(crate) plans: Option<PlanMeta>,
 }
 
 /// The layer's compiled configuration.
@@ -60,27 +62,9 @@ impl<S: Store> Shared<S> {
     }
 }
 
-/// The `RateLimit-Policy` value of these limits (names, in the order of
-/// [`policies`]). The field describes the limits, not a decision: the items' decisions
+/// The `RateLimit-Policy` value of a store's limits (names in the order of its layers, the
+/// tenant window last). The field describes the limits, not a decision: the items' decisions
 /// are never read, so none is needed.
 pub(crate) fn policy_field<S: Store>(store: &S, names: &[String]) -> HeaderValue {
-    let none = Decision::default();
-    let items: Vec<Named<'_>> = names
-        .iter()
-        .zip(policies(store))
-        .map(|(name, policy)| Named {
-            name,
-            policy,
-            decision: &none,
-        })
-        .collect();
-    // The core writes visible ASCII only.
-    HeaderValue::try_from(rate_limit_policy(&items))
-        .unwrap_or_else(|_| HeaderValue::from_static(""))
-}
-
-/// The policies of a store's decisions, in the order of `Checked::each`.
-pub(crate) fn policies<S: Store>(store: &S) -> impl Iterator<Item = &tollgate::Policy> {
-    let limits = store.limits();
-    limits.layers().iter().chain(limits.tenant())
+    policy_field_of(store.limits(), names)
 }

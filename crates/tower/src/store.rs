@@ -11,7 +11,8 @@ use std::future::Future;
 use std::num::NonZeroUsize;
 
 pub use tollgate::clock::{Clock, ManualClock, MonotonicClock};
-use tollgate::keyed::KeyedLimiter;
+use tollgate::keyed::{KeyedLimiter, PlanCheckError, PlanLimiter};
+use tollgate::plans::{Override, Plans};
 use tollgate::store::fallback::Why;
 use tollgate::store::Limits;
 use tollgate::{DecideError, Decision, PolicyError};
@@ -84,6 +85,27 @@ pub trait Store: Send + Sync + 'static {
     /// returns.
     fn release(&self, key: &str, cost: u64);
 
+    /// [`Store::check_now`] for a store of plans ([`Memory::with_plans`]): the request
+    /// decided under the plan named `plan`, the key's spend carried across its plan
+    /// changes. `None` (the default): the store has no plans (the builder gives plans only
+    /// to the memory store).
+    fn check_plan_now(
+        &self,
+        key: &str,
+        plan: &str,
+        cost: u64,
+    ) -> Option<Result<Checked, Self::Error>> {
+        let _ = (key, plan, cost);
+        None
+    }
+
+    /// The override a store of plans keeps for `key` ([`Memory::plan_limiter`]), if any:
+    /// the layer reports the limits it gives. `None` (the default): no plans, or none set.
+    fn plan_override(&self, key: &str) -> Option<Override> {
+        let _ = key;
+        None
+    }
+
     /// Why a check failed, as the store failures metric names it (`tollgate.failure.reason`,
     /// [`Why::as_str`]). Default: unreachable.
     fn failure(&self, error: &Self::Error) -> Why {
@@ -92,11 +114,14 @@ pub trait Store: Send + Sync + 'static {
     }
 }
 
-/// The in-memory store: the core's keyed limiter over a policy's limits, with a clock.
+/// The in-memory store: the core's keyed limiter over a policy's limits, with a clock; or,
+/// [`Memory::with_plans`], the core's limiter of plans.
 pub struct Memory<C = MonotonicClock> {
     limits: Limits,
     limiter: KeyedLimiter,
     clock: C,
+    max_keys: NonZeroUsize,
+    plans: Option<PlanLimiter>,
 }
 
 impl Memory<MonotonicClock> {
@@ -119,7 +144,27 @@ impl<C: Clock> Memory<C> {
             limits,
             limiter,
             clock,
+            max_keys,
+            plans: None,
         })
+    }
+
+    /// The same store deciding by `plans` ([`PlanLimiter`], with at most `max_overrides`
+    /// per-key overrides): a request names its plan ([`Store::check_plan_now`]), and a key
+    /// keeps what it has spent when its plan changes. The store's own
+    /// [`limits`](Store::limits) stay those it was made with (the builder makes it with the
+    /// plan of callers without a known key).
+    pub fn with_plans(self, plans: Plans, max_overrides: usize) -> Self {
+        Memory {
+            plans: Some(PlanLimiter::new(plans, self.max_keys, max_overrides)),
+            ..self
+        }
+    }
+
+    /// The limiter of plans ([`Memory::with_plans`]): to set, read or clear a key's
+    /// override at run time.
+    pub fn plan_limiter(&self) -> Option<&PlanLimiter> {
+        self.plans.as_ref()
     }
 
     /// The keyed limiter (to peek, reset or count keys).
@@ -171,10 +216,37 @@ impl<C: Clock> Store for Memory<C> {
         Some(self.decide(key, tenant, cost))
     }
 
+    fn plan_override(&self, key: &str) -> Option<Override> {
+        self.plans.as_ref()?.get(key)
+    }
+
+    fn check_plan_now(
+        &self,
+        key: &str,
+        plan: &str,
+        cost: u64,
+    ) -> Option<Result<Checked, DecideError>> {
+        let limiter = self.plans.as_ref()?;
+        let now = self.clock.now();
+        Some(match limiter.check_detailed(key, plan, now, cost) {
+            Ok(d) => Ok(Checked {
+                decision: d.decision,
+                each: d.each,
+                source: Source::Memory,
+            }),
+            Err(PlanCheckError::Decide(e)) => Err(e),
+            // The layer names only its own plans.
+            Err(PlanCheckError::UnknownPlan { .. }) => return None,
+        })
+    }
+
     fn release(&self, key: &str, cost: u64) {
         // The only error is a limiter without a concurrency limit, which the layer never
         // releases.
-        let _ = self.limiter.release(key, cost);
+        match &self.plans {
+            Some(plans) => drop(plans.release(key, cost)),
+            None => drop(self.limiter.release(key, cost)),
+        }
     }
 }
 

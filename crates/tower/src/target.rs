@@ -8,7 +8,9 @@ use tollgate_http::client::HeaderError;
 use tollgate_http::route::{self, PathError};
 
 use crate::key::{header_text, key_of, KeyError, Keyed, TENANT_FIELD};
+use crate::plans::PlanRef;
 use crate::shared::Shared;
+use crate::store::Store;
 
 /// Where a request goes before the decision.
 pub(crate) enum Target<ReqB> {
@@ -34,6 +36,8 @@ pub(crate) struct Checking<ReqB> {
     /// The route's index (its metrics).
     pub(crate) route: usize,
     pub(crate) key: String,
+    /// For a policy of plans: the request's plan, or the key's own limits.
+    pub(crate) plan: Option<PlanRef>,
     pub(crate) tenant: Option<String>,
     pub(crate) cost: u64,
     pub(crate) shadow: bool,
@@ -42,7 +46,7 @@ pub(crate) struct Checking<ReqB> {
 }
 
 /// Routes and keys a request.
-pub(crate) fn target<S, ReqB>(shared: &Shared<S>, req: Request<ReqB>) -> Target<ReqB> {
+pub(crate) fn target<S: Store, ReqB>(shared: &Shared<S>, req: Request<ReqB>) -> Target<ReqB> {
     let settings = &shared.settings;
     let path = match route::normalized(req.uri().path()) {
         Ok(p) => p,
@@ -64,10 +68,20 @@ pub(crate) fn target<S, ReqB>(shared: &Shared<S>, req: Request<ReqB>) -> Target<
     let (cost, shadow) = (r.cost, r.shadow || settings.shadow);
     let entry = &shared.entries[entry_index];
     let (parts, body) = req.into_parts();
-    let key = match key_of(settings, &entry.key, &parts) {
-        Ok(Keyed::Key(k)) => k,
-        Ok(Keyed::Skip) => return Target::Pass(Request::from_parts(parts, body)),
-        Err(e) => return Target::Refuse(Refusal::Key(e)),
+    let (key, plan) = match &entry.plans {
+        None => match key_of(settings, &entry.key, &parts) {
+            Ok(Keyed::Key(k)) => (k, None),
+            Ok(Keyed::Skip) => return Target::Pass(Request::from_parts(parts, body)),
+            Err(e) => return Target::Refuse(Refusal::Key(e)),
+        },
+        Some(plans) => match plans.choose(settings, &parts) {
+            Ok(Some((k, p))) => {
+                let plan = plans.overridden(p, entry.store.plan_override(&k));
+                (k, Some(plan))
+            }
+            Ok(None) => return Target::Pass(Request::from_parts(parts, body)),
+            Err(e) => return Target::Refuse(Refusal::Key(e)),
+        },
     };
     let tenant = if entry.with_tenant.len() > entry.names.len() {
         match header_text(settings, &parts, &settings.tenant_header) {
@@ -89,6 +103,7 @@ pub(crate) fn target<S, ReqB>(shared: &Shared<S>, req: Request<ReqB>) -> Target<
         entry: entry_index,
         route: route_index,
         key,
+        plan,
         tenant,
         cost,
         shadow,
