@@ -122,6 +122,10 @@ pub struct Settle {
     pub reservation: String,
     /// What the request really cost (0: give it all back).
     pub actual: u64,
+    /// Charge an overage only up to the limit, reporting the rest as unpaid (default: in
+    /// full, a debt; see [`tollgate::Overage`]).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub up_to_limit: bool,
     /// The test clock and the deadline.
     #[serde(default)]
     pub when: When,
@@ -169,9 +173,8 @@ pub enum ObjectResponse {
         /// Units of an overage not charged (the most of any limit).
         unpaid: u64,
     },
-    /// No open reservation has this id here: never admitted, settled already (a second
-    /// settle charges nothing), or forgotten by a restart of the object (then it stays
-    /// charged at its estimate).
+    /// No reservation has this id here: never admitted, or forgotten by a restart of the
+    /// object (then it stays charged at its estimate).
     NotReserved,
     /// The call reached the object after its deadline: not decided, nothing charged.
     Late {

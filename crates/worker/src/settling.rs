@@ -10,7 +10,7 @@
 //! * A check whose answer came back after the worker's timeout (the route answered by its
 //!   `on_error`) may still have been charged in the object: it is settled to nothing.
 //! * A settle is sent twice at most; a second one of the same id charges nothing (the
-//!   object forgets a reservation once settled), so the retry is safe.
+//!   object answers it with the first's outcome), so the retry is safe.
 
 use worker::{console_error, console_warn, Context, Env, Headers, Response};
 
@@ -97,6 +97,7 @@ fn settle_later(env: &Env, ctx: &Context, actual: u64, open: Open) {
             limits: open.limits,
             reservation: open.id,
             actual,
+            up_to_limit: false,
             when: When::default(),
         });
         for _ in 0..2 {

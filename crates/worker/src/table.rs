@@ -10,10 +10,11 @@
 //! **Reservations.** A check that names a [`Check::reservation`] and is admitted keeps,
 //! in memory, what it charged and when ([`tollgate::settle::Charge`]); a
 //! [`ObjectRequest::Settle`] of that id settles every limit by the core's rule, all or
-//! nothing, and forgets it, so a second settle charges nothing. The bound: at most
-//! [`MAX_OPEN`] open reservations per object, and a reservation the object forgot (over
-//! the bound, or the object restarted between the check and the settle) stays charged at
-//! its estimate, the core's rule for a reservation never settled; nothing is ever refunded
+//! nothing, and keeps the outcome: a second settle answers it again and charges nothing.
+//! The bound: at most [`MAX_OPEN`] reservations per object, open or settled (settled ones
+//! are dropped first to make room), and a reservation the object forgot (over the bound,
+//! or the object restarted between the check and the settle) stays charged at its
+//! estimate, the core's rule for a reservation never settled; nothing is ever refunded
 //! twice or charged twice.
 
 use std::collections::HashMap;
@@ -104,14 +105,16 @@ pub struct Table {
     reservations: HashMap<String, Open>,
 }
 
-/// An open reservation: what a check charged, when, and to which slots.
+/// A reservation: what a check charged, when, to which slots, and once settled, the
+/// outcome (`refunded`, `charged`, `unpaid`).
 struct Open {
     charge: Charge,
     slots: Vec<String>,
+    settled: Option<(u64, u64, u64)>,
 }
 
-/// The most open reservations an object keeps; a check admitted beyond it is not kept, so
-/// its reservation stays charged at the estimate.
+/// The most reservations an object keeps, open or settled; a check admitted beyond it
+/// (with every kept one still open) is not kept, so it stays charged at the estimate.
 pub const MAX_OPEN: usize = 10_000;
 
 /// Slots kept in memory before the cache is dropped (the store still has them).
@@ -231,8 +234,12 @@ impl Table {
     fn check(&mut self, c: &Check, clock: Clock, store: &mut impl Store) -> ObjectResponse {
         let (answer, allowed) = self.decide(&c.limits, c.cost, clock, store, false);
         if let (Some(id), true) = (&c.reservation, allowed) {
+            if self.reservations.len() >= MAX_OPEN {
+                self.reservations.retain(|_, r| r.settled.is_none());
+            }
             if self.reservations.len() < MAX_OPEN {
                 let open = Open {
+                    settled: None,
                     charge: Charge {
                         cost: c.cost,
                         at: clock.nanos(),
@@ -338,24 +345,36 @@ impl Table {
         }
     }
 
-    /// Settles the open reservation `r.reservation` at `r.actual`: every limit by the core's
-    /// rule ([`core_settle::settle`], an overage charged in full as a debt), all or nothing,
-    /// then forgets it. A settle naming other slots than the check's is refused and leaves
-    /// the reservation open.
+    /// Settles the reservation `r.reservation` at `r.actual`: every limit by the core's rule
+    /// ([`core_settle::settle`]), all or nothing, and keeps the outcome; a settled one
+    /// answers its outcome again, charging nothing. A settle naming other slots than the
+    /// check's (another key) is refused and leaves the reservation open.
     fn settle(&mut self, r: &Settle, clock: Clock, store: &mut impl Store) -> ObjectResponse {
         let Some(open) = self.reservations.get(&r.reservation) else {
             return ObjectResponse::NotReserved;
         };
         if !open.slots.iter().eq(r.limits.iter().map(|l| &l.slot)) {
             return ObjectResponse::Error {
-                code: "foreign-reservation".into(),
+                code: "foreign-key".into(),
                 message: format!(
                     "reservation {} was made on other limits than the settle names",
                     r.reservation
                 ),
             };
         }
+        if let Some((refunded, charged, unpaid)) = open.settled {
+            return ObjectResponse::Settled {
+                refunded,
+                charged,
+                unpaid,
+            };
+        }
         let charge = open.charge;
+        let overage = if r.up_to_limit {
+            Overage::UpToLimit
+        } else {
+            Overage::Debt
+        };
         let loaded = self.load(&r.limits, store);
         let mut states = loaded.clone();
         let mut each = Vec::with_capacity(r.limits.len());
@@ -366,7 +385,7 @@ impl Table {
                 charge,
                 r.actual,
                 clock.nanos(),
-                Overage::Debt,
+                overage,
             ) {
                 Ok(done) => each.push(done),
                 Err(e) => {
@@ -377,7 +396,10 @@ impl Table {
                 }
             }
         }
-        self.reservations.remove(&r.reservation);
+        let done = Settlement::of(&each);
+        if let Some(open) = self.reservations.get_mut(&r.reservation) {
+            open.settled = Some((done.refunded, done.charged, done.unpaid));
+        }
         for ((l, state), before) in r.limits.iter().zip(states).zip(&loaded) {
             if &state == before {
                 continue;
@@ -388,7 +410,6 @@ impl Table {
             store.save(&l.slot, state.as_ref(), fresh_at);
             self.cache.insert(l.slot.clone(), state);
         }
-        let done = Settlement::of(&each);
         ObjectResponse::Settled {
             refunded: done.refunded,
             charged: done.charged,

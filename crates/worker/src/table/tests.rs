@@ -459,6 +459,7 @@ fn settle(ls: &[Limit], id: &str, actual: u64) -> ObjectRequest {
         limits: ls.to_vec(),
         reservation: id.into(),
         actual,
+        up_to_limit: false,
         when: When::default(),
     })
 }
@@ -494,19 +495,45 @@ fn a_settle_gives_back_the_estimate_minus_the_actual_on_every_limit() {
 }
 
 #[test]
-fn a_second_settle_charges_nothing() {
+fn a_second_settle_answers_the_first_and_charges_nothing() {
     let (mut t, mut m) = (Table::new(), Mem::default());
     let ls = [limit("a|0|k", "fixed-window 10/min")];
     assert!(allowed(&t.handle(&reserve(&ls, 1, "r"), 1000, &mut m)));
-    assert!(matches!(
-        t.handle(&settle(&ls, "r", 0), 1000, &mut m),
-        ObjectResponse::Settled { refunded: 1, .. }
-    ));
+    let first = t.handle(&settle(&ls, "r", 0), 1000, &mut m);
+    assert!(matches!(first, ObjectResponse::Settled { refunded: 1, .. }));
+    // Sent again, even with another actual: the first outcome, nothing charged.
+    assert_eq!(t.handle(&settle(&ls, "r", 9), 1000, &mut m), first);
+    assert_eq!(remaining(&mut t, &mut m, &ls, 1000), [10]);
+}
+
+#[test]
+fn an_unknown_reservation_is_not_reserved() {
+    let (mut t, mut m) = (Table::new(), Mem::default());
+    let ls = [limit("a|0|k", "fixed-window 10/min")];
     assert_eq!(
-        t.handle(&settle(&ls, "r", 0), 1000, &mut m),
+        t.handle(&settle(&ls, "never", 0), 1000, &mut m),
         ObjectResponse::NotReserved
     );
-    assert_eq!(remaining(&mut t, &mut m, &ls, 1000), [10]);
+}
+
+#[test]
+fn up_to_limit_charges_only_what_remains() {
+    let (mut t, mut m) = (Table::new(), Mem::default());
+    let ls = [limit("a|0|k", "fixed-window 10/min")];
+    assert!(allowed(&t.handle(&reserve(&ls, 5, "r"), 1000, &mut m)));
+    let mut s = settle(&ls, "r", 12);
+    if let ObjectRequest::Settle(x) = &mut s {
+        x.up_to_limit = true;
+    }
+    // 5 reserved of 10; 7 more asked, 5 fit below the limit, 2 unpaid.
+    assert_eq!(
+        t.handle(&s, 1000, &mut m),
+        ObjectResponse::Settled {
+            refunded: 0,
+            charged: 5,
+            unpaid: 2
+        }
+    );
 }
 
 #[test]
@@ -551,7 +578,7 @@ fn a_settle_on_other_limits_is_refused_and_keeps_the_reservation() {
     assert!(allowed(&t.handle(&reserve(&ls, 4, "r"), 1000, &mut m)));
     assert!(matches!(
         t.handle(&settle(&other, "r", 0), 1000, &mut m),
-        ObjectResponse::Error { code, .. } if code == "foreign-reservation"
+        ObjectResponse::Error { code, .. } if code == "foreign-key"
     ));
     assert!(matches!(
         t.handle(&settle(&ls, "r", 0), 1000, &mut m),
