@@ -379,14 +379,7 @@ impl Table {
         let mut states = loaded.clone();
         let mut each = Vec::with_capacity(r.limits.len());
         for (l, state) in r.limits.iter().zip(&mut states) {
-            match core_settle::settle(
-                &l.policy,
-                state,
-                charge,
-                r.actual,
-                clock.nanos(),
-                overage,
-            ) {
+            match core_settle::settle(&l.policy, state, charge, r.actual, clock.nanos(), overage) {
                 Ok(done) => each.push(done),
                 Err(e) => {
                     return ObjectResponse::Error {
