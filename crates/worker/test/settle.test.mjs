@@ -8,12 +8,13 @@ import http from "node:http";
 import { start, hit } from "./harness.mjs";
 import { eventually } from "./origin.mjs";
 
-/** An origin answering `/login/fail` 401, `/login/*` 200, and `/llm/<n>` 200 with
- * `x-tollgate-cost: n`. */
+/** An origin answering `/login/fail` 401, `/api/broken` 503, `/llm/<n>` 200 with
+ * `x-tollgate-cost: n`, and anything else 200. */
 async function costOrigin() {
   const server = http.createServer((req, res) => {
     const m = /^\/llm\/(\d+)/.exec(req.url);
     if (m) res.writeHead(200, { "content-type": "text/plain", "x-tollgate-cost": m[1] });
+    else if (req.url.startsWith("/api/broken")) res.writeHead(503, { "content-type": "text/plain" });
     else res.writeHead(req.url.startsWith("/login/fail") ? 401 : 200, { "content-type": "text/plain" });
     res.end("origin");
   });
@@ -32,10 +33,12 @@ const config = {
   policies: {
     login: { limit: "fixed-window 3/h", key: "ip" },
     tokens: { limit: "fixed-window 1000/h", key: "ip" },
+    api: { limit: "fixed-window 10/h", key: "ip" },
   },
   routes: [
     { path: "/login/", policies: ["login"], settle: { count_statuses: [401] } },
     { path: "/llm/", policies: ["tokens"], cost: 500, settle: { cost_header: "X-Tollgate-Cost" } },
+    { path: "/api/", policies: ["api"], cost: 2, settle: { refund_statuses: [500, 503] } },
   ],
 };
 
@@ -89,6 +92,17 @@ test("a cost header settles the real cost and the client never sees it", async (
     assert.ok(await eventually(async () => (await remaining(edge, "tokens", ip)) === 1000 - 120 - 700));
     // 180 left: an estimate of 500 no longer fits.
     assert.equal((await hit(edge, "/llm/1", { ip })).status, 429);
+  });
+});
+
+test("a refunded status gives the request back; another status stays charged", async () => {
+  await withEdge(async (edge) => {
+    const ip = "198.51.100.9";
+    assert.equal((await hit(edge, "/api/broken", { ip })).status, 503);
+    assert.ok(await eventually(async () => (await remaining(edge, "api", ip)) === 10), "the 503 is given back");
+    // A 200 is settled at its estimate: 2 stay charged.
+    assert.equal((await hit(edge, "/api/fine", { ip })).status, 200);
+    assert.ok(await eventually(async () => (await remaining(edge, "api", ip)) === 8));
   });
 });
 
