@@ -17,6 +17,7 @@ use alloc::borrow::Cow;
 use alloc::string::String;
 use alloc::vec::Vec;
 use core::fmt;
+use core::fmt::Write as _;
 
 use super::Slot;
 
@@ -147,6 +148,21 @@ impl KeyLayout {
         base.push_str(&part);
         base.push('}');
         base
+    }
+
+    /// The key of the record of the reservation `id` settled for `key`
+    /// ([`super::fleet::settled_record`]): `<base>:s:<id in hex>`, in the key's hash tag, so
+    /// that it is written in the same script (on the same node) as the key's states.
+    ///
+    /// ```
+    /// use tollgate::store::KeyLayout;
+    /// let layout = KeyLayout::new("tollgate", "api").unwrap();
+    /// assert_eq!(layout.settled_key("alice", 255), "tollgate:{api:alice}:s:ff");
+    /// ```
+    pub fn settled_key(&self, key: &str, id: u64) -> String {
+        let mut name = self.base(key);
+        let _ = write!(name, ":s:{id:x}");
+        name
     }
 
     /// The key of `slot` for `key` (and `tenant`, for the tenant slot).
