@@ -56,6 +56,7 @@ where
         for p in &round {
             let (name, cost) = match p.op {
                 Op::Check(c)
+                | Op::Reserve(c)
                 | Op::Acquire {
                     cost: c,
                     ask: Ask::Charge { .. },
@@ -110,7 +111,7 @@ where
                 (Ok(_), Op::Release(_)) => Ok(Answer::Released),
                 (Ok(v), op) => match module_decision(&v) {
                     Some(d) => {
-                        if let Op::Check(cost) | Op::Acquire { cost, .. } = op {
+                        if let Op::Check(cost) | Op::Acquire { cost, .. } | Op::Reserve(cost) = op {
                             self.link.counters.redis.fetch_add(1, Relaxed);
                             // Whole ms rounded up: remember the lower bound.
                             let floor = fleet::lower_bound(d.decision.retry_after);
