@@ -247,3 +247,24 @@ async fn a_settle_while_redis_is_down_is_unknown_and_its_retry_settles_once() {
     assert_eq!(again, done);
     assert_eq!(l.peek("k", None).await.unwrap().decision.remaining, 900);
 }
+
+/// What PERF.md's "Redis round trips per stream" counts: a reserve is a read and a commit,
+/// a settle a read and a commit (with the reservation's record), a second settle one read
+/// (the record answers). Once the server has the scripts cached.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_uncontended_stream_takes_four_round_trips_and_a_retry_one() {
+    let server = Server::start();
+    let l = limiter(&server, "fixed-window 1000/1d", Fallback::Closed).await;
+    // A first stream fills the server's script cache (each script's first call is an
+    // EVALSHA answered NOSCRIPT, then an EVAL: one round trip more, once).
+    let warm = l.reserve("warm", 1).await.unwrap().1.unwrap();
+    l.settle("warm", warm, 1, Overage::Debt).await.unwrap();
+    let before = l.stats().round_trips;
+    let r = l.reserve("k", 800).await.unwrap().1.unwrap();
+    assert_eq!(l.stats().round_trips - before, 2, "reserve");
+    let kept = copy(&r);
+    l.settle("k", r, 300, Overage::Debt).await.unwrap();
+    assert_eq!(l.stats().round_trips - before, 4, "reserve and settle");
+    l.settle("k", kept, 300, Overage::Debt).await.unwrap();
+    assert_eq!(l.stats().round_trips - before, 5, "and a retried settle");
+}
