@@ -142,9 +142,7 @@ async fn run<C: ConnectionLike + Clone + Send + Sync + 'static>(
             tokio::time::sleep(start).await;
             let estimate = if charge_after { 0 } else { s.estimate };
             let (o, r) = l.reserve(&key, estimate).await.unwrap();
-            let Some(r) = r.filter(|_| !charge_after || o.decision.remaining > 0) else {
-                return None;
-            };
+            let r = r.filter(|_| !charge_after || o.decision.remaining > 0)?;
             tokio::time::sleep(pause).await;
             let kept = copy(&r);
             let settled = l.settle(&key, r, s.actual, Overage::Debt).await.unwrap();
