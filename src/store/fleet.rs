@@ -26,6 +26,7 @@ use core::fmt;
 use super::{Batch, Limits, StateBytesError, Write};
 
 mod failure;
+pub mod settle_command;
 
 use crate::settle::{Settled, Settlement};
 use crate::stack::StackDecision;

@@ -158,6 +158,9 @@ impl KeyLayout {
     /// use tollgate::store::KeyLayout;
     /// let layout = KeyLayout::new("tollgate", "api").unwrap();
     /// assert_eq!(layout.settled_key("alice", 255), "tollgate:{api:alice}:s:ff");
+    /// // The module names it from the base it is sent.
+    /// let base = layout.base("alice");
+    /// assert_eq!(tollgate::store::settled_name(base.as_bytes(), 255), b"tollgate:{api:alice}:s:ff");
     /// ```
     pub fn settled_key(&self, key: &str, id: u64) -> String {
         let mut name = self.base(key);
@@ -172,6 +175,15 @@ impl KeyLayout {
         slot.push_suffix(tenant, &mut name);
         name
     }
+}
+
+/// The key of the settle record of reservation `id` under `base` (a name made by
+/// [`KeyLayout::base`], as bytes: the Redis module takes it from its arguments); the same
+/// name as [`KeyLayout::settled_key`].
+pub fn settled_name(base: &[u8], id: u64) -> Vec<u8> {
+    let mut name = base.to_vec();
+    name.extend_from_slice(alloc::format!(":s:{id:x}").as_bytes());
+    name
 }
 
 /// The key of `slot` under `base` (a name made by [`KeyLayout::base`], as bytes: the Redis

@@ -30,7 +30,7 @@ where
 
     /// The limiter's arguments of a module command: the policy, a stack, or a fair share's
     /// shared policy and the tenant window.
-    fn module_limits(&self, tenant: Option<&str>) -> Vec<String> {
+    pub(super) fn module_limits(&self, tenant: Option<&str>) -> Vec<String> {
         let layers = self.limits.layers();
         let mut args = match layers {
             [one] => vec![one.to_string()],

@@ -9,12 +9,17 @@
 //! record keeps the settlement for [`fleet::settled_ttl_ms`]: a second settle of the same
 //! reservation (a client's retry, a process that restarted and settles again) answers the
 //! first's outcome and charges nothing, however many processes send it.
+//!
+//! With tollgate's module loaded, a settle is one command, `TOLLGATE.SETTLE`, one round trip
+//! (the same rule and record, inside Redis). A reserve still takes the compare-and-set way
+//! there: it needs its decision's instant, which the module's decision reply does not carry.
 
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
 
 use redis::aio::ConnectionLike;
 use tollgate::settle::{check_reservable, fingerprint, Overage, Reservation, Settlement};
+use tollgate::store::fleet::settle_command::{self, SettleArgs};
 use tollgate::store::fleet::{self, Commit};
 use tollgate::store::Batch;
 use tollgate::{Identity, ReservationError, MAX_COUNT};
@@ -199,6 +204,9 @@ where
         if self.link.is_down() {
             return Err(unknown(Why::Unreachable));
         }
+        if self.has_module().await {
+            return self.settle_in_module(group, r, actual, overage).await;
+        }
         let mut view = match self.link.read(&keys).await {
             Ok(v) => v,
             Err(Failure::Unavailable(why)) => {
@@ -251,6 +259,55 @@ where
                 }
                 Err(Failure::Fatal(e)) => return Err(Error::Redis(e)),
             }
+        }
+    }
+}
+
+impl<C> Inner<C>
+where
+    C: ConnectionLike + Clone + Send + Sync + 'static,
+{
+    /// The settle in the module: one command, one round trip (`TOLLGATE.SETTLE`, whose
+    /// arguments are the core's [`settle_command`]).
+    async fn settle_in_module(
+        &self,
+        group: &Group,
+        r: &Reservation,
+        actual: u64,
+        overage: Overage,
+    ) -> Result<Settlement, Error> {
+        let args = settle_command::encode(&SettleArgs {
+            id: r.id,
+            at: r.at,
+            estimate: r.estimate,
+            actual,
+            overage,
+        });
+        let mut cmd = redis::cmd(settle_command::COMMAND);
+        cmd.arg(self.layout.base(&group.key))
+            .arg(args)
+            .arg(self.module_limits(None));
+        let mut conn = self.link.conn.clone();
+        match self
+            .link
+            .send(cmd.query_async::<redis::Value>(&mut conn))
+            .await
+        {
+            Ok(redis::Value::Array(reply)) => match reply.first() {
+                Some(redis::Value::BulkString(bytes)) => {
+                    self.link.counters.redis.fetch_add(1, Relaxed);
+                    record(bytes)
+                }
+                _ => Err(Error::Redis(crate::link::unexpected_reply())),
+            },
+            Ok(_) => Err(Error::Redis(crate::link::unexpected_reply())),
+            Err(Failure::Unavailable(why)) => {
+                // It may have run: the caller retries, and the record answers if it did.
+                self.link.counters.indeterminate.fetch_add(1, Relaxed);
+                self.mark_down(Why::Indeterminate);
+                Err(Error::SettleUnknown { why })
+            }
+            Err(Failure::Fatal(e)) => Err(Error::Redis(e)),
         }
     }
 }
