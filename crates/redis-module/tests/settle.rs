@@ -214,3 +214,82 @@ async fn a_settle_with_the_module_is_one_round_trip_and_settles_once_across_limi
         700
     );
 }
+
+/// The count charged to `key`, read from Redis.
+async fn charged(
+    l: &RedisLimiter<ConnectionManager>,
+    conn: &mut ConnectionManager,
+    key: &str,
+) -> u64 {
+    let name = l
+        .layout()
+        .slot_key(key, None, tollgate::store::Slot::Layer(0));
+    let value: Vec<u8> = redis::cmd("GET")
+        .arg(&name)
+        .query_async(conn)
+        .await
+        .unwrap();
+    match fleet::decode_value(&value).unwrap().map(|s| s.state) {
+        None => 0,
+        Some(tollgate::State::FixedWindow(w)) => w.count,
+        Some(other) => panic!("{other:?}"),
+    }
+}
+
+/// The fleet test of crates/redis/tests/settle_fleet.rs on the module's settle, lean: three
+/// limiters share 10,000 tokens; 200 concurrent streams reserve 100-1,000 and settle at most
+/// their estimate, every fifth twice (by another limiter). At Redis's clock (the module is
+/// not used under a client's test clock), over a day's window, so that the window does not
+/// roll over mid-test.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fleet_settling_in_the_module_stays_within_the_budget_and_exact_at_rest() {
+    let server = with_module(&[]);
+    let mut limiters = Vec::new();
+    for _ in 0..3 {
+        let options = Options::new("fleet", Fallback::Closed).timeout(Duration::from_secs(10));
+        let limits = Limits::single("fixed-window 10000/1d".parse().unwrap());
+        let conn = support::connect(&server.url()).await;
+        limiters.push(RedisLimiter::new(conn, limits, options).unwrap());
+    }
+    let seed = fastrand::u64(..);
+    println!("seed {seed}");
+    let mut rng = fastrand::Rng::with_seed(seed);
+    let key = format!("k{}", rng.u64(..));
+    let mut tasks = Vec::new();
+    for i in 0..200 {
+        let (l, twin) = (limiters[i % 3].clone(), limiters[(i + 1) % 3].clone());
+        let estimate = rng.u64(100..=1_000);
+        let actual = rng.u64(0..=estimate);
+        let start = Duration::from_micros(rng.u64(0..50_000));
+        let key = key.clone();
+        tasks.push(tokio::spawn(async move {
+            tokio::time::sleep(start).await;
+            let r = l.reserve(&key, estimate).await.unwrap().1?;
+            let kept = Reservation { ..r };
+            let done = l.settle(&key, r, actual, Overage::Debt).await.unwrap();
+            if i % 5 == 0 {
+                let again = twin
+                    .settle(&key, kept, actual, Overage::Debt)
+                    .await
+                    .unwrap();
+                assert_eq!(again, done, "a settle sent twice answers the first");
+            }
+            Some(actual)
+        }));
+    }
+    let mut conn = support::connect(&server.url()).await;
+    let mut peak = 0;
+    let mut spent = 0;
+    for t in tasks {
+        peak = peak.max(charged(&limiters[0], &mut conn, &key).await);
+        spent += t.await.unwrap().unwrap_or(0);
+    }
+    let at_rest = charged(&limiters[0], &mut conn, &key).await;
+    assert!(peak.max(at_rest) <= 10_000, "passed the budget: {peak}");
+    assert_eq!(
+        at_rest, spent,
+        "at rest: the admitted streams' actual costs"
+    );
+    let trips: u64 = limiters.iter().map(|l| l.stats().round_trips).sum();
+    println!("module fleet: {spent} spent, {trips} round trips");
+}
