@@ -254,7 +254,13 @@ fn decide(ctx: &Context, args: Vec<RedisString>, op: Op) -> RedisResult {
     apply_writes(ctx, &keys, &outcome.writes, wall)?;
     info::decided(op, outcome.decided.as_ref().map(|(d, _)| d));
     Ok(match outcome.decided {
-        Some((decision, each)) => decisions_reply(&decision, &each),
+        Some((decision, each)) => {
+            let mut reply = decisions_reply(&decision, &each);
+            if let (true, RedisValue::Array(fields)) = (req.with_time, &mut reply) {
+                fields.push(RedisValue::Integer(i64::try_from(now).unwrap_or(i64::MAX)));
+            }
+            reply
+        }
         None => RedisValue::SimpleStringStatic("OK"),
     })
 }

@@ -195,11 +195,19 @@ async fn limiter(server: &Server) -> RedisLimiter<ConnectionManager> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_settle_with_the_module_is_one_round_trip_and_settles_once_across_limiters() {
+async fn with_the_module_a_reserve_and_a_settle_are_one_round_trip_each_and_settle_once() {
     let server = with_module(&[]);
     let first = limiter(&server).await;
+    // The module's presence is asked once (COMMAND INFO), before the first decision.
+    assert!(first.check("warm", 0).await.unwrap().decision.allowed);
+    let before = first.stats().round_trips;
     let (o, r) = first.reserve("k", 800).await.unwrap();
     assert_eq!(o.decision.remaining, 200);
+    assert_eq!(
+        first.stats().round_trips - before,
+        1,
+        "one TOLLGATE.CHECK ... WITHTIME"
+    );
     let r = r.unwrap();
     let kept = Reservation { ..r };
     let before = first.stats().round_trips;

@@ -82,6 +82,10 @@ where
                 // the reply's delay (rounded up) then agrees that it fits.
                 cmd.arg("MAXDELAY").arg(left / NANOS_PER_MS);
             }
+            if let Op::Reserve(_) = p.op {
+                // The instant decided at, which the reservation carries.
+                cmd.arg("WITHTIME");
+            }
         }
         let sent = Instant::now();
         let mut conn = self.link.conn.clone();
@@ -117,17 +121,34 @@ where
                             let floor = fleet::lower_bound(d.decision.retry_after);
                             self.remember(group, *cost, sent, &d, floor);
                         }
-                        Ok(Answer::Decided(Outcome {
+                        let outcome = Outcome {
                             decision: d.decision,
                             each: d.each,
                             source: Source::Redis,
-                        }))
+                        };
+                        match (op, decided_at(&v)) {
+                            (Op::Reserve(_), Some(at)) => Ok(Answer::Reserved(outcome, at)),
+                            (Op::Reserve(_), None) => Err(Error::Redis(unexpected_reply())),
+                            _ => Ok(Answer::Decided(outcome)),
+                        }
                     }
                     None => Err(Error::Redis(unexpected_reply())),
                 },
             };
             let _ = p.reply.send(answer);
         }
+    }
+}
+
+/// The instant a `WITHTIME` decision reply was decided at (ns): its last field, after each
+/// limit's decisions.
+fn decided_at(v: &redis::Value) -> Option<tollgate::Nanos> {
+    let redis::Value::Array(f) = v else {
+        return None;
+    };
+    match f.get(fleet::DECISION_FIELDS + 1)? {
+        redis::Value::Int(n) => u64::try_from(*n).ok(),
+        _ => None,
     }
 }
 

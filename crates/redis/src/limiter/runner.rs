@@ -63,10 +63,7 @@ where
                 return self.fall_back(group, round, why);
             }
         }
-        // A reserve needs its decision's instant, which the module's reply does not carry:
-        // a round with one is decided on the compare-and-set path (the same states).
-        let reserves = round.iter().any(|p| matches!(p.op, super::Op::Reserve(_)));
-        if !reserves && self.has_module().await {
+        if self.has_module().await {
             return self.decide_in_module(group, round).await;
         }
         self.decide_by_cas(group, round).await

@@ -11,8 +11,8 @@
 //! first's outcome and charges nothing, however many processes send it.
 //!
 //! With tollgate's module loaded, a settle is one command, `TOLLGATE.SETTLE`, one round trip
-//! (the same rule and record, inside Redis). A reserve still takes the compare-and-set way
-//! there: it needs its decision's instant, which the module's decision reply does not carry.
+//! (the same rule and record, inside Redis), and a reserve is a `TOLLGATE.CHECK ... WITHTIME`
+//! merged with the key's other requests (its reply carries the instant decided at).
 
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
