@@ -45,6 +45,7 @@ extern crate alloc;
 #[cfg(feature = "std")]
 extern crate std;
 
+pub mod adaptive;
 pub mod algorithms;
 pub mod backoff;
 #[cfg(feature = "alloc")]

@@ -292,7 +292,7 @@ pub const fn near_limit(decision: &Decision) -> bool {
     // remaining / limit < 1/5: for a whole `remaining`, the same as under the fifth rounded
     // up, in integers that cannot overflow. Not `remaining as u128 * 5 < limit as u128`:
     // on wasm32 that product is a call to a 128-bit multiply, which made counting cost the
-    // npm `check` 143 wasm operators (3.05%) against 80 (1.7%) this way (PERF.md, issue 29).
+    // npm `check` nearly twice the operators (PERF.md, "Measured reasons in the code").
     decision.allowed && decision.remaining < decision.limit.div_ceil(5)
 }
 

@@ -185,7 +185,7 @@ const INLINE: usize = 4;
 /// they live for the decision only.
 ///
 /// (A heap allocation and its free are ~130 instructions of a keyed stack's `check`, whose
-/// count `scripts/counts.sh keyed-stack-1` holds; PERF.md has the figures.)
+/// count `scripts/counts.sh keyed-stack-1` holds; PERF.md, "Measured reasons in the code".)
 pub(crate) fn per_limit<T: Default, R>(n: usize, f: impl FnOnce(&mut [T]) -> R) -> R {
     let mut inline: [T; INLINE] = Default::default();
     let mut heap = Vec::new();

@@ -74,11 +74,12 @@ guard "$pkg/web/tollgate_wasm.js" "    wasm = instance.exports;" "    wasm = __t
 guard "$pkg/bundler/tollgate_wasm_bg.js" "    wasm = val;" "    wasm = __tollgate_guard(val);"
 # One copy of the JS API (web/ stays self-contained: www/build.sh copies it whole); each
 # build binds it to its own wasm-bindgen output. api.js binds its parts (see its head):
-# limiter.js, checks.js, backoff.js; and the parts redis.js shares: decision.js (a decision
+# limiter.js (with reservations.js, its record of reservations for settle), checks.js,
+# backoff.js; and the parts redis.js shares: decision.js (a decision
 # from the core's numbers), throttle.js, waiting.js (the wait of `acquire`: lines of waiters,
 # timers) and counts.js (the counts as plain objects around the core's metric model, also
 # metrics.js').
-for part in api limiter checks backoff decision throttle waiting counts; do
+for part in api limiter reservations checks backoff decision throttle waiting counts; do
   cp "$here/js/$part.js" "$pkg/web/$part.js"
 done
 api=$(node --input-type=module -e '

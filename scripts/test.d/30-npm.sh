@@ -54,13 +54,14 @@ gz=$(gzip -9 -c "$wasm" | wc -c)
 echo "wasm: $(wc -c < "$wasm") bytes raw, $gz bytes gzipped"
 # The size goal is 40 KB gzipped (PERF.md says where the bytes are). The test
 # is a budget with headroom above it, so that a change made for clarity does not fail the
-# suite over a few hundred bytes: it fails at 47,000 bytes (raised from 46,000 when every
-# request's work was bounded, issues 43-44: the stack rule as loops and a key's byte bound
-# with its named error, ~700 bytes; PERF.md, "The npm .wasm size budget"), and the size is
+# suite over a few hundred bytes: it fails at 57,000 bytes (raised from 46,000 when every
+# request's work was bounded, issues 43-44, ~700 bytes; then from 47,000 for reserve and
+# settle, issue 40, ~9 KB: each is the core's keyed store inlined once more; PERF.md, "The
+# npm .wasm size budget"), and the size is
 # printed above (and by the benchmark) for every change to be weighed. The same toolchain
 # builds the same bytes (wasm-bindgen and binaryen are pinned, Rust is the machine's stable).
 goal=40000
-budget=47000
+budget=57000
 if [ "$gz" -gt "$goal" ]; then
   echo "note: the .wasm is $gz bytes gzipped, above the $goal-byte goal (budget $budget)"
 fi

@@ -23,6 +23,7 @@ node --test --test-concurrency=1 \
   crates/worker/test/concurrency.test.mjs \
   crates/worker/test/queue.test.mjs \
   crates/worker/test/timeout.test.mjs \
+  crates/worker/test/settle.test.mjs \
   crates/worker/test/apikeys.test.mjs \
   crates/worker/test/metrics.test.mjs \
   crates/worker/test/wrangler.test.mjs

@@ -117,8 +117,7 @@ impl<K: Hash + Eq + Clone> KeyedLimiter<K> {
 
     /// [`Self::reserve`] over several layers, out of line: inlined, its frame (a `Vec` of
     /// locked entries, the stack's scratch) was the one-policy path's too, and a reserve
-    /// counted 27% more instructions than a check instead of ~10% (PERF.md, "Reserve and
-    /// settle").
+    /// counted nearly a third more instructions than a check (PERF.md, "Reserve and settle").
     #[inline(never)]
     fn reserve_stack<Q>(
         &self,

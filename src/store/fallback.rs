@@ -1,9 +1,9 @@
 //! When a store cannot decide: why a call to it failed ([`Why`]) and what its user declared
 //! to happen then ([`Behaviour`]), each with the one name every runtime reports it by (the
 //! metric model's `reason` and `behaviour` attributes, [`crate::metrics`]). Which failures
-//! fall back is the fleet's rule ([`crate::store::fleet::handle`]); the behaviours are
-//! declared by each store's options (tollgate-redis, tollgate-rls, the npm `RedisLimiter`,
-//! the tower layer, the edge's routes).
+//! fall back is the fleet's rule (`store::fleet::handle`, with the `fleet` feature); the
+//! behaviours are declared by each store's options (tollgate-redis, tollgate-rls, the npm
+//! `RedisLimiter`, the tower layer, the edge's routes).
 //!
 //! ```
 //! use tollgate::store::fallback::{Behaviour, Why};

@@ -9,6 +9,10 @@
 //!   for a lease.
 //! * **Module replies** ([`decision_fields`], [`decision_from_fields`]): six integers per
 //!   decision, durations in whole ms rounded up.
+//! * **Settle records** ([`settled_record`], [`read_settled_record`], [`settled_ttl_ms`]):
+//!   what a fleet store keeps, beside the states and written atomically with them, for each
+//!   reservation it settled, so that a second settle of it answers the first's outcome and
+//!   charges nothing (a client retry, a process restart).
 //! * **The fallback's decisions** ([`fail_open`], [`fail_closed`]) and **which failures
 //!   fall back** ([`handle`], with the one table of Redis error replies, [`reply_class`]).
 //!
@@ -22,7 +26,9 @@ use core::fmt;
 use super::{Batch, Limits, StateBytesError, Write};
 
 mod failure;
+pub mod settle_command;
 
+use crate::settle::{Settled, Settlement};
 use crate::stack::StackDecision;
 use crate::{ceil_millis, Decision, Nanos, State, NANOS_PER_MS};
 pub use failure::{
@@ -307,6 +313,78 @@ pub fn decision_from_fields(f: [u64; DECISION_FIELDS]) -> Option<Decision> {
 /// deny cache may remember without outlasting the true retry time.
 pub fn lower_bound(whole_ms: Nanos) -> Nanos {
     whole_ms.saturating_sub(NANOS_PER_MS - 1)
+}
+
+/// The record of a settled reservation, as a fleet store keeps it under the reservation's
+/// id ([`super::KeyLayout::settled_key`]): the settlement's numbers in ASCII,
+/// `refunded charged unpaid`, then the same three for each limit of a stack.
+///
+/// ```
+/// use tollgate::settle::Settlement;
+/// use tollgate::store::fleet::{read_settled_record, settled_record};
+/// let s = Settlement { refunded: 15, ..Settlement::default() };
+/// assert_eq!(settled_record(&s), b"15 0 0");
+/// assert_eq!(read_settled_record(b"15 0 0"), Some(s));
+/// assert_eq!(read_settled_record(b"15 0"), None);
+/// ```
+pub fn settled_record(s: &Settlement) -> Vec<u8> {
+    let mut out = alloc::format!("{} {} {}", s.refunded, s.charged, s.unpaid);
+    for e in &s.each {
+        out.push_str(&alloc::format!(
+            " {} {} {}",
+            e.refunded,
+            e.charged,
+            e.unpaid
+        ));
+    }
+    out.into_bytes()
+}
+
+/// Reads a [`settled_record`] back; `None` for any other bytes.
+pub fn read_settled_record(record: &[u8]) -> Option<Settlement> {
+    let text = core::str::from_utf8(record).ok()?;
+    let numbers: Vec<u64> = text
+        .split(' ')
+        .map(str::parse)
+        .collect::<Result<_, _>>()
+        .ok()?;
+    if numbers.len() % 3 != 0 || numbers.is_empty() {
+        return None;
+    }
+    let mut triples = numbers.chunks_exact(3).map(|t| Settled {
+        refunded: t[0],
+        charged: t[1],
+        unpaid: t[2],
+    });
+    let combined = triples.next()?;
+    Some(Settlement {
+        refunded: combined.refunded,
+        charged: combined.charged,
+        unpaid: combined.unpaid,
+        each: triples.collect(),
+    })
+}
+
+/// How long a fleet store keeps a settle record, in ms: as long as a reservation can
+/// matter, the longest window among `limits` (a bucket's: the time it takes to refill from
+/// empty), plus `grace_ms`. A second settle of one reservation later than that finds no
+/// record and settles again: by then a window's refund is nothing.
+///
+/// ```
+/// use tollgate::store::fleet::settled_ttl_ms;
+/// use tollgate::store::Limits;
+/// let limits = Limits::stack(&["10/s".parse().unwrap(), "fixed-window 100/min".parse().unwrap()]).unwrap();
+/// assert_eq!(settled_ttl_ms(&limits, 5_000), 65_000);
+/// ```
+pub fn settled_ttl_ms(limits: &Limits, grace_ms: u64) -> u64 {
+    let longest = limits
+        .policies()
+        .iter()
+        .filter_map(|p| p.quota())
+        .map(|q| q.window())
+        .max()
+        .unwrap_or(0);
+    ceil_millis(longest).saturating_add(grace_ms).max(1)
 }
 
 /// The decision of a store that fails open (Redis unavailable): every limit admits with

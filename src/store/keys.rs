@@ -17,6 +17,7 @@ use alloc::borrow::Cow;
 use alloc::string::String;
 use alloc::vec::Vec;
 use core::fmt;
+use core::fmt::Write as _;
 
 use super::Slot;
 
@@ -149,6 +150,24 @@ impl KeyLayout {
         base
     }
 
+    /// The key of the record of the reservation `id` settled for `key`
+    /// ([`super::fleet::settled_record`]): `<base>:s:<id in hex>`, in the key's hash tag, so
+    /// that it is written in the same script (on the same node) as the key's states.
+    ///
+    /// ```
+    /// use tollgate::store::KeyLayout;
+    /// let layout = KeyLayout::new("tollgate", "api").unwrap();
+    /// assert_eq!(layout.settled_key("alice", 255), "tollgate:{api:alice}:s:ff");
+    /// // The module names it from the base it is sent.
+    /// let base = layout.base("alice");
+    /// assert_eq!(tollgate::store::settled_name(base.as_bytes(), 255), b"tollgate:{api:alice}:s:ff");
+    /// ```
+    pub fn settled_key(&self, key: &str, id: u64) -> String {
+        let mut name = self.base(key);
+        let _ = write!(name, ":s:{id:x}");
+        name
+    }
+
     /// The key of `slot` for `key` (and `tenant`, for the tenant slot).
     pub fn slot_key(&self, key: &str, tenant: Option<&str>, slot: Slot) -> String {
         let mut name = self.base(key);
@@ -156,6 +175,15 @@ impl KeyLayout {
         slot.push_suffix(tenant, &mut name);
         name
     }
+}
+
+/// The key of the settle record of reservation `id` under `base` (a name made by
+/// [`KeyLayout::base`], as bytes: the Redis module takes it from its arguments); the same
+/// name as [`KeyLayout::settled_key`].
+pub fn settled_name(base: &[u8], id: u64) -> Vec<u8> {
+    let mut name = base.to_vec();
+    name.extend_from_slice(alloc::format!(":s:{id:x}").as_bytes());
+    name
 }
 
 /// The key of `slot` under `base` (a name made by [`KeyLayout::base`], as bytes: the Redis

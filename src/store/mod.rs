@@ -60,8 +60,11 @@ use alloc::vec::Vec;
 use core::fmt::Write as _;
 
 use crate::fair_share::{skips_tenant_window, FairShare};
+use crate::settle::{Charge, Overage, Settlement};
 use crate::stack::StackDecision;
-use crate::{DecideError, Decision, Field, Nanos, Policy, PolicyError, Rule, State};
+use crate::{
+    DecideError, Decision, Field, Nanos, Policy, PolicyError, ReservationError, Rule, State,
+};
 
 pub mod bounds;
 mod bytes;
@@ -76,7 +79,7 @@ pub mod request;
 pub use bytes::{StateBytesError, STATE_BYTES_VERSION};
 #[cfg(feature = "fleet")]
 pub use deny::DenyCache;
-pub use keys::{key_part, slot_name, KeyLayout, LayoutError};
+pub use keys::{key_part, settled_name, slot_name, KeyLayout, LayoutError};
 
 /// What a limiter decides over: a single policy, an all-or-nothing stack, or a fair share
 /// (a shared policy and a per-tenant policy on top).
@@ -369,6 +372,44 @@ impl<'a> Batch<'a> {
                 }),
             },
         }
+    }
+
+    /// Settles a reservation that charged `charge` to every slot, with the `actual` cost, at
+    /// the batch's clock: each slot by its algorithm's rule ([`crate::settle::settle`]), all
+    /// or nothing (an error leaves the batch as it was). A fleet store then writes
+    /// [`Batch::writes`] as it does after a decision.
+    ///
+    /// Errors: those of [`crate::settle::settle`] (an actual above the bound, a
+    /// concurrency limit, which releases instead).
+    ///
+    /// ```
+    /// use tollgate::settle::Charge;
+    /// use tollgate::store::{Batch, Limits};
+    /// use tollgate::Overage;
+    /// let limits = Limits::single("fixed-window 100/min".parse().unwrap());
+    /// let slots = limits.slots(None);
+    /// let mut batch = Batch::new(&limits, &slots, vec![None], 0);
+    /// assert_eq!(batch.decide(40).unwrap().decision.remaining, 60);
+    /// let done = batch.settle(Charge { cost: 40, at: 0 }, 25, Overage::Debt).unwrap();
+    /// assert_eq!(done.refunded, 15);
+    /// assert_eq!(batch.decide(0).unwrap().decision.remaining, 75);
+    /// ```
+    pub fn settle(
+        &mut self,
+        charge: Charge,
+        actual: u64,
+        overage: Overage,
+    ) -> Result<Settlement, ReservationError> {
+        // Settled on a copy of the states, kept only when every slot settled.
+        let mut states = self.states.clone();
+        let mut each = Vec::with_capacity(states.len());
+        for (policy, state) in self.policies.iter().zip(states.iter_mut()) {
+            each.push(crate::settle::settle(
+                policy, state, charge, actual, self.now, overage,
+            )?);
+        }
+        self.states = states;
+        Ok(Settlement::of(&each))
     }
 
     /// Releases `cost` slots of every concurrency limit among the slots (a request that

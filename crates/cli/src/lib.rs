@@ -3,6 +3,7 @@
 #![warn(missing_docs)]
 
 pub mod accesslog;
+pub mod adapt;
 pub mod compare;
 pub mod error;
 pub mod input;

@@ -8,6 +8,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 use tollgate::Policy;
+use tollgate_cli::adapt::{plot, scenario};
 use tollgate_cli::compare::{self, write_table};
 use tollgate_cli::key::KeySpec;
 use tollgate_cli::replay::{self, LogFormat};
@@ -107,10 +108,37 @@ enum Command {
         #[command(subcommand)]
         command: RedisCommand,
     },
+    /// Adaptive concurrency (a limit that follows the server's latency).
+    Adapt {
+        #[command(subcommand)]
+        command: AdaptCommand,
+    },
     /// Ask a running Envoy rate limit service (tollgate-rls, envoyproxy/ratelimit).
     Rls {
         #[command(subcommand)]
         command: RlsCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum AdaptCommand {
+    /// Run the simulated server (100 workers, 10 ms, virtual time) under tollgate's gradient
+    /// controller, a static limit, Netflix's Gradient2 and Vegas and Envoy's gradient
+    /// controller; print one table per scenario: goodput, p50/p99 latency of the answers,
+    /// time to converge, shed rate, and the scenario's bounds.
+    Simulate {
+        /// The scenario: 1 (2x load from a limit of 20), 1x (the same, exponential service),
+        /// 2 (capacity halves at 60 s, back at 90 s), 3 (1.2x for 10 minutes), 4 (half load,
+        /// noisy), 5 (the server hangs). All when absent.
+        #[arg(long, short)]
+        scenario: Option<String>,
+        /// The seed of every random draw (arrivals, service times, jitter).
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        /// Write an SVG of the limit and the p99 latency over time (with several scenarios,
+        /// one file each, the scenario's name added before the extension).
+        #[arg(long)]
+        svg: Option<PathBuf>,
     },
 }
 
@@ -243,6 +271,14 @@ fn run(cli: Cli) -> Result<(), CliError> {
             };
             redis_inspect(&url, &pattern, &policies, &mut out)?;
         }
+        Command::Adapt {
+            command:
+                AdaptCommand::Simulate {
+                    scenario,
+                    seed,
+                    svg,
+                },
+        } => adapt_simulate(scenario.as_deref(), seed, svg, &mut out)?,
         Command::Rls {
             command:
                 RlsCommand::Check {
@@ -269,6 +305,49 @@ fn run(cli: Cli) -> Result<(), CliError> {
         }
     }
     out.flush()?;
+    Ok(())
+}
+
+/// `tollgate adapt simulate`: the chosen scenarios' tables, and their plots.
+fn adapt_simulate(
+    scenario: Option<&str>,
+    seed: u64,
+    svg: Option<PathBuf>,
+    out: &mut impl Write,
+) -> Result<(), CliError> {
+    let all = scenario::scenarios();
+    let chosen: Vec<_> = match scenario {
+        None => all,
+        Some(id) => {
+            let found: Vec<_> = all.into_iter().filter(|s| s.id == id).collect();
+            if found.is_empty() {
+                return Err(CliError::Usage(format!(
+                    "unknown scenario {id:?} (expected 1, 1x, 2, 3, 4 or 5)"
+                )));
+            }
+            found
+        }
+    };
+    let several = chosen.len() > 1;
+    for s in &chosen {
+        let report = scenario::run_scenario(s, seed).map_err(|e| CliError::Usage(e.to_string()))?;
+        writeln!(out, "{}", scenario::table(&report))?;
+        out.flush()?;
+        if let Some(path) = &svg {
+            let path = if several {
+                let stem = path.file_stem().unwrap_or_default().to_string_lossy();
+                let ext = path
+                    .extension()
+                    .map_or(String::new(), |e| format!(".{}", e.to_string_lossy()));
+                path.with_file_name(format!("{stem}-{}{ext}", s.id))
+            } else {
+                path.clone()
+            };
+            std::fs::write(&path, plot::svg(&report)).map_err(|error| {
+                CliError::Usage(format!("cannot write {}: {error}", path.display()))
+            })?;
+        }
+    }
     Ok(())
 }
 

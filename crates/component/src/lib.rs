@@ -14,12 +14,16 @@
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
+use std::cell::RefCell;
+use std::collections::BTreeMap;
 use std::num::NonZeroUsize;
 
 use tollgate::fair_share::FairShare;
 use tollgate::keyed::KeyedLimiter;
+use tollgate::settle::{Reservation, Settled, Settlement};
 use tollgate::{
-    millis, Algorithm, DecideError, Decision, Field, MillisDecision, Policy, PolicyError, Rule,
+    millis, Algorithm, DecideError, Decision, Field, Identity, MillisDecision, Overage, Policy,
+    PolicyError, ReservationError, Rule,
 };
 
 /// Generated from `wit/tollgate.wit`: the WIT types, the traits to implement, and the
@@ -43,6 +47,46 @@ pub struct Component;
 /// A `keyed-limiter` resource: the core's keyed limiter over `String` keys.
 pub struct Limiter {
     inner: KeyedLimiter<String>,
+    reservations: RefCell<Reservations>,
+}
+
+/// How many reservations a limiter remembers in each of its two records (the WIT
+/// `keyed-limiter.settle` documents it).
+const MAX_RESERVATIONS: usize = 100_000;
+
+/// A limiter's record of its reservations, which makes a settle idempotent: those issued
+/// and not settled yet, and the answers of those settled. Keyed by id, which the core
+/// issues in increasing order, so the oldest is the first; each holds at most
+/// [`MAX_RESERVATIONS`], dropping the oldest. The bound errs toward a charge, never a double
+/// count: a reservation dropped unsettled stays charged at its estimate, and a settle of a
+/// dropped one is `unknown-reservation`.
+#[derive(Default)]
+struct Reservations {
+    /// The limiter number of this limiter's reservations, known from its first.
+    issuer: Option<u64>,
+    /// id -> the reservation as issued.
+    open: BTreeMap<u64, wit::Reservation>,
+    /// id -> the key it was settled on and the answer.
+    settled: BTreeMap<u64, (String, wit::Settlement)>,
+}
+
+/// Inserts into a record, first dropping its oldest entry when it is full.
+fn bounded<V>(record: &mut BTreeMap<u64, V>, id: u64, value: V) {
+    if record.len() >= MAX_RESERVATIONS {
+        record.pop_first();
+    }
+    record.insert(id, value);
+}
+
+/// What a settle finds in the record.
+enum Found {
+    /// Settled before on the same key: its answer.
+    Settled(wit::Settlement),
+    /// Waiting for its settle (or settled on another key, which the core refuses): the
+    /// reservation as issued.
+    Open(wit::Reservation),
+    /// Another limiter's: the core names why it is foreign.
+    Foreign,
 }
 
 impl policies::Guest for Component {
@@ -167,11 +211,145 @@ impl keyed::GuestKeyedLimiter for Limiter {
     fn capacity(&self) -> u64 {
         self.inner.capacity()
     }
+
+    fn reserve(
+        &self,
+        key: String,
+        now_ms: u64,
+        estimate: u64,
+    ) -> Result<wit::Reserved, wit::ReservationError> {
+        let (d, issued) = self
+            .inner
+            .reserve(key.as_str(), millis(now_ms), estimate)
+            .map_err(reservation_error)?;
+        let reservation = issued.map(|r| {
+            let r = wit::Reservation {
+                key,
+                id: r.id,
+                limiter: r.limiter,
+                policies: r.policies,
+                key_hash: r.key,
+                estimate: r.estimate,
+                at_ns: r.at,
+            };
+            let mut record = self.reservations.borrow_mut();
+            record.issuer.get_or_insert(r.limiter);
+            bounded(&mut record.open, r.id, r.clone());
+            r
+        });
+        Ok(wit::Reserved {
+            decision: decision(d),
+            reservation,
+        })
+    }
+
+    fn settle(
+        &self,
+        reservation: wit::Reservation,
+        actual: u64,
+        now_ms: u64,
+        overage: wit::Overage,
+    ) -> Result<wit::Settlement, wit::ReservationError> {
+        // The numbers as issued when known (a copy edited since does not move a refund);
+        // the key is the caller's, which the core checks against the reservation's.
+        let issued = match self.find(&reservation)? {
+            Found::Settled(answer) => return Ok(answer),
+            Found::Open(issued) => core_reservation(&issued),
+            Found::Foreign => core_reservation(&reservation),
+        };
+        let overage = match overage {
+            wit::Overage::Debt => Overage::Debt,
+            wit::Overage::UpToLimit => Overage::UpToLimit,
+        };
+        let id = issued.id;
+        let done = self
+            .inner
+            .settle(
+                reservation.key.as_str(),
+                issued,
+                actual,
+                millis(now_ms),
+                overage,
+            )
+            .map_err(|refused| reservation_error(refused.error))?;
+        let answer = settlement(&done);
+        let mut record = self.reservations.borrow_mut();
+        record.open.remove(&id);
+        bounded(&mut record.settled, id, (reservation.key, answer.clone()));
+        Ok(answer)
+    }
 }
 
 impl Limiter {
     fn wrap(inner: KeyedLimiter<String>) -> keyed::KeyedLimiter {
-        keyed::KeyedLimiter::new(Limiter { inner })
+        keyed::KeyedLimiter::new(Limiter {
+            inner,
+            reservations: RefCell::default(),
+        })
+    }
+
+    /// What the record says of `r` (see [`Reservations`]); `unknown-reservation` for one of
+    /// this limiter in neither record.
+    fn find(&self, r: &wit::Reservation) -> Result<Found, wit::ReservationError> {
+        let record = self.reservations.borrow();
+        if record.issuer != Some(r.limiter) {
+            return Ok(Found::Foreign);
+        }
+        if let Some((key, answer)) = record.settled.get(&r.id) {
+            if *key == r.key {
+                return Ok(Found::Settled(answer.clone()));
+            }
+            // Settled on another key: the core refuses this one (foreign-key).
+            return Ok(Found::Foreign);
+        }
+        match record.open.get(&r.id) {
+            Some(issued) => Ok(Found::Open(issued.clone())),
+            None => Err(wit::ReservationError::UnknownReservation),
+        }
+    }
+}
+
+/// The core's reservation for a WIT one (the key is passed to the core's settle apart).
+fn core_reservation(r: &wit::Reservation) -> Reservation {
+    Reservation {
+        id: r.id,
+        limiter: r.limiter,
+        policies: r.policies,
+        key: r.key_hash,
+        estimate: r.estimate,
+        at: r.at_ns,
+    }
+}
+
+fn settled(s: &Settled) -> wit::Settled {
+    wit::Settled {
+        refunded: s.refunded,
+        charged: s.charged,
+        unpaid: s.unpaid,
+    }
+}
+
+fn settlement(s: &Settlement) -> wit::Settlement {
+    wit::Settlement {
+        refunded: s.refunded,
+        charged: s.charged,
+        unpaid: s.unpaid,
+        each: s.each.iter().map(settled).collect(),
+    }
+}
+
+fn reservation_error(e: ReservationError) -> wit::ReservationError {
+    match e {
+        ReservationError::Decide(d) => wit::ReservationError::Decide(decide_error(d)),
+        ReservationError::ActualTooLarge { max, .. } => wit::ReservationError::ActualTooLarge(max),
+        ReservationError::Foreign { differs } => wit::ReservationError::Foreign(match differs {
+            Identity::Key => wit::Identity::Key,
+            Identity::Policy => wit::Identity::Policy,
+            Identity::Limiter => wit::Identity::Limiter,
+        }),
+        ReservationError::NotSettleable { policy } => {
+            wit::ReservationError::NotSettleable(algorithm(policy))
+        }
     }
 }
 

@@ -17,7 +17,7 @@ mod tests;
 
 pub use groups::Group;
 pub use policies::{capacity, max_delay_ms, KeyKind, PolicyEntry};
-pub use routes::{Mode, OnError, PathMatch, Route};
+pub use routes::{Mode, OnError, PathMatch, Route, SettleRule};
 pub use settings::Settings;
 
 /// The most objects one policy group may be sharded over.

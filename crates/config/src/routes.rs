@@ -6,6 +6,7 @@ use serde::Deserialize;
 use super::policies::{capacity, check_delay, KeyKind, PolicyEntry};
 use super::{in_range, valid_name, ConfigError, Settings, MAX_COST};
 pub use tollgate_http::route::PathMatch;
+pub use tollgate_http::settle::SettleRule;
 
 /// What a route does when its coordinator (the Durable Object) fails or times out.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
@@ -41,6 +42,19 @@ pub(super) struct RawRoute {
     on_error: Option<OnError>,
     mode: Option<Mode>,
     retry_after_s: Option<u64>,
+    settle: Option<RawSettle>,
+}
+
+/// `[routes.settle]`: how the route settles a request's reservation from its response
+/// ([`SettleRule`]).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawSettle {
+    cost_header: Option<String>,
+    #[serde(default)]
+    count_statuses: Vec<u16>,
+    #[serde(default)]
+    refund_statuses: Vec<u16>,
 }
 
 /// One route.
@@ -66,6 +80,9 @@ pub struct Route {
     pub retry_after_s: u64,
     /// The coordinating group of the route's policies.
     pub group: Option<usize>,
+    /// Reserve `cost` as an estimate and settle it from the response by this rule
+    /// (`None`: the cost is charged once, before the request).
+    pub settle: Option<SettleRule>,
 }
 
 impl tollgate_http::route::Routed for Route {
@@ -126,6 +143,10 @@ fn route(
         r.retry_after_s.unwrap_or(1),
         1..=86_400,
     )?;
+    let settle = match r.settle {
+        Some(raw) => Some(settle(&format!("{at}.settle"), raw, &ids, policies)?),
+        None => None,
+    };
     Ok(Route {
         name,
         methods,
@@ -137,6 +158,75 @@ fn route(
         mode: r.mode.unwrap_or(Mode::Enforce),
         retry_after_s,
         group: None,
+        settle,
+    })
+}
+
+/// `routes[i].settle`: a header name, statuses 100-599, one status list at most, something
+/// to settle by, and a stack whose every limit can be settled (not a concurrency limit, whose
+/// slots a release gives back, nor a leaky queue, a shaper that has already delayed the
+/// request by its cost).
+fn settle(
+    at: &str,
+    raw: RawSettle,
+    ids: &[usize],
+    policies: &[PolicyEntry],
+) -> Result<SettleRule, ConfigError> {
+    if let Some(h) = &raw.cost_header {
+        let token = |b: u8| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b);
+        if h.is_empty() || h.len() > 64 || !h.bytes().all(token) {
+            return Err(ConfigError::new(
+                format!("{at}.cost_header"),
+                format!("{h:?} is not a header name (1-64 of a-z, 0-9 and !#$%&'*+-.^_`|~)"),
+            ));
+        }
+    }
+    for (field, list) in [
+        ("count_statuses", &raw.count_statuses),
+        ("refund_statuses", &raw.refund_statuses),
+    ] {
+        for (j, s) in list.iter().enumerate() {
+            in_range(&format!("{at}.{field}[{j}]"), u64::from(*s), 100..=599)?;
+        }
+    }
+    if !raw.count_statuses.is_empty() && !raw.refund_statuses.is_empty() {
+        return Err(ConfigError::new(
+            format!("{at}.refund_statuses"),
+            "name count_statuses or refund_statuses, not both: a status counted by one and \
+             not listed by the other would be ambiguous",
+        ));
+    }
+    if raw.cost_header.is_none() && raw.count_statuses.is_empty() && raw.refund_statuses.is_empty()
+    {
+        return Err(ConfigError::new(
+            at,
+            "settles by nothing: name a cost_header, count_statuses or refund_statuses",
+        ));
+    }
+    for &k in ids {
+        let entry = &policies[k];
+        let refuse = |why: String| ConfigError::new(at, format!("policy {:?}: {why}", entry.name));
+        if entry.tenant.is_some() {
+            return Err(refuse(
+                "a fair share's tenant windows are not settled: give this route a plain policy"
+                    .into(),
+            ));
+        }
+        for p in &entry.limits {
+            tollgate::settle::check_reservable(p).map_err(|e| refuse(e.to_string()))?;
+            if p.holds_slots() {
+                return Err(refuse(
+                    "a concurrency limit's slots are given back when the response ends: \
+                     there is nothing to settle"
+                        .into(),
+                ));
+            }
+        }
+    }
+    Ok(SettleRule {
+        cost_header: raw.cost_header.map(|h| h.to_ascii_lowercase()),
+        count_statuses: raw.count_statuses,
+        refund_statuses: raw.refund_statuses,
     })
 }
 

@@ -145,3 +145,46 @@ fn object_per_key_is_the_bench_s_not_the_config_s() {
     let e = c.objects_per_key("nope").unwrap_err();
     assert!(e.reason.contains("no policy named"), "{e}");
 }
+
+/// A config with one route on policy `limit`, whose `[routes.settle]` table is `settle`.
+fn settle_config(limit: &str, settle: &str) -> Result<Config, ConfigError> {
+    Config::parse(&format!(
+        "[policies.a]\nlimit = \"{limit}\"\n[[routes]]\npath = \"/login\"\npolicies = [\"a\"]\n\
+         [routes.settle]\n{settle}\n"
+    ))
+}
+
+#[test]
+fn settle_rules_are_read_with_the_header_lower_cased() {
+    let c = settle_config(
+        "100/min",
+        "cost_header = \"X-Tokens\"\nrefund_statuses = [500, 503]",
+    )
+    .unwrap();
+    let rule = c.routes[0].settle.as_ref().unwrap();
+    assert_eq!(rule.cost_header.as_deref(), Some("x-tokens"));
+    assert_eq!(rule.refund_statuses, [500, 503]);
+    let c = settle_config("5/min", "count_statuses = [401]").unwrap();
+    assert_eq!(c.routes[0].settle.as_ref().unwrap().count_statuses, [401]);
+}
+
+#[test]
+fn settle_errors_name_the_field_and_reason() {
+    let e = settle_config("5/min", "count_statuses = [401]\nrefund_statuses = [500]").unwrap_err();
+    assert_eq!(e.field, "routes[0].settle.refund_statuses");
+    assert!(e.reason.contains("not both"), "{e}");
+    let e = settle_config("5/min", "count_statuses = [200, 99]").unwrap_err();
+    assert_eq!(e.field, "routes[0].settle.count_statuses[1]");
+    let e = settle_config("5/min", "cost_header = \"x cost\"").unwrap_err();
+    assert_eq!(e.field, "routes[0].settle.cost_header");
+    let e = settle_config("5/min", "").unwrap_err();
+    assert_eq!(e.field, "routes[0].settle");
+    assert!(e.reason.contains("settles by nothing"), "{e}");
+    let e = settle_config("5/min", "cost_headr = \"x\"").unwrap_err();
+    assert!(e.field.starts_with("routes[0].settle"), "{e}");
+    let e = settle_config("concurrency 5", "count_statuses = [401]").unwrap_err();
+    assert_eq!(e.field, "routes[0].settle");
+    assert!(e.reason.contains("concurrency"), "{e}");
+    let e = settle_config("leaky-queue 5/s", "count_statuses = [401]").unwrap_err();
+    assert_eq!(e.field, "routes[0].settle");
+}

@@ -9,3 +9,4 @@ pub mod fields;
 pub mod key;
 pub mod problem;
 pub mod route;
+pub mod settle;

@@ -30,6 +30,9 @@ pub struct Request {
     /// `MAXDELAY <ms>`: keep an admission only if its queue delay is at most this (a
     /// waiting caller's remaining time).
     pub max_delay_ms: Option<u64>,
+    /// `WITHTIME`: the reply also carries the instant decided at, in ns (a reserve's, which
+    /// its settle names).
+    pub with_time: bool,
 }
 
 /// An argument error: the reply's message.
@@ -97,7 +100,7 @@ fn number(arg: Option<&[u8]>, what: &str, max: u64) -> Result<u64, ArgError> {
 pub const MAX_STACK: u64 = 16;
 
 /// Parses `<policy> | STACK <n> <policy>...` and the options `COST n`, `TENANT t <policy>`,
-/// `NOW ms`, `MAXDELAY ms` (`args` excludes the command and the key).
+/// `NOW ms`, `MAXDELAY ms`, `WITHTIME` (`args` excludes the command and the key).
 pub fn parse(args: &[&[u8]], test_clock: bool) -> Result<Request, ArgError> {
     let mut rest = args;
     let mut layers = Vec::new();
@@ -128,6 +131,7 @@ pub fn parse(args: &[&[u8]], test_clock: bool) -> Result<Request, ArgError> {
         tenant: None,
         now_ms: None,
         max_delay_ms: None,
+        with_time: false,
     };
     let mut tenant_policy = None;
     while let [option, tail @ ..] = rest {
@@ -148,6 +152,7 @@ pub fn parse(args: &[&[u8]], test_clock: bool) -> Result<Request, ArgError> {
                 req.max_delay_ms = Some(number(rest.first().copied(), "MAXDELAY", u64::MAX)?);
                 rest = &rest[1..];
             }
+            b"WITHTIME" => req.with_time = true,
             b"TENANT" => {
                 let [t, p, tail @ ..] = rest else {
                     return Err("ERR TENANT needs a tenant and its policy".into());
@@ -158,7 +163,7 @@ pub fn parse(args: &[&[u8]], test_clock: bool) -> Result<Request, ArgError> {
             }
             _ => {
                 return Err(format!(
-                    "ERR unknown option {:?} (expected COST, TENANT, MAXDELAY or NOW)",
+                    "ERR unknown option {:?} (expected COST, TENANT, MAXDELAY, WITHTIME or NOW)",
                     String::from_utf8_lossy(option)
                 ))
             }

@@ -70,10 +70,9 @@ fn server_now() -> u64 {
 
 /// One slot's key, opened with the module key API: a lookup in the keyspace, where
 /// `RedisModule_Call` ran a whole `GET` or `SET` command (argument objects, command lookup,
-/// a reply built and parsed again) for each read and write. Measured with `redis-benchmark`
-/// (fixed window, 10k keys, release build, `usec_per_call` of `INFO commandstats`, three
-/// runs): `TOLLGATE.CHECK` took 12.2-14.3 µs a call inside Redis through `RedisModule_Call`
-/// (GET, TIME, SET), 7.5-8.2 µs through the key API (6.3-6.6 µs with the policy cache).
+/// a reply built and parsed again) for each read and write: `TOLLGATE.CHECK`'s time inside
+/// Redis fell by about two fifths (PERF.md, "Fleet on Redis: speed", has the figures and the
+/// `redis-benchmark` run).
 struct StateKey {
     key: *mut raw::RedisModuleKey,
     name: RedisString,
@@ -254,7 +253,13 @@ fn decide(ctx: &Context, args: Vec<RedisString>, op: Op) -> RedisResult {
     apply_writes(ctx, &keys, &outcome.writes, wall)?;
     info::decided(op, outcome.decided.as_ref().map(|(d, _)| d));
     Ok(match outcome.decided {
-        Some((decision, each)) => decisions_reply(&decision, &each),
+        Some((decision, each)) => {
+            let mut reply = decisions_reply(&decision, &each);
+            if let (true, RedisValue::Array(fields)) = (req.with_time, &mut reply) {
+                fields.push(RedisValue::Integer(i64::try_from(now).unwrap_or(i64::MAX)));
+            }
+            reply
+        }
         None => RedisValue::SimpleStringStatic("OK"),
     })
 }
@@ -333,6 +338,70 @@ fn keys_request(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
     Ok(decisions_reply(decision, each))
 }
 
+/// `TOLLGATE.SETTLE <base> <id> <at> <estimate> <actual> <DEBT|UPTOLIMIT> <limits...>
+/// [NOW ms]` (the layout is the core's, [`fleet::settle_command`]): settles a reservation
+/// with the core's rule ([`tollgate::store::Batch::settle`]) and keeps its record under
+/// [`tollgate::store::settled_name`] (for [`fleet::settled_ttl_ms`]) in the same command,
+/// so that the reservation settles once: a second settle of it answers the record and
+/// charges nothing. Replies `[record, 1]`, or `[record, 0]` when settled before.
+fn settle(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
+    if args.len() < 8 {
+        return Err(counted(ErrorKind::Arity)(RedisError::WrongArity));
+    }
+    let base = args[1].as_slice();
+    if base.is_empty() {
+        let e = RedisError::Str("ERR the key must not be empty");
+        return Err(counted(ErrorKind::Argument)(e));
+    }
+    let rest: Vec<&[u8]> = args[2..].iter().map(|a| a.as_slice()).collect();
+    let (s, limiter) = fleet::settle_command::parse(&rest)
+        .map_err(|e| err(format!("ERR {e}")))
+        .map_err(counted(ErrorKind::Argument))?;
+    let test_clock = TEST_CLOCK.load(Relaxed);
+    let req = parse(limiter, test_clock)
+        .map_err(err)
+        .map_err(counted(ErrorKind::Argument))?;
+    let record = StateKey::open(ctx, &tollgate::store::settled_name(base, s.id), true);
+    if let Some(before) = record.read().map_err(counted(ErrorKind::WrongType))? {
+        let before = RedisValue::StringBuffer(before.to_vec());
+        return Ok(RedisValue::Array(vec![before, RedisValue::Integer(0)]));
+    }
+    let slots = req.limits.slots(req.tenant.as_deref());
+    let keys: Vec<StateKey> = slots
+        .iter()
+        .map(|slot| StateKey::open(ctx, &slot_key(base, req.tenant.as_deref(), *slot), true))
+        .collect();
+    let loaded = load_states(&keys)?;
+    let wall = server_now();
+    let now = req.now_ms.map_or(wall, millis);
+    let mut batch = tollgate::store::Batch::new(&req.limits, &slots, loaded, now);
+    let settled = batch
+        .settle(s.charge(), s.actual, s.overage)
+        .map_err(|e| err(format!("ERR {}: {e}", e.code())))
+        .map_err(counted(ErrorKind::Decision))?;
+    let grace_ms = GRACE_MS.load(Relaxed);
+    let (ttl, kept_ms) = match req.now_ms {
+        Some(_) => (None, fleet::TEST_CLOCK_TTL_MS),
+        None => (
+            Some(Ttl {
+                grace_ms,
+                lease_ms: LEASE_MS.load(Relaxed),
+            }),
+            fleet::settled_ttl_ms(&req.limits, grace_ms),
+        ),
+    };
+    let writes = fleet::key_writes(&batch, ttl, || fastrand::u64(..));
+    apply_writes(ctx, &keys, &writes, wall)?;
+    let bytes = fleet::settled_record(&settled);
+    record
+        .put(ctx, &bytes, (wall / NANOS_PER_MS).saturating_add(kept_ms))
+        .map_err(counted(ErrorKind::Write))?;
+    Ok(RedisValue::Array(vec![
+        RedisValue::StringBuffer(bytes),
+        RedisValue::Integer(1),
+    ]))
+}
+
 fn check(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
     decide(ctx, args, Op::Check)
 }
@@ -381,7 +450,7 @@ fn reset_keys(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
 #[cfg(not(test))]
 #[allow(missing_docs)]
 mod registration {
-    use super::{check, init, keys_request, peek, release, reset};
+    use super::{check, init, keys_request, peek, release, reset, settle};
     use redis_module::redis_module;
 
     redis_module! {
@@ -396,6 +465,7 @@ mod registration {
             ["tollgate.release", release, "write", 1, 1, 1, ""],
             ["tollgate.reset", reset, "write", 1, 1, 1, ""],
             ["tollgate.request", keys_request, "write deny-oom", 1, 1, 1, ""],
+            ["tollgate.settle", settle, "write deny-oom", 1, 1, 1, ""],
         ],
     }
 }

@@ -17,10 +17,10 @@ use std::time::Duration;
 
 use tollgate::store::bounds::OverBound;
 use tollgate::store::StateBytesError;
-use tollgate::{DecideError, Decision, PolicyError};
+use tollgate::{DecideError, Decision, PolicyError, ReservationError};
 
 pub use keys::KeyLayout;
-pub use limiter::{module_decision, RedisLimiter, Stats};
+pub use limiter::{module_decision, NotSettled, RedisLimiter, Stats};
 pub use link::handling;
 pub use requests::{Answer, RedisRequests};
 
@@ -32,6 +32,8 @@ pub const DENY_CACHE_ENTRIES: usize = 100_000;
 pub const READ_SCRIPT: &str = include_str!("../lua/read.lua");
 /// The script that commits a decision if no slot changed since it was read.
 pub const COMMIT_SCRIPT: &str = include_str!("../lua/commit.lua");
+/// The script that commits a settle with its record, once per reservation id.
+pub const SETTLE_SCRIPT: &str = include_str!("../lua/settle.lua");
 
 /// What a limiter does when Redis cannot be reached in time. There is no default: the
 /// choice is the operator's.
@@ -339,6 +341,17 @@ pub enum Error {
         /// The bound and the size the argument had.
         over: OverBound,
     },
+    /// A reserve or settle the core refuses: a reservation of another key, limits or
+    /// namespace, an actual cost above the bound, a limit that cannot be settled.
+    Reservation(ReservationError),
+    /// A settle whose outcome is unknown: Redis could not be reached, or its answer was
+    /// lost (`why`). It may have been applied or not; retrying it with the same
+    /// reservation is safe (Redis keeps the reservation's id with the settle: a retry of
+    /// an applied settle answers its outcome and charges nothing).
+    SettleUnknown {
+        /// Why Redis did not answer.
+        why: Why,
+    },
 }
 
 impl fmt::Display for Error {
@@ -370,6 +383,11 @@ impl fmt::Display for Error {
             ),
             Error::Redis(e) => write!(f, "redis: {e}"),
             Error::OverBound { field, over } => write!(f, "{field}: {over}"),
+            Error::Reservation(e) => write!(f, "{e}"),
+            Error::SettleUnknown { why } => write!(
+                f,
+                "settle not confirmed ({why:?}): retry it with the same reservation"
+            ),
         }
     }
 }
@@ -379,6 +397,12 @@ impl std::error::Error for Error {}
 impl From<DecideError> for Error {
     fn from(e: DecideError) -> Error {
         Error::Decide(e)
+    }
+}
+
+impl From<ReservationError> for Error {
+    fn from(e: ReservationError) -> Error {
+        Error::Reservation(e)
     }
 }
 

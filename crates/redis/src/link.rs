@@ -13,7 +13,7 @@ use redis::{ErrorKind, RedisError, Script};
 use tollgate::store::fleet::{self, Call, CallError, Handling, ValueError};
 use tollgate::{Nanos, State};
 
-use crate::{Error, Observer, Stats, Transition, Why, COMMIT_SCRIPT, READ_SCRIPT};
+use crate::{Error, Observer, Stats, Transition, Why, COMMIT_SCRIPT, READ_SCRIPT, SETTLE_SCRIPT};
 
 /// How a Redis error is handled.
 pub(crate) enum Failure {
@@ -81,6 +81,14 @@ pub(crate) enum Committed {
     Conflict(View),
 }
 
+/// What the settle script answered.
+pub(crate) enum SettleCommitted {
+    /// Written, or a conflict, as a commit.
+    Committed(Committed),
+    /// The reservation was settled before: its record (nothing written).
+    Before(Vec<u8>),
+}
+
 /// Counts of where decisions were made.
 #[derive(Default)]
 pub(crate) struct Counters {
@@ -105,6 +113,7 @@ pub(crate) struct Link<C> {
     probe_every: Duration,
     read: Script,
     commit: Script,
+    settle: Script,
     /// Until when the fallback decides; `None` while Redis is up. Its lock also orders the
     /// transitions reported to `on_transition`.
     down_until: Mutex<Option<Instant>>,
@@ -138,6 +147,7 @@ where
             probe_every,
             read: Script::new(READ_SCRIPT),
             commit: Script::new(COMMIT_SCRIPT),
+            settle: Script::new(SETTLE_SCRIPT),
             down_until: Mutex::new(None),
             marked: AtomicBool::new(false),
             downs: AtomicU64::new(0),
@@ -354,16 +364,47 @@ where
         keys: &[String],
         args: &[Vec<u8>],
     ) -> Result<Committed, Failure> {
-        let call = self.eval(&self.commit, COMMIT_SCRIPT, keys, args);
+        match self
+            .commit_with(&self.commit, COMMIT_SCRIPT, keys, args)
+            .await?
+        {
+            SettleCommitted::Committed(c) => Ok(c),
+            SettleCommitted::Before(_) => Err(Failure::Fatal(unexpected_reply())),
+        }
+    }
+
+    /// The settle script over `keys` (the slots, then the settle record) with `args`
+    /// ([`fleet::commit_args`], then the record and its time to live).
+    pub(crate) async fn commit_settle(
+        &self,
+        keys: &[String],
+        args: &[Vec<u8>],
+    ) -> Result<SettleCommitted, Failure> {
+        self.commit_with(&self.settle, SETTLE_SCRIPT, keys, args)
+            .await
+    }
+
+    async fn commit_with(
+        &self,
+        script: &Script,
+        source: &str,
+        keys: &[String],
+        args: &[Vec<u8>],
+    ) -> Result<SettleCommitted, Failure> {
+        let call = self.eval(script, source, keys, args);
         let reply = match tokio::time::timeout(self.timeout, call).await {
             Ok(Ok(r)) => r,
             Ok(Err(e)) => return Err(classify(Call::Write, e)),
             Err(_) => return Err(timed_out(Call::Write)),
         };
         match reply.first().map(Vec::as_slice) {
-            Some(b"ok") => Ok(Committed::Written),
+            Some(b"ok") => Ok(SettleCommitted::Committed(Committed::Written)),
+            Some(b"settled") => match reply.get(1) {
+                Some(record) => Ok(SettleCommitted::Before(record.clone())),
+                None => Err(Failure::Fatal(unexpected_reply())),
+            },
             Some(b"conflict") => view(&reply, 1, keys.len())
-                .map(Committed::Conflict)
+                .map(|v| SettleCommitted::Committed(Committed::Conflict(v)))
                 .ok_or_else(|| Failure::Fatal(unexpected_reply())),
             _ => Err(Failure::Fatal(unexpected_reply())),
         }

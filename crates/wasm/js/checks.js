@@ -50,6 +50,42 @@ export function checkCost(cost) {
   return cost;
 }
 
+/**
+ * A count given as `field` (a reservation's `estimate`, a settle's `actual`): a whole number
+ * from 0 to 2^53 - 1 (NaN, fractions and Infinity are not whole numbers). The core's own
+ * bound on an actual cost (2^40) is the core's to check.
+ */
+export function checkCount(field, value) {
+  if (typeof value !== "number" || !Number.isInteger(value)) {
+    throw optionError(TypeError, field, value, "not-a-number", "must be a whole number");
+  }
+  if (value < 0) throw optionError(RangeError, field, value, "negative", "must be 0 or more");
+  if (value > Number.MAX_SAFE_INTEGER) {
+    throw optionError(RangeError, field, value, "too-large", "must be at most 9007199254740991");
+  }
+  return value;
+}
+
+/** A settle's `overage` option: `"debt"` (the default) or `"up-to-limit"`; whether the latter. */
+export function upToLimit(overage) {
+  if (overage === undefined || overage === "debt") return false;
+  if (overage === "up-to-limit") return true;
+  throw optionError(TypeError, "overage", overage, "unknown-overage", 'must be "debt" or "up-to-limit"');
+}
+
+/** Throws unless `r` looks like a Reservation from `reserve()`. */
+export function checkReservation(r) {
+  const ok =
+    r !== null &&
+    typeof r === "object" &&
+    typeof r.key === "string" &&
+    Number.isInteger(r.estimate) &&
+    ["id", "limiter", "policies", "keyHash", "at"].every((f) => typeof r[f] === "string" && /^[0-9]{1,20}$/.test(r[f]));
+  if (!ok) {
+    throw optionError(TypeError, "reservation", r, "not-a-reservation", "must be a reservation from reserve()");
+  }
+}
+
 /** The `name` option: the policy's name in the limiter's counts (default "default"). */
 export function nameOf(options) {
   const name = options?.name ?? "default";
@@ -63,6 +99,20 @@ export function checkRoute(route) {
     throw optionError(TypeError, "route", route, "not-a-string", "must be a non-empty string");
   }
   return route;
+}
+
+/** The `maxReservations` of a limiter that names none. */
+export const DEFAULT_MAX_RESERVATIONS = 100_000;
+
+/** The `maxReservations` option (default {@link DEFAULT_MAX_RESERVATIONS}): a whole number of 1 or more. */
+export function maxReservationsOf(options) {
+  const m = options?.maxReservations;
+  if (m === undefined) return DEFAULT_MAX_RESERVATIONS;
+  if (typeof m !== "number" || !Number.isInteger(m)) {
+    throw optionError(TypeError, "maxReservations", m, "not-a-number", "must be a whole number");
+  }
+  if (m < 1) throw optionError(RangeError, "maxReservations", m, "zero", "must be 1 or more");
+  return m;
 }
 
 /** The `maxKeys` option (default {@link DEFAULT_MAX_KEYS}); its range is the core's to check. */

@@ -15,8 +15,21 @@ export interface RateLimitOptions<Req = any> {
   header?: string;
   /** Key by a function of the request (takes precedence over `header`). */
   key?: (req: Req) => string | undefined;
-  /** The cost of a request (default 1). */
-  cost?: number | ((req: Req) => number);
+  /**
+   * The cost of a request (default 1); or a measured cost: `estimate` reserved at the
+   * request, `actual` settled when the response ends or the client aborts (a streamed
+   * body included; `res.on('finish' | 'close')`); `undefined` from `actual` keeps the estimate. Needs a limiter
+   * of one policy.
+   */
+  cost?: number | ((req: Req) => number) | { estimate: (req: Req) => number; actual: (req: Req, res: any) => number | undefined };
+  /** express-rate-limit's: give a request back (settle 0) when its response succeeded. */
+  skipSuccessfulRequests?: boolean;
+  /** express-rate-limit's: give a request back when its response failed, or was cut off before its end. */
+  skipFailedRequests?: boolean;
+  /** Whether a response succeeded, for the skip options (default: status below 400). */
+  requestWasSuccessful?: (req: Req, res: any) => boolean;
+  /** Where a failed settle goes (an `actual` that is not a whole number, ...): the request stays charged at its estimate. Default: `console.error`. */
+  onSettleError?: (err: unknown, req: Req) => void;
   /** Add `X-RateLimit-Limit/Remaining/Reset` too. */
   legacy?: boolean;
   /** Count the decisions under this route (a fixed pattern, e.g. `"/api"`) in the limiter's `metrics()` (`tollgate.route`). */

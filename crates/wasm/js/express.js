@@ -1,5 +1,24 @@
 // Express middleware: `app.use(rateLimit({ limiter: new Limiter("100/min") }))`.
-import { decide, isExempt, options as normalise, problem, refusedKey } from "./middleware.js";
+import { decide, isExempt, options as normalise, problem, refusedKey, settleRequest } from "./middleware.js";
+
+/**
+ * Settles the request's reservation once, when its response ends (`finish`) or, cut off
+ * before, when the connection closes (`close`). The settle after a `close` waits a turn of
+ * the event loop, so that the route's own `close` handlers (registered after this one), which
+ * record what a stream sent before the abort, run first.
+ */
+function settleAtEnd(o, reservation, req, res) {
+  let done = false;
+  const settle = (cut) => {
+    if (done) return;
+    done = true;
+    settleRequest(o, reservation, req, res, cut);
+  };
+  res.on("finish", () => settle(false));
+  res.on("close", () => {
+    if (!res.writableFinished) setImmediate(() => settle(true));
+  });
+}
 
 /**
  * Limits requests per client IP (`req.ip`, which honours Express's `trust proxy` setting),
@@ -12,6 +31,8 @@ import { decide, isExempt, options as normalise, problem, refusedKey } from "./m
  */
 export function rateLimit(opts) {
   const o = normalise(opts);
+  // With skipSuccessfulRequests / skipFailedRequests / `cost: { estimate, actual }`, the
+  // request reserves its estimate and is settled when its response ends (settleAtEnd).
   return function tollgateRateLimit(req, res, next) {
     if (isExempt(o.exempt, req.path)) return next();
     let key = o.key ? o.key(req) : undefined;
@@ -20,14 +41,17 @@ export function rateLimit(opts) {
     let decision;
     try {
       const cost = typeof o.cost === "function" ? o.cost(req) : o.cost;
-      decision = decide(o.limiter, String(key), cost, o.route);
+      decision = decide(o.limiter, String(key), cost, o.route, o.settle);
     } catch (err) {
       const refused = refusedKey(err);
       if (refused === undefined) return next(err);
       return res.status(400).type("application/problem+json").send(refused);
     }
     res.set(o.limiter.headers(decision, o.name, { legacy: o.legacy }));
-    if (decision.allowed) return next();
+    if (decision.allowed) {
+      if (decision.reservation !== undefined) settleAtEnd(o, decision.reservation, req, res);
+      return next();
+    }
     res.status(429).set("Cache-Control", "no-store").type("application/problem+json");
     res.send(problem(o.limiter, decision, o.name));
   };

@@ -15,8 +15,21 @@ export interface RateLimiterOptions<C = any> {
   header?: string;
   /** Key by a function of the context (takes precedence over `header`). */
   key?: (c: C) => string | undefined;
-  /** The cost of a request (default 1). */
-  cost?: number | ((c: C) => number);
+  /**
+   * The cost of a request (default 1); or a measured cost: `estimate` reserved at the
+   * request, `actual` settled when the response ends or the client aborts (a streamed
+   * body included; when the body stream ends or is cancelled); `undefined` from `actual` keeps the estimate. Needs a limiter
+   * of one policy.
+   */
+  cost?: number | ((c: C) => number) | { estimate: (c: C) => number; actual: (c: C, res: Response) => number | undefined };
+  /** express-rate-limit's: give a request back (settle 0) when its response succeeded. */
+  skipSuccessfulRequests?: boolean;
+  /** express-rate-limit's: give a request back when its response failed, or was cut off before its end. */
+  skipFailedRequests?: boolean;
+  /** Whether a response succeeded, for the skip options (default: status below 400). */
+  requestWasSuccessful?: (c: C, res: Response) => boolean;
+  /** Where a failed settle goes (an `actual` that is not a whole number, ...): the request stays charged at its estimate. Default: `console.error`. */
+  onSettleError?: (err: unknown, c: C) => void;
   /** Add `X-RateLimit-Limit/Remaining/Reset` too. */
   legacy?: boolean;
   /** Count the decisions under this route (a fixed pattern, e.g. `"/api"`) in the limiter's `metrics()` (`tollgate.route`). */

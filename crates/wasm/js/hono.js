@@ -1,9 +1,52 @@
 // Hono middleware: `app.use(rateLimiter({ limiter: new Limiter("100/min") }))`.
-import { decide, isExempt, options as normalise, problem, refusedKey } from "./middleware.js";
+import { decide, isExempt, options as normalise, problem, refusedKey, settleRequest } from "./middleware.js";
 
 /** The client IP: the Node adapter's socket, else Cloudflare's `CF-Connecting-IP`. */
 function clientIp(c) {
   return c.env?.incoming?.socket?.remoteAddress ?? c.req.header("cf-connecting-ip") ?? "unknown";
+}
+
+/**
+ * Settles the request's reservation once, when its response's body has been read to its end
+ * (at once for a response without a body), or when the body is cancelled (the client went
+ * away: settled as cut off). The body is passed through a stream that sees both; the status
+ * and headers are the app's.
+ */
+function settleAtEnd(o, reservation, c) {
+  const res = c.res;
+  let done = false;
+  const settle = (cut) => {
+    if (done) return;
+    done = true;
+    settleRequest(o, reservation, c, res, cut);
+  };
+  if (res.body === null) return settle(false);
+  const reader = res.body.getReader();
+  const body = new ReadableStream({
+    async pull(controller) {
+      let chunk;
+      try {
+        chunk = await reader.read();
+      } catch (err) {
+        settle(true);
+        throw err;
+      }
+      if (chunk.done) {
+        controller.close();
+        settle(false);
+      } else {
+        controller.enqueue(chunk.value);
+      }
+    },
+    async cancel(reason) {
+      try {
+        await reader.cancel(reason);
+      } finally {
+        settle(true);
+      }
+    },
+  });
+  c.res = new Response(body, res);
 }
 
 /**
@@ -24,7 +67,7 @@ export function rateLimiter(opts) {
     const cost = typeof o.cost === "function" ? o.cost(c) : o.cost;
     let decision;
     try {
-      decision = decide(o.limiter, String(key), cost, o.route);
+      decision = decide(o.limiter, String(key), cost, o.route, o.settle);
     } catch (err) {
       const refused = refusedKey(err);
       if (refused === undefined) throw err;
@@ -39,5 +82,6 @@ export function rateLimiter(opts) {
     }
     await next();
     for (const [k, v] of Object.entries(h)) c.res.headers.set(k, v);
+    if (decision.reservation !== undefined) settleAtEnd(o, decision.reservation, c);
   };
 }

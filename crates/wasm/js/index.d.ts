@@ -51,6 +51,49 @@ export interface Decision {
   delay: number;
 }
 
+/**
+ * A reservation from {@link Limiter.reserve}: plain strings and numbers (JSON keeps them;
+ * the 64-bit numbers are decimal strings). What a settle needs: the key, the estimate
+ * charged, when, and who issued it.
+ */
+export interface Reservation {
+  /** The key it was charged to. */
+  key: string;
+  /** Unique among this limiter's reservations. */
+  id: string;
+  /** The issuing limiter's number, in this process. */
+  limiter: string;
+  /** The fingerprint of the limiter's policies. */
+  policies: string;
+  /** The key's hash by the limiter's hasher. */
+  keyHash: string;
+  /** The estimate charged to every limit. */
+  estimate: number;
+  /** The reserve's time, in nanoseconds: it names the window a refund goes to. */
+  at: string;
+}
+
+/** What a settle does with an actual cost above the estimate: charge it all (a debt), or only up to the limit. */
+export type Overage = "debt" | "up-to-limit";
+
+/** What a settle did to one limit, in whole units. */
+export interface Settled {
+  /** Units given back. */
+  refunded: number;
+  /** Units charged beyond the estimate. */
+  charged: number;
+  /** Units of the overage not charged (`up-to-limit`). */
+  unpaid: number;
+}
+
+/**
+ * What a settle did: the least any limit gave back or charged, the most left unpaid, and
+ * for a stack each limit's, in stack order.
+ */
+export interface Settlement extends Settled {
+  each?: Settled[];
+}
+
 /** Options of a {@link Limiter}. */
 export interface LimiterOptions {
   /**
@@ -65,6 +108,14 @@ export interface LimiterOptions {
    * {@link Limiter.problem} (so in the Express and Hono middleware's `RateLimit-Policy`).
    */
   name?: string;
+  /**
+   * The most reservations the limiter remembers (default 100 000), for each of its two
+   * records: those waiting for their settle and those settled (whose answer a second settle
+   * repeats, charging nothing). Past it the oldest entry is dropped: a reservation dropped
+   * unsettled stays charged at its estimate, and settling a dropped one throws
+   * `unknown-reservation`. Nothing is ever settled twice.
+   */
+  maxReservations?: number;
 }
 
 /** Options of {@link Limiter.check}. */
@@ -196,6 +247,26 @@ export class Limiter {
     fn: (...args: A) => R | Promise<R>,
     options?: ThrottleOptions<A>,
   ): (...args: A) => Promise<R>;
+  /**
+   * Reserves `estimate` for `key`: a decision that charges it as {@link Limiter.check}
+   * does and, when admitted, carries the `reservation` to settle with the real cost. An
+   * estimate that is not a whole number from 0 to 2^53 - 1 throws (`field: "estimate"`);
+   * a leaky queue (a shaper) refuses reserves (`not-settleable`).
+   */
+  reserve(key: string, estimate: number, options?: { now?: number }): Decision & { reservation?: Reservation };
+  /**
+   * Settles `reservation` (from this limiter's {@link Limiter.reserve}) with the `actual`
+   * cost: gives back `estimate - actual`, or charges `actual - estimate` (a debt past the
+   * limit by default; `overage: "up-to-limit"` charges only what remains and reports the
+   * rest as `unpaid`), by each limit's rule, all or nothing. Settling it again answers the
+   * first settle and charges nothing. Throws `RangeError`s naming the field: `actual`
+   * (`negative`, `too-large`, above 2^40 `actual-too-large`), `reservation`
+   * (`foreign-key`, `foreign-policy`, `foreign-limiter`, `unknown-reservation`), `policy`
+   * (`not-settleable`: a concurrency limit, whose slots `release` gives back); a
+   * `TypeError` for an actual that is not a whole number or a value that is not a
+   * reservation. A refused settle settles nothing; the reservation stays charged.
+   */
+  settle(reservation: Reservation, actual: number, options?: { now?: number; overage?: Overage }): Settlement;
   /** The key's standing without charging it. */
   peek(key: string, options?: { now?: number }): Decision;
   /** Gives back `cost` (default 1) slots of the concurrency policies for `key`. */

@@ -6,7 +6,23 @@
 
 import { WaitTimeoutError, TIMERS, waitInLine } from "./waiting.js";
 import { WAIT_LISTENERS, countsObject, notifyWait } from "./counts.js";
-import { checkCost, checkDecision, checkKey, checkMs, checkName, checkNow, checkRoute, maxKeysOf, nameOf, optionError } from "./checks.js";
+import {
+  checkCost,
+  checkCount,
+  checkDecision,
+  checkKey,
+  checkMs,
+  checkName,
+  checkNow,
+  checkReservation,
+  checkRoute,
+  maxKeysOf,
+  maxReservationsOf,
+  nameOf,
+  optionError,
+  upToLimit,
+} from "./checks.js";
+import { Reservations } from "./reservations.js";
 import { DECISION_LEN, detailedAt } from "./decision.js";
 import { throttled } from "./throttle.js";
 
@@ -28,6 +44,7 @@ export function limiterClass(glue) {
   /** Views of wasm memory, renewed when memory grows (the old buffer detaches: length 0). */
   let f64 = new Float64Array(0);
   let u8 = new Uint8Array(0);
+  let u64 = new BigUint64Array(0);
   function view() {
     if (f64.length === 0) f64 = new Float64Array(glue.wasmMemory().buffer);
     return f64;
@@ -36,6 +53,13 @@ export function limiterClass(glue) {
     if (u8.length === 0) u8 = new Uint8Array(glue.wasmMemory().buffer);
     return u8;
   }
+  function words() {
+    if (u64.length === 0) u64 = new BigUint64Array(glue.wasmMemory().buffer);
+    return u64;
+  }
+
+  /** A reservation's u64 numbers, in the core's reservation buffer order (RESERVATION_LEN). */
+  const RESERVATION = ["id", "limiter", "policies", "keyHash", "estimate", "at"];
 
   /**
    * Writes `text` into wasm memory at `at` if it is ASCII and fits in `room` bytes, and
@@ -71,6 +95,8 @@ export function limiterClass(glue) {
     #name;
     /** Route -> the core's series of counts for it (series 0: calls without a route). */
     #routes = new Map();
+    /** The reservations waiting for their settle, and the settles' answers (reservations.js). */
+    #reservations;
     /** Called when an `acquire` ends (the OpenTelemetry adapter's histogram). */
     [WAIT_LISTENERS] = new Set();
 
@@ -85,6 +111,7 @@ export function limiterClass(glue) {
       this.#core = core;
       this.#out = core.outPtr() >>> 3;
       this.#key = core.keyPtr();
+      this.#reservations = new Reservations(maxReservationsOf(policy instanceof CoreHandle ? policy.options : options));
     }
 
     /**
@@ -265,6 +292,62 @@ export function limiterClass(glue) {
       return throttled(this, fn, options);
     }
 
+    /**
+     * Reserves `estimate` for `key`: a decision that charges it as `check` does and, when
+     * admitted, carries the `reservation` to settle with the real cost (`settle`). A plain
+     * object of strings and numbers, which JSON keeps. The core's `KeyedLimiter::reserve`.
+     */
+    reserve(key, estimate, opts) {
+      checkKey(key);
+      const cost = checkCount("estimate", estimate);
+      const now = opts?.now === undefined ? Date.now() : checkNow(opts.now);
+      const status = this.#core.reserveBuf(this.#put(key, 0), now, cost);
+      const decision = this.#decision(status);
+      if (status === ALLOWED) {
+        const w = words();
+        const at = this.#core.reservationPtr() >>> 3;
+        const r = { key };
+        RESERVATION.forEach((f, i) => {
+          r[f] = f === "estimate" ? Number(w[at + i]) : String(w[at + i]);
+        });
+        this.#reservations.issued(r);
+        decision.reservation = { ...r };
+      }
+      return decision;
+    }
+
+    /**
+     * Settles `reservation` (from this limiter's `reserve`) with the `actual` cost: gives
+     * back `estimate - actual` or charges `actual - estimate` by each limit's rule (the
+     * core's `KeyedLimiter::settle`), all or nothing. Settling a reservation again answers
+     * its first settle and charges nothing (see reservations.js for the record's bound).
+     */
+    settle(reservation, actual, opts) {
+      checkReservation(reservation);
+      const units = checkCount("actual", actual);
+      const now = opts?.now === undefined ? Date.now() : checkNow(opts.now);
+      const overage = upToLimit(opts?.overage);
+      const found = this.#reservations.find(reservation);
+      if (found.settled !== undefined) return copy(found.settled);
+      // The numbers as issued when known (a copy edited in between does not move a refund);
+      // the key is the caller's, which the core checks against the reservation's.
+      const r = found.open ?? reservation;
+      const k = this.#put(reservation.key, 0);
+      const w = words();
+      const at = this.#core.reservationPtr() >>> 3;
+      RESERVATION.forEach((f, i) => {
+        w[at + i] = BigInt(r[f]);
+      });
+      const n = this.#core.settleBuf(k, now, units, overage);
+      const answer = { refunded: n[0], charged: n[1], unpaid: n[2] };
+      if (n.length > 3) {
+        answer.each = [];
+        for (let i = 3; i < n.length; i += 3) answer.each.push({ refunded: n[i], charged: n[i + 1], unpaid: n[i + 2] });
+      }
+      this.#reservations.settled(r, answer);
+      return copy(answer);
+    }
+
     /** The key's standing without charging it (a check of cost 0). */
     peek(key, opts) {
       checkKey(key);
@@ -368,6 +451,11 @@ export function limiterClass(glue) {
     free() {
       this.#core.free();
     }
+  }
+
+  /** A settle's answer, copied so that a caller's edits do not change the record. */
+  function copy(answer) {
+    return answer.each === undefined ? { ...answer } : { ...answer, each: answer.each.map((e) => ({ ...e })) };
   }
 
   /** Hands a prepared core (and the limiter's options) to the Limiter constructor. */

@@ -1,4 +1,6 @@
-// Shared by the Express and Hono middleware: exemptions, the decision, the 429 body.
+// Shared by the Express and Hono middleware: exemptions, the decision, the 429 body, and
+// the settle of a request charged by its response (reserve at the request, settle at the
+// end: the limiter's `reserve` and `settle`, the core's rule).
 
 /** Whether `path` is exempt: a string matches itself and everything below it, a RegExp tests. */
 export function isExempt(exempt, path) {
@@ -35,16 +37,94 @@ export function options(o) {
     e.rule = "not-a-string";
     throw e;
   }
+  const settle = settleOptions(o);
   return {
     limiter: o.limiter,
     route: o.route,
     name: nameOf(o),
     header: o.header?.toLowerCase(),
     key: o.key,
-    cost: o.cost,
+    cost: settle?.estimate ?? o.cost,
     legacy: o.legacy === true,
     exempt,
+    settle,
   };
+}
+
+/** A middleware option error naming `field` and the rule broken. */
+function invalid(field, rule, explanation) {
+  const e = new TypeError(`invalid option: ${field}: ${explanation} [${rule}]`);
+  e.field = field;
+  e.rule = rule;
+  return e;
+}
+
+/** express-rate-limit's default: a response below 400 succeeded (Express' `statusCode`, a Response's `status`). */
+function belowFourHundred(_req, res) {
+  return (res.statusCode ?? res.status) < 400;
+}
+
+/**
+ * The options of a request charged by its response, normalised; `undefined` when none is
+ * given (the request is charged its cost at once, as before):
+ * `skipSuccessfulRequests` / `skipFailedRequests` (express-rate-limit's: give the request
+ * back when its response succeeded / failed, by `requestWasSuccessful(req, res)`, default
+ * status < 400; a response cut off before its end failed), and `cost: { estimate(req),
+ * actual(req, res) }` (a measured cost: the estimate reserved, the actual settled when the
+ * response ends or the client aborts; `undefined` from `actual` leaves the estimate).
+ * Reserve and settle need a limiter of one policy (a stack's or fair share's headers need
+ * each limit's decision, which a reserve does not answer).
+ */
+function settleOptions(o) {
+  const measured = o.cost !== null && typeof o.cost === "object";
+  const { skipSuccessfulRequests: skipOk = false, skipFailedRequests: skipFailed = false } = o;
+  const wasSuccessful = o.requestWasSuccessful ?? belowFourHundred;
+  for (const [field, v] of [["skipSuccessfulRequests", skipOk], ["skipFailedRequests", skipFailed]]) {
+    if (typeof v !== "boolean") throw invalid(field, "not-a-boolean", "must be true or false");
+  }
+  if (typeof wasSuccessful !== "function") throw invalid("requestWasSuccessful", "not-a-function", "must be a function (req, res) => boolean");
+  if (measured) {
+    for (const f of ["estimate", "actual"]) {
+      if (typeof o.cost[f] !== "function") throw invalid(`cost.${f}`, "not-a-function", "must be a function");
+    }
+  }
+  if (!measured && !skipOk && !skipFailed) return undefined;
+  if (typeof o.limiter.reserve !== "function" || typeof o.limiter.settle !== "function") {
+    throw invalid("limiter", "no-reserve", "a response's cost needs a limiter with reserve and settle");
+  }
+  if (Array.isArray(o.limiter.policies) && o.limiter.policies.length !== 1) {
+    throw invalid("limiter", "not-one-policy", "a response's cost needs a limiter of one policy (not a stack or fair share)");
+  }
+  const onError = o.onSettleError ?? ((err) => console.error("tollgate: a settle failed; the request stays charged at its estimate:", err));
+  if (typeof onError !== "function") throw invalid("onSettleError", "not-a-function", "must be a function (err, req)");
+  return {
+    estimate: measured ? o.cost.estimate : o.cost,
+    actual: measured ? o.cost.actual : undefined,
+    skipOk,
+    skipFailed,
+    wasSuccessful,
+    onError,
+  };
+}
+
+/**
+ * Settles the request `req` whose response `res` ended (`cut` when it was cut off before
+ * its end: a client abort, a cancelled stream) on `reservation`: nothing charged when the
+ * skip options give it back, else the measured actual cost, else the estimate kept. A
+ * settle that fails (an actual that is not a whole number, ...) leaves the estimate charged
+ * and goes to `onSettleError`.
+ */
+export function settleRequest(o, reservation, req, res, cut) {
+  const s = o.settle;
+  try {
+    const succeeded = !cut && s.wasSuccessful(req, res);
+    let actual;
+    if ((succeeded && s.skipOk) || (!succeeded && s.skipFailed)) actual = 0;
+    else if (s.actual !== undefined) actual = s.actual(req, res);
+    o.limiter.settle(reservation, actual ?? reservation.estimate);
+  } catch (err) {
+    s.onError(err, req);
+  }
 }
 
 /**
@@ -76,7 +156,9 @@ function nameOf(o) {
  * stack's headers and 429 body need), or `check` for a limiter-like object without it;
  * counted under `route` in the limiter's metrics when the middleware was given one.
  */
-export function decide(limiter, key, cost, route) {
+export function decide(limiter, key, cost, route, settle) {
+  // Charged by its response: the estimate reserved (the decision carries the reservation).
+  if (settle !== undefined) return limiter.reserve(key, cost ?? 1);
   const opts = cost === undefined && route === undefined ? undefined : { cost, route };
   return typeof limiter.checkDetailed === "function" ? limiter.checkDetailed(key, opts) : limiter.check(key, opts);
 }

@@ -11,13 +11,18 @@
 //! * decisions that can never be made (a cost above the capacity): `RangeError` with
 //!   `field: "cost"` and `rule` = [`DecideError::code`](tollgate::DecideError::code)
 //!   (`field: "policy"` for a release on a limiter without a concurrency policy);
+//! * a reserve or settle the core refuses ([`reservation_error`]): a reserve's decide
+//!   error as above; `RangeError` with `field: "actual"` above the core's bound
+//!   (`actual-too-large`), `field: "reservation"` for a reservation of another key,
+//!   policy or limiter (`foreign-key`, `foreign-policy`, `foreign-limiter`), `field:
+//!   "policy"` where the algorithm has no settle (`not-settleable`);
 //! * a key (or tenant) longer than the core's bound on a caller-given key part
 //!   ([`tollgate::store::bounds::MAX_KEY_BYTES`]): `RangeError` with `field: "key"` (or
 //!   `"tenant"`), `rule: "too-long"` and `value` its length in bytes ([`key_error`]).
 
 use js_sys::{Error, RangeError, Reflect, TypeError};
 use tollgate::store::bounds::OverBound;
-use tollgate::{DecideError, PolicyError, Rule};
+use tollgate::{DecideError, PolicyError, ReservationError, Rule};
 use wasm_bindgen::{JsCast, JsValue};
 
 /// Whether a broken rule is about a number's range (then a `RangeError`) rather than a
@@ -104,4 +109,18 @@ pub fn key_error(field: &str, e: &OverBound) -> JsValue {
         KEY_TOO_LONG,
         &JsValue::from_f64(e.size as f64),
     )
+}
+
+/// The exception for a reserve or settle the core refused (see the module docs).
+pub fn reservation_error(e: &ReservationError) -> JsValue {
+    let (field, value) = match e {
+        ReservationError::Decide(d) => return decide_error(d),
+        ReservationError::ActualTooLarge { actual, .. } => {
+            ("actual", JsValue::from_f64(*actual as f64))
+        }
+        ReservationError::Foreign { .. } => ("reservation", JsValue::UNDEFINED),
+        ReservationError::NotSettleable { .. } => ("policy", JsValue::UNDEFINED),
+    };
+    let error: Error = RangeError::new(&format!("{e} [{}]", e.code())).unchecked_into();
+    annotate(&error, field, e.code(), &value)
 }

@@ -15,9 +15,10 @@
 //! slot's state length, then the requests) and out (decisions and writes) and the states to
 //! write live in buffers owned by [`FleetLimits`], which JavaScript reads and writes through
 //! views over wasm memory ([`FleetLimits::prepare`] sizes them, the `*_ptr` methods say
-//! where they are; see [`FleetLimits::decide`] for the layouts). Measured in Node at 10k keys:
-//! passing them as arrays (wasm-bindgen copies each into a fresh allocation and the output
-//! back out of one) was a sixth of the npm client's own work per check.
+//! where they are; see [`FleetLimits::decide`] for the layouts). Passed as arrays,
+//! wasm-bindgen copies each into a fresh allocation and the output back out of one, a
+//! measured part of the npm client's own work per check (PERF.md, "Measured reasons in the
+//! code").
 
 use std::cell::{Cell, RefCell};
 

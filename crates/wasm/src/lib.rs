@@ -56,9 +56,9 @@ mod spec;
 mod stateless;
 mod wait;
 
-// std's dlmalloc made allocation about half the cost of a keyed check (the keyed limiter
-// allocates small vectors per decision); talc's wasm allocator is markedly faster (measured:
-// check 1.9 -> 2.5-4.6 M ops/s; a size-class cache in front of talc gained nothing more).
+// std's dlmalloc made allocation a large part of a keyed check (the keyed limiter allocates
+// small vectors per decision); talc's wasm allocator is markedly faster, and a size-class
+// cache in front of it gained nothing more (PERF.md, "Measured reasons in the code").
 // SAFETY: wasm32-unknown-unknown without atomics is single-threaded, which is what
 // `TalckWasm` (no locking) requires.
 #[cfg(all(target_family = "wasm", not(target_feature = "atomics")))]
@@ -69,7 +69,7 @@ static ALLOCATOR: talc::TalckWasm = unsafe { talc::TalckWasm::new_global() };
 #[cfg(feature = "store")]
 pub use fleet::FleetLimits;
 pub use http::{Backoff, *};
-pub use limiter::{Core, KEY_MAX, OUT_LEN};
+pub use limiter::{Core, KEY_MAX, OUT_LEN, RESERVATION_LEN};
 #[cfg(feature = "state-json")]
 pub use stateless::decide_state;
 pub use wait::{wait_step, GIVE_UP};

@@ -9,8 +9,9 @@ use std::cell::{Cell, RefCell};
 use tollgate::fair_share::FairShare;
 use tollgate::keyed::KeyedLimiter;
 use tollgate::metrics::{Source, Tally};
+use tollgate::settle::{Reservation, Settlement};
 use tollgate::store::bounds::{self, Bound, OverBound};
-use tollgate::{DecideError, Decision, Policy};
+use tollgate::{DecideError, Decision, Overage, Policy, ReservationError};
 use wasm_bindgen::prelude::*;
 
 use crate::wait::keeps_within;
@@ -28,6 +29,10 @@ pub const OUT_LEN: usize = 5;
 /// tenant) grow it ([`Core::key_buffer`]).
 pub const KEY_MAX: usize = 128;
 
+/// Number of `u64` slots in a limiter's reservation buffer ([`Core::reservation_ptr`]):
+/// a [`Reservation`]'s `id, limiter, policies, key, estimate, at`, in that order.
+pub const RESERVATION_LEN: usize = 6;
+
 /// Why the last [`FAILED`] call failed.
 enum Failure {
     /// The core refused the decision (a cost above the capacity, ...).
@@ -35,6 +40,8 @@ enum Failure {
     /// A key part (`"key"` or `"tenant"`) over the core's bound on its bytes; nothing was
     /// decided or stored.
     Key(&'static str, OverBound),
+    /// The core refused a reserve or a settle (a leaky queue, a foreign reservation, ...).
+    Reservation(ReservationError),
 }
 
 impl From<DecideError> for Failure {
@@ -49,6 +56,7 @@ impl Failure {
         match self {
             Failure::Decide(e) => errors::decide_error(e),
             Failure::Key(field, e) => errors::key_error(field, e),
+            Failure::Reservation(e) => errors::reservation_error(e),
         }
     }
 }
@@ -58,6 +66,17 @@ impl Failure {
 /// not fit in the key buffer (which grows only as far as two parts at the bound need).
 fn check_part(field: &'static str, len: usize) -> Result<(), Failure> {
     bounds::check(Bound::KeyBytes, len).map_err(|e| Failure::Key(field, e))
+}
+
+/// A settlement as JS reads it: `refunded, charged, unpaid`, then each limit's three (a
+/// stack only).
+fn settlement_numbers(s: &Settlement) -> Vec<f64> {
+    let total = [s.refunded, s.charged, s.unpaid];
+    let each = s
+        .each
+        .iter()
+        .flat_map(|e| [e.refunded, e.charged, e.unpaid]);
+    total.into_iter().chain(each).map(|n| n as f64).collect()
 }
 
 /// The most the key buffer grows to: a key and a tenant, each at the bound. A longer key
@@ -74,6 +93,9 @@ pub struct Core {
     limiter: KeyedLimiter<Vec<u8>>,
     /// `limit, remaining, resetAfter, retryAfter, delay` of the last decision, in ms.
     out: Box<[Cell<f64>; OUT_LEN]>,
+    /// The reservation of the last admitted [`Core::reserve_buf`], or the one JS writes for
+    /// [`Core::settle_buf`] ([`RESERVATION_LEN`] numbers): u64s, which an `f64` would round.
+    reservation: Box<[Cell<u64>; RESERVATION_LEN]>,
     /// The key (and tenant) of the next call, UTF-8, written by JS at [`Core::key_ptr`];
     /// [`KEY_MAX`] bytes to start with, grown by [`Core::key_buffer`]. Passing keys here
     /// costs no allocation and no wasm-bindgen string glue per call. JS writes it only
@@ -98,6 +120,7 @@ impl Core {
     fn with(limiter: KeyedLimiter<Vec<u8>>) -> Core {
         Core {
             out: Box::default(),
+            reservation: Box::default(),
             key: RefCell::new(vec![0; KEY_MAX].into_boxed_slice()),
             error: RefCell::new(None),
             fair_share: false,
@@ -300,6 +323,76 @@ impl Core {
     pub fn peek_buf(&self, len: usize, now: f64) -> u32 {
         self.with_key(len, |key| self.emit(self.limiter.peek(key, now_ns(now))))
             .unwrap_or_else(|e| self.fail(e))
+    }
+
+    /// The address of the reservation buffer in wasm memory ([`RESERVATION_LEN`] `u64`s).
+    #[wasm_bindgen(js_name = reservationPtr)]
+    pub fn reservation_ptr(&self) -> u32 {
+        self.reservation.as_ptr() as usize as u32
+    }
+
+    /// Reserves `estimate` for the key in the key buffer (`len` bytes) at `now` (ms): the
+    /// core's [`KeyedLimiter::reserve`], a decision that charges the estimate as a check
+    /// does. [`ALLOWED`] (the reservation in the reservation buffer), [`DENIED`] (nothing
+    /// charged, no reservation) or [`FAILED`]; the decision in the output buffer. Counted as
+    /// a check of `estimate` in the counts without a route.
+    #[wasm_bindgen(js_name = reserveBuf)]
+    pub fn reserve_buf(&self, len: usize, now: f64, estimate: f64) -> u32 {
+        let estimate = cost_units(estimate);
+        self.with_key(len, |key| {
+            match self.limiter.reserve(key, now_ns(now), estimate) {
+                Ok((d, issued)) => {
+                    self.count(0, &d, estimate);
+                    if let Some(r) = issued {
+                        let parts = [r.id, r.limiter, r.policies, r.key, r.estimate, r.at];
+                        for (slot, part) in self.reservation.iter().zip(parts) {
+                            slot.set(part);
+                        }
+                    }
+                    self.emit(Ok(d))
+                }
+                Err(e) => self.fail(Failure::Reservation(e)),
+            }
+        })
+        .unwrap_or_else(|e| self.fail(e))
+    }
+
+    /// Settles the reservation in the reservation buffer (written by JS) for the key in the
+    /// key buffer (`len` bytes) with the `actual` cost at `now` (ms): the core's
+    /// [`KeyedLimiter::settle`], all or nothing; an overage is a debt, or charged only up to
+    /// the limit when `up_to_limit`. Answers `refunded, charged, unpaid`, then each limit's
+    /// three for a stack; throws the core's named error (nothing settled).
+    #[wasm_bindgen(js_name = settleBuf)]
+    pub fn settle_buf(
+        &self,
+        len: usize,
+        now: f64,
+        actual: f64,
+        up_to_limit: bool,
+    ) -> Result<Vec<f64>, JsValue> {
+        let [id, limiter, policies, key, estimate, at] = self.reservation.each_ref().map(Cell::get);
+        let reservation = Reservation {
+            id,
+            limiter,
+            policies,
+            key,
+            estimate,
+            at,
+        };
+        let overage = if up_to_limit {
+            Overage::UpToLimit
+        } else {
+            Overage::Debt
+        };
+        let settled = self
+            .with_key(len, |key| {
+                self.limiter
+                    .settle(key, reservation, cost_units(actual), now_ns(now), overage)
+                    .map_err(|refused| Failure::Reservation(refused.error))
+            })
+            .and_then(|s| s)
+            .map_err(|e| e.to_js())?;
+        Ok(settlement_numbers(&settled))
     }
 
     /// Keeps `e` for [`Core::take_error`]: [`FAILED`].

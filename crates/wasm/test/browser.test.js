@@ -37,6 +37,15 @@ const pages = {
   const vectors = await (await fetch("/test/vectors.json")).json();
   window.result = { count: vectors.length, failures: vectors.flatMap((v) => [...replay(Limiter, v), ...replay(Limiter, v, true)]) };
 </script>`,
+  // The reserve-and-settle vectors (tests/vectors/settle/), by test/settle-replay.js, as
+  // settle.test.js replays them in Node.
+  "/settle.html": `<!doctype html><script type="importmap">{"imports": {"tollgate": "/${browserEntry.slice(2)}"}}</script>
+<script type="module">
+  import { Limiter } from "tollgate";
+  import { replaySettle } from "/test/settle-replay.js";
+  const vectors = await (await fetch("/test/settle-vectors.json")).json();
+  window.result = { count: vectors.length, failures: vectors.flatMap((v) => replaySettle(Limiter, v)) };
+</script>`,
   "/web.html": `<!doctype html><script type="module">
   import init, { Limiter } from "/${webEntry.slice(2)}";
   await init();
@@ -57,6 +66,13 @@ async function vectors() {
   return all;
 }
 
+/** The reserve-and-settle vectors of tests/vectors/settle/, each named by its file. */
+async function settleVectors() {
+  const dir = join(root, "../../tests/vectors/settle");
+  const files = (await readdir(dir)).filter((f) => f.endsWith(".json")).sort();
+  return Promise.all(files.map(async (f) => ({ name: f, ...JSON.parse(await readFile(join(dir, f), "utf8")) })));
+}
+
 let server;
 let base;
 let browser;
@@ -73,9 +89,13 @@ before(async () => {
       res.writeHead(200, { "content-type": types[".json"] });
       return res.end(JSON.stringify(await vectors()));
     }
-    if (path === "/test/replay.js") {
+    if (path === "/test/settle-vectors.json") {
+      res.writeHead(200, { "content-type": types[".json"] });
+      return res.end(JSON.stringify(await settleVectors()));
+    }
+    if (path === "/test/replay.js" || path === "/test/settle-replay.js") {
       res.writeHead(200, { "content-type": types[".js"] });
-      return res.end(await readFile(join(root, "test/replay.js")));
+      return res.end(await readFile(join(root, path)));
     }
     const file = normalize(join(root, path));
     if (!file.startsWith(join(root, "pkg")) || !existsSync(file)) {
@@ -137,6 +157,13 @@ test("every shared vector gives the recorded decisions in Chromium, through chec
   const r = await resultOf("/vectors.html");
   assert.equal(r.count, (await vectors()).length);
   assert.ok(r.count >= 10, `only ${r.count} vectors`);
+  assert.deepEqual(r.failures, []);
+});
+
+test("every settle vector gives the expected answers in Chromium (reserve, settle, settle twice)", async () => {
+  const r = await resultOf("/settle.html");
+  assert.equal(r.count, (await settleVectors()).length);
+  assert.ok(r.count >= 9, `only ${r.count} settle vectors`);
   assert.deepEqual(r.failures, []);
 });
 

@@ -1,5 +1,8 @@
-//! The check API (`POST /v1/check`, `/v1/peek`, `/v1/release`, bearer `CHECK_SECRET`):
-//! other services use the edge as their limiter, by a key of their choosing.
+//! The check API (`POST /v1/check`, `/v1/peek`, `/v1/release`, `/v1/reserve`,
+//! `/v1/settle`, bearer `CHECK_SECRET`): other services use the edge as their limiter, by a
+//! key of their choosing. A reserve is a check whose charge the key's object keeps under
+//! the `reservation` id it answers; a settle of that id with the `actual` cost gives back
+//! or charges the difference (the core's rule, `tollgate::settle`), once.
 
 use serde::Deserialize;
 use serde_json::json;
@@ -29,6 +32,10 @@ pub enum Endpoint {
     Peek,
     /// `/v1/release`: release concurrency slots.
     Release,
+    /// `/v1/reserve`: a check that keeps its charge as a reservation.
+    Reserve,
+    /// `/v1/settle`: settle a reservation with the real cost.
+    Settle,
 }
 
 /// The endpoint at `path`, if it is one of the API's.
@@ -37,11 +44,13 @@ pub fn endpoint(path: &str) -> Option<Endpoint> {
         "/v1/check" => Some(Endpoint::Check),
         "/v1/peek" => Some(Endpoint::Peek),
         "/v1/release" => Some(Endpoint::Release),
+        "/v1/reserve" => Some(Endpoint::Reserve),
+        "/v1/settle" => Some(Endpoint::Settle),
         _ => None,
     }
 }
 
-/// The body of `/v1/check`, `/v1/peek` and `/v1/release`.
+/// The body of every call (`reservation`, `actual` and `overage` are a settle's).
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct CheckBody {
@@ -51,6 +60,9 @@ struct CheckBody {
     cost: u64,
     tenant: Option<String>,
     now: Option<u64>,
+    reservation: Option<String>,
+    actual: Option<u64>,
+    overage: Option<String>,
 }
 
 fn one() -> u64 {
@@ -112,15 +124,26 @@ pub async fn handle(
 
     // The plan: only a check counts in a tenant's window.
     let key = keying::external_key(&body.key);
-    let checking = endpoint == Endpoint::Check;
-    let tenant = body.tenant.as_deref().filter(|_| checking);
+    let checking = matches!(endpoint, Endpoint::Check | Endpoint::Reserve);
+    let tenant = body
+        .tenant
+        .as_deref()
+        .filter(|_| checking || endpoint == Endpoint::Settle);
     let plan = Plan::for_policy(cfg, k, &key, tenant);
     let cache_key = plan.cache_key(&format!("api\n{}", body.cost));
-    let use_cache = checking && body.now.is_none() && cfg.settings.deny_cache;
+    let use_cache = endpoint == Endpoint::Check && body.now.is_none() && cfg.settings.deny_cache;
+    if endpoint == Endpoint::Reserve {
+        for l in &plan.limits {
+            if let Err(e) = tollgate::settle::check_reservable(&l.policy) {
+                return api_error(422, e.code(), &e.to_string());
+            }
+        }
+    }
+    let reservation = (endpoint == Endpoint::Reserve).then(crate::settling::reservation_id);
     if use_cache {
         if let Some((decision, each)) = denial::cached(&cache_key, now_ms()) {
             stats::decided(env, &entry.name, None, &decision, false, Source::DenyCache);
-            return decision_response(cfg, &plan.names, &decision, &each);
+            return decision_response(cfg, &plan.names, &decision, &each, None);
         }
     }
 
@@ -131,7 +154,8 @@ pub async fn handle(
     };
     let limits = plan.limits;
     let call = match endpoint {
-        Endpoint::Check => ObjectRequest::Check(Check {
+        Endpoint::Check | Endpoint::Reserve => ObjectRequest::Check(Check {
+            reservation: reservation.clone(),
             limits,
             cost: body.cost,
             lease: None,
@@ -146,6 +170,10 @@ pub async fn handle(
             lease: None,
             when,
         }),
+        Endpoint::Settle => match settle_request(&body, limits, when) {
+            Ok(r) => r,
+            Err(resp) => return resp,
+        },
     };
     match rpc::call(env, cfg.settings.timeout_ms, &plan.object, &call).await {
         Ok(ObjectResponse::Decided {
@@ -160,8 +188,20 @@ pub async fn handle(
                     denial::remember(cache_key, now_ms, &decision, each.clone());
                 }
             }
-            decision_response(cfg, &plan.names, &decision, &each)
+            let reserved = reservation.as_deref().filter(|_| decision.allowed);
+            decision_response(cfg, &plan.names, &decision, &each, reserved)
         }
+        Ok(ObjectResponse::Settled {
+            refunded,
+            charged,
+            unpaid,
+        }) => json_ok(&json!({"refunded": refunded, "charged": charged, "unpaid": unpaid})),
+        Ok(ObjectResponse::NotReserved) => api_error(
+            404,
+            "unknown-reservation",
+            "no reservation of this id in this key's coordinator (never admitted, or \
+             forgotten: it then stays charged at its estimate)",
+        ),
         Ok(ObjectResponse::Released) => json_ok(&json!({"released": true})),
         Ok(ObjectResponse::Reset { found }) => json_ok(&json!({"found": found})),
         Ok(ObjectResponse::Error { code, message }) => api_error(422, &code, &message),
@@ -184,6 +224,36 @@ pub async fn handle(
     }
 }
 
+/// The settle of `body` on `limits`: `reservation` and `actual` required, `overage`
+/// `"debt"` (the default) or `"up-to-limit"`; otherwise the 400 naming the field.
+fn settle_request(
+    body: &CheckBody,
+    limits: Vec<crate::protocol::Limit>,
+    when: When,
+) -> Result<ObjectRequest, worker::Result<Response>> {
+    let Some(reservation) = body.reservation.clone() else {
+        return Err(api_error(400, "bad-request", "reservation: required"));
+    };
+    let Some(actual) = body.actual else {
+        return Err(api_error(400, "bad-request", "actual: required"));
+    };
+    let up_to_limit = match body.overage.as_deref() {
+        None | Some("debt") => false,
+        Some("up-to-limit") => true,
+        Some(other) => {
+            let detail = format!("overage: {other:?} is not \"debt\" or \"up-to-limit\"");
+            return Err(api_error(400, "bad-request", &detail));
+        }
+    };
+    Ok(ObjectRequest::Settle(crate::protocol::Settle {
+        limits,
+        reservation,
+        actual,
+        up_to_limit,
+        when,
+    }))
+}
+
 /// Counts a check the coordinator could not decide (`why`): the API answers 503 and admits
 /// nothing, so it counts as a denial by the fallback after a fail-closed failure.
 fn degraded(env: &Env, policy: &str, why: Why) {
@@ -198,9 +268,13 @@ fn decision_response(
     names: &[LimitName],
     decision: &Decision,
     each: &[Decision],
+    reservation: Option<&str>,
 ) -> worker::Result<Response> {
     let mut v = serde_json::to_value(MillisDecision::from(*decision)).unwrap_or_default();
     if let Some(o) = v.as_object_mut() {
+        if let Some(id) = reservation {
+            o.insert("reservation".into(), id.into());
+        }
         let per: Vec<serde_json::Value> = names
             .iter()
             .zip(each)

@@ -18,6 +18,7 @@ use crate::keying;
 use crate::plan::Plan;
 use crate::protocol::{Check, ObjectRequest, ObjectResponse, When};
 use crate::rpc::{self, Failure};
+use crate::settling::{self, Open};
 use crate::{admin, answer, check_api, denial, lease, origin, stats};
 
 #[event(fetch)]
@@ -79,7 +80,17 @@ async fn limited(req: Request, env: &Env, ctx: &Context, cfg: &Config) -> worker
     }
 
     // The object's decision.
+    // A route that settles reserves its cost as an estimate (see `settling`).
+    let reservation = route.settle.as_ref().map(|_| settling::reservation_id());
+    let open = |limits: &[crate::protocol::Limit], id: &String| Open {
+        object: plan.object.clone(),
+        limits: limits.to_vec(),
+        id: id.clone(),
+        estimate: route.cost,
+        timeout_ms: cfg.settings.timeout_ms,
+    };
     let check = Check {
+        reservation: reservation.clone(),
         limits: plan.limits,
         cost: route.cost,
         lease: admit::lease_for(&plan.names),
@@ -91,10 +102,12 @@ async fn limited(req: Request, env: &Env, ctx: &Context, cfg: &Config) -> worker
         },
     };
     let release = check.release();
+    let reserved = reservation.as_ref().map(|id| open(&check.limits, id));
     let call = ObjectRequest::Check(check);
     let decided = rpc::call(env, cfg.settings.timeout_ms, &plan.object, &call).await;
 
     // The answer.
+    let late = matches!(decided, Ok(ObjectResponse::Late { .. }));
     let why = match decided {
         Ok(ObjectResponse::Decided {
             decision,
@@ -110,6 +123,12 @@ async fn limited(req: Request, env: &Env, ctx: &Context, cfg: &Config) -> worker
                 } else {
                     vec![(fields::SHADOW, answer::shadow(names, &each))]
                 };
+                if let (Some(rule), Some(open)) = (&route.settle, reserved) {
+                    // No hold: a settling route has no concurrency limit nor leaky queue
+                    // (the config refuses them).
+                    let resp = origin::forward(req, env, &path, &fields).await;
+                    return settling::settle_from(resp, rule, env, ctx, open);
+                }
                 let hold = Hold::new(&decision, &plan.object, release, cfg.settings.timeout_ms);
                 return admit::forward(req, env, ctx, &path, fields, hold).await;
             }
@@ -121,6 +140,7 @@ async fn limited(req: Request, env: &Env, ctx: &Context, cfg: &Config) -> worker
             stats::violated(env, cfg, Some(route), (names, &each), false, Source::Store);
             return denied(cfg, names, decision, each, cache_key, now_ms);
         }
+        // Refused for its deadline: nothing was charged, nothing to give back.
         Ok(ObjectResponse::Late { .. }) => ("coordinator-timeout", Why::Timeout),
         Ok(other) => {
             console_error!("tollgate: route {} got {:?}", route.name, other);
@@ -135,6 +155,11 @@ async fn limited(req: Request, env: &Env, ctx: &Context, cfg: &Config) -> worker
             }
         }
     };
+    // Not decided in time, or not known to be: a reservation the object may have kept is
+    // given back (a settle of one it never kept charges nothing).
+    if let (Some(open), false) = (reserved, late) {
+        settling::give_back(env, ctx, open);
+    }
     degrade(req, env, &path, cfg, route, why).await
 }
 

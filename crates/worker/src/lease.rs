@@ -102,9 +102,9 @@ pub fn expire(leases: &mut Vec<Lease>, now_ms: u64) -> u64 {
 }
 
 /// The part of a timeout kept for the answer's way back: half of it. Under load the way
-/// back (the commit, the output gate, the caller's busy event loop) is the slow part:
-/// measured with 400 concurrent calls on one object locally, a quarter still let calls
-/// decided in time come back after the timeout.
+/// back (the commit, the output gate, the caller's busy event loop) is the slow part: with a
+/// quarter kept, calls decided in time still came back after the timeout (PERF.md, "The
+/// coordinator call's default timeout").
 pub fn margin(timeout_ms: u64) -> u64 {
     timeout_ms / 2
 }

@@ -38,6 +38,8 @@ mod origin;
 #[cfg(target_arch = "wasm32")]
 mod rpc;
 #[cfg(target_arch = "wasm32")]
+mod settling;
+#[cfg(target_arch = "wasm32")]
 mod sql_store;
 #[cfg(target_arch = "wasm32")]
 mod stats;

@@ -27,6 +27,8 @@ pub enum ObjectRequest {
     Peek(Peek),
     /// Release slots of every concurrency limit.
     Release(Release),
+    /// Settle a reservation a check made ([`Check::reservation`]) with the real cost.
+    Settle(Settle),
     /// Forget the slots.
     Reset {
         /// The slots to forget.
@@ -73,6 +75,10 @@ pub struct Check {
     /// How long a lease lasts (ms).
     #[serde(default)]
     pub lease_ms: u64,
+    /// Keep the charge, when admitted, as a reservation under this id, to be settled by
+    /// [`ObjectRequest::Settle`] in this object (see [`crate::table`] for its bound).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reservation: Option<String>,
     /// The route asking (`None`: the check API); its lease is counted under it in the gauge
     /// of slots in use ([`crate::in_use`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -102,6 +108,24 @@ pub struct Release {
     /// Free what this lease holds, once (a repeated or late release frees nothing).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lease: Option<String>,
+    /// The test clock and the deadline.
+    #[serde(default)]
+    pub when: When,
+}
+
+/// [`ObjectRequest::Settle`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Settle {
+    /// The limits the check charged (the same list, in the same order).
+    pub limits: Vec<Limit>,
+    /// The check's [`Check::reservation`].
+    pub reservation: String,
+    /// What the request really cost (0: give it all back).
+    pub actual: u64,
+    /// Charge an overage only up to the limit, reporting the rest as unpaid (default: in
+    /// full, a debt; see [`tollgate::Overage`]).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub up_to_limit: bool,
     /// The test clock and the deadline.
     #[serde(default)]
     pub when: When,
@@ -140,6 +164,18 @@ pub enum ObjectResponse {
     },
     /// Slots released.
     Released,
+    /// A reservation settled (the core's [`tollgate::settle::Settlement`], without `each`).
+    Settled {
+        /// Units given back (the least of any limit).
+        refunded: u64,
+        /// Units charged beyond the estimate (the least of any limit).
+        charged: u64,
+        /// Units of an overage not charged (the most of any limit).
+        unpaid: u64,
+    },
+    /// No reservation has this id here: never admitted, or forgotten by a restart of the
+    /// object (then it stays charged at its estimate).
+    NotReserved,
     /// The call reached the object after its deadline: not decided, nothing charged.
     Late {
         /// The object's clock (ms).
@@ -192,6 +228,7 @@ mod tests {
             policy: "10/s".parse().unwrap(),
         }];
         let check = Check {
+            reservation: None,
             limits: limits.clone(),
             cost: 2,
             lease: Some("ab".into()),

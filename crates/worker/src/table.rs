@@ -6,17 +6,28 @@
 //! deadlines, the test clock, and the slots in use by series ([`crate::in_use`]), changed
 //! around every request that touches a concurrency slot. The Durable Object wraps this with
 //! its SQLite storage and its clock.
+//!
+//! **Reservations.** A check that names a [`Check::reservation`] and is admitted keeps,
+//! in memory, what it charged and when ([`tollgate::settle::Charge`]); a
+//! [`ObjectRequest::Settle`] of that id settles every limit by the core's rule, all or
+//! nothing, and keeps the outcome: a second settle answers it again and charges nothing.
+//! The bound: at most [`MAX_OPEN`] reservations per object, open or settled (settled ones
+//! are dropped first to make room), and a reservation the object forgot (over the bound,
+//! or the object restarted between the check and the settle) stays charged at its
+//! estimate, the core's rule for a reservation never settled; nothing is ever refunded
+//! twice or charged twice.
 
 use std::collections::HashMap;
 
-use tollgate::store::{Batch, Limits, Write};
+use tollgate::settle::{self as core_settle, Charge, Overage, Settlement};
+use tollgate::store::{fresh_after, Batch, Limits, Write};
 use tollgate::{millis, Algorithm, DecideError, Nanos, State, NANOS_PER_MS};
 
 use crate::counters::PolicyTally;
 use crate::in_use::{self, InUse, SeriesInUse};
 use crate::lease::{self, Grant, Lease};
 use crate::plan::policy_of_slot;
-use crate::protocol::{Check, Limit, ObjectRequest, ObjectResponse, Release, When};
+use crate::protocol::{Check, Limit, ObjectRequest, ObjectResponse, Release, Settle, When};
 
 /// Where an object keeps its states. `save` is called for every slot whose state changed,
 /// before the object answers.
@@ -90,7 +101,21 @@ pub struct Table {
     leases: HashMap<String, Vec<Lease>>,
     /// Slots in use by series, read from the store at the first change.
     in_use: Option<InUse>,
+    /// Open reservations by id: what the check charged, and the slots it charged.
+    reservations: HashMap<String, Open>,
 }
+
+/// A reservation: what a check charged, when, to which slots, and once settled, the
+/// outcome (`refunded`, `charged`, `unpaid`).
+struct Open {
+    charge: Charge,
+    slots: Vec<String>,
+    settled: Option<(u64, u64, u64)>,
+}
+
+/// The most reservations an object keeps, open or settled; a check admitted beyond it
+/// (with every kept one still open) is not kept, so it stays charged at the estimate.
+pub const MAX_OPEN: usize = 10_000;
 
 /// Slots kept in memory before the cache is dropped (the store still has them).
 pub const MAX_CACHED: usize = 100_000;
@@ -137,6 +162,8 @@ impl Table {
                     t.decide(&p.limits, 0, clock, s, true).0
                 })
             }),
+            ObjectRequest::Settle(r) => Clock::of(&r.when, clock_ms)
+                .map(|clock| self.counted(&r.limits, store, |t, s| t.settle(r, clock, s))),
             ObjectRequest::Release(r) => Clock::of(&r.when, clock_ms)
                 .map(|clock| self.counted(&r.limits, store, |t, s| t.release(r, clock, s))),
             ObjectRequest::Reset { limits } => {
@@ -206,6 +233,22 @@ impl Table {
     /// slots.
     fn check(&mut self, c: &Check, clock: Clock, store: &mut impl Store) -> ObjectResponse {
         let (answer, allowed) = self.decide(&c.limits, c.cost, clock, store, false);
+        if let (Some(id), true) = (&c.reservation, allowed) {
+            if self.reservations.len() >= MAX_OPEN {
+                self.reservations.retain(|_, r| r.settled.is_none());
+            }
+            if self.reservations.len() < MAX_OPEN {
+                let open = Open {
+                    settled: None,
+                    charge: Charge {
+                        cost: c.cost,
+                        at: clock.nanos(),
+                    },
+                    slots: c.limits.iter().map(|l| l.slot.clone()).collect(),
+                };
+                self.reservations.insert(id.clone(), open);
+            }
+        }
         if let (Some(id), true) = (&c.lease, allowed && c.cost > 0) {
             for l in c.limits.iter().filter(|l| is_concurrency(l)) {
                 let leases = self.leases_of(&l.slot, store);
@@ -299,6 +342,71 @@ impl Table {
                     .unwrap_or(Algorithm::TokenBucket),
             }
             .into()
+        }
+    }
+
+    /// Settles the reservation `r.reservation` at `r.actual`: every limit by the core's rule
+    /// ([`core_settle::settle`]), all or nothing, and keeps the outcome; a settled one
+    /// answers its outcome again, charging nothing. A settle naming other slots than the
+    /// check's (another key) is refused and leaves the reservation open.
+    fn settle(&mut self, r: &Settle, clock: Clock, store: &mut impl Store) -> ObjectResponse {
+        let Some(open) = self.reservations.get(&r.reservation) else {
+            return ObjectResponse::NotReserved;
+        };
+        if !open.slots.iter().eq(r.limits.iter().map(|l| &l.slot)) {
+            return ObjectResponse::Error {
+                code: "foreign-key".into(),
+                message: format!(
+                    "reservation {} was made on other limits than the settle names",
+                    r.reservation
+                ),
+            };
+        }
+        if let Some((refunded, charged, unpaid)) = open.settled {
+            return ObjectResponse::Settled {
+                refunded,
+                charged,
+                unpaid,
+            };
+        }
+        let charge = open.charge;
+        let overage = if r.up_to_limit {
+            Overage::UpToLimit
+        } else {
+            Overage::Debt
+        };
+        let loaded = self.load(&r.limits, store);
+        let mut states = loaded.clone();
+        let mut each = Vec::with_capacity(r.limits.len());
+        for (l, state) in r.limits.iter().zip(&mut states) {
+            match core_settle::settle(&l.policy, state, charge, r.actual, clock.nanos(), overage) {
+                Ok(done) => each.push(done),
+                Err(e) => {
+                    return ObjectResponse::Error {
+                        code: e.code().into(),
+                        message: e.to_string(),
+                    }
+                }
+            }
+        }
+        let done = Settlement::of(&each);
+        if let Some(open) = self.reservations.get_mut(&r.reservation) {
+            open.settled = Some((done.refunded, done.charged, done.unpaid));
+        }
+        for ((l, state), before) in r.limits.iter().zip(states).zip(&loaded) {
+            if &state == before {
+                continue;
+            }
+            let fresh_at = state
+                .as_ref()
+                .and_then(|s| clock.fresh_at(fresh_after(&l.policy, s, clock.nanos())));
+            store.save(&l.slot, state.as_ref(), fresh_at);
+            self.cache.insert(l.slot.clone(), state);
+        }
+        ObjectResponse::Settled {
+            refunded: done.refunded,
+            charged: done.charged,
+            unpaid: done.unpaid,
         }
     }
 

@@ -14,6 +14,13 @@ const files = fs.readdirSync(DIR).filter((f) => f.endsWith(".json")).sort();
 const load = (f) => JSON.parse(fs.readFileSync(path.join(DIR, f), "utf8"));
 const limiters = files.map((f) => [f, load(f)]).filter(([, v]) => Array.isArray(v.steps));
 const errorFiles = files.map((f) => [f, load(f)]).filter(([, v]) => Array.isArray(v.cases));
+// The settle vectors (tests/vectors/settle/): reserve and settle through /v1/reserve and
+// /v1/settle, named `settle/<file>`.
+const SETTLE = path.join(DIR, "settle");
+const settleFiles = fs.existsSync(SETTLE)
+  ? fs.readdirSync(SETTLE).filter((f) => f.endsWith(".json")).sort()
+      .map((f) => [`settle/${f}`, JSON.parse(fs.readFileSync(path.join(SETTLE, f), "utf8"))])
+  : [];
 const FIELDS = ["allowed", "limit", "remaining", "resetAfter", "retryAfter", "delay"];
 
 function policyOf(limiter) {
@@ -27,15 +34,21 @@ const nameOf = (file) => "v-" + file.replace(/\.json$/, "").replace(/[^A-Za-z0-9
 let edge;
 before(async () => {
   assert.ok(limiters.length > 0, `no vectors in ${DIR}`);
-  const policies = Object.fromEntries(limiters.map(([f, v]) => [nameOf(f), policyOf(v.limiter)]));
+  const all = [...limiters, ...settleFiles];
+  const policies = Object.fromEntries(all.map(([f, v]) => [nameOf(f), policyOf(v.limiter)]));
   edge = await start({ config: { settings: { test_clock: true }, policies, routes: [] } });
 });
 after(async () => { await edge?.dispose(); });
 
-for (const [file, vector] of limiters) {
+for (const [file, vector] of [...limiters, ...settleFiles]) {
   test(`vector ${file}: ${vector.description ?? vector.name}`, async () => {
     const policy = nameOf(file);
+    // A reservation's name in the vector (`as`) -> the id the edge answered.
+    const reservations = new Map();
     for (const [i, step] of vector.steps.entries()) {
+      // `on: same | other`: another limiter of the same or other policies. The edge has one
+      // limiter per policy name, whose slots are the policy's own: no such step applies.
+      if (step.on !== undefined) continue;
       const where = `${file} step ${i} (${step.op} t=${step.t} key=${step.key})`;
       let res;
       switch (step.op) {
@@ -45,6 +58,30 @@ for (const [file, vector] of limiters) {
             ...(step.tenant !== undefined ? { tenant: step.tenant } : {}),
           });
           break;
+        case "reserve":
+          res = await edge.api("/v1/reserve", { key: step.key, policy, cost: step.cost ?? 1, now: step.t });
+          if (res.body.reservation) reservations.set(step.as, res.body.reservation);
+          if (step.expect && "reserved" in step.expect) {
+            assert.equal(typeof res.body.reservation === "string", step.expect.reserved, `${where}: reserved`);
+          }
+          break;
+        case "settle": {
+          const body = {
+            key: step.key, policy, now: step.t, actual: step.actual,
+            reservation: reservations.get(step.reservation),
+            ...(step.overage ? { overage: step.overage } : {}),
+          };
+          res = await edge.api("/v1/settle", body);
+          if (step.expect?.error) break;
+          assert.equal(res.status, 200, `${where}: ${JSON.stringify(res.body)}`);
+          const outcome = ["refunded", "charged", "unpaid"].filter((k) => k in step.expect);
+          assert.deepEqual(
+            Object.fromEntries(outcome.map((k) => [k, res.body[k]])),
+            Object.fromEntries(outcome.map((k) => [k, step.expect[k]])),
+            where,
+          );
+          continue;
+        }
         case "peek":
           res = await edge.api("/v1/peek", { key: step.key, policy, now: step.t });
           break;

@@ -77,15 +77,20 @@ where
             for (p, a) in round.into_iter().zip(answers) {
                 let reply = match a {
                     Ok(Some(d)) => {
-                        if let Op::Check(cost) | Op::Acquire { cost, .. } = p.op {
+                        if let Op::Check(cost) | Op::Acquire { cost, .. } | Op::Reserve(cost) = p.op
+                        {
                             self.link.counters.redis.fetch_add(1, Relaxed);
                             self.remember(group, cost, sent, &d, d.decision.retry_after);
                         }
-                        Ok(Answer::Decided(Outcome {
+                        let outcome = Outcome {
                             decision: d.decision,
                             each: d.each,
                             source: Source::Redis,
-                        }))
+                        };
+                        match p.op {
+                            Op::Reserve(_) => Ok(Answer::Reserved(outcome, now)),
+                            _ => Ok(Answer::Decided(outcome)),
+                        }
                     }
                     Ok(None) => Ok(Answer::Released),
                     Err(e) => Err(e),
@@ -117,7 +122,7 @@ where
 
     /// The keys' times to live (the core's rule, [`Ttl`]); `None` under a test clock,
     /// whose time is not Redis's.
-    fn ttl(&self) -> Option<Ttl> {
+    pub(super) fn ttl(&self) -> Option<Ttl> {
         let ms = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
         (!self.test_clock()).then(|| Ttl {
             grace_ms: ms(self.options.grace),

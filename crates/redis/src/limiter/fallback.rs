@@ -30,7 +30,8 @@ where
                         })
                     })
                 }
-                Op::Check(cost) => {
+                // A reserve the fallback admits charged nothing on Redis: no reservation.
+                Op::Check(cost) | Op::Reserve(cost) => {
                     self.link.counters.fallback.fetch_add(1, Relaxed);
                     self.fallback_decide(group, cost).map(|d| {
                         Answer::Decided(Outcome {

@@ -2,17 +2,19 @@
 //!
 //! By job: the public API here; `runner` serves each busy key's queue a round at a time;
 //! `cas` is the compare-and-set path (two scripts), `module` the module path (one
-//! command), `fallback` what decides when Redis cannot, `deny` the deny cache, and
-//! `waiting` the waiting line of [`RedisLimiter::acquire`].
+//! command), `fallback` what decides when Redis cannot, `deny` the deny cache,
+//! `waiting` the waiting line of [`RedisLimiter::acquire`], and `settle` reserve and settle.
 
 mod cas;
 mod deny;
 mod fallback;
 mod module;
 mod runner;
+mod settle;
 mod waiting;
 
 pub use module::module_decision;
+pub use settle::NotSettled;
 
 use std::collections::HashMap;
 use std::sync::atomic::Ordering::Relaxed;
@@ -68,6 +70,9 @@ struct Group {
 
 enum Op {
     Check(u64),
+    /// A check of an estimate whose answer carries the decision's instant (Redis's clock),
+    /// for the reservation ([`RedisLimiter::reserve`]).
+    Reserve(u64),
     /// A waiting caller's check: kept only as the core's waiting rule says
     /// (`tollgate::wait::Ask::keeps`: an admission whose queue delay fits in what is left of
     /// the wait; nothing for a look).
@@ -84,7 +89,7 @@ impl Op {
     fn in_batch(&self) -> tollgate::store::Op {
         use tollgate::store::Op as Batched;
         match *self {
-            Op::Check(cost) => Batched::Check(cost),
+            Op::Check(cost) | Op::Reserve(cost) => Batched::Check(cost),
             Op::Acquire { cost, ask } => Batched::Acquire {
                 cost,
                 left: match ask {
@@ -105,6 +110,8 @@ struct Pending {
 
 enum Answer {
     Decided(Outcome),
+    /// A reserve decided on Redis's states, at this instant of Redis's clock.
+    Reserved(Outcome, tollgate::Nanos),
     Released,
 }
 
@@ -229,6 +236,7 @@ where
         match self.submit(group, Op::Check(cost)).await? {
             Answer::Decided(o) => Ok(o),
             Answer::Released => unreachable!("a check is answered with a decision"),
+            Answer::Reserved(..) => unreachable!("only a reserve is answered with its instant"),
         }
     }
 
@@ -237,6 +245,7 @@ where
         match self.submit(self.group(key, tenant)?, Op::Peek).await? {
             Answer::Decided(o) => Ok(o),
             Answer::Released => unreachable!("a peek is answered with a decision"),
+            Answer::Reserved(..) => unreachable!("only a reserve is answered with its instant"),
         }
     }
 

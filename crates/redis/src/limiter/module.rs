@@ -30,7 +30,7 @@ where
 
     /// The limiter's arguments of a module command: the policy, a stack, or a fair share's
     /// shared policy and the tenant window.
-    fn module_limits(&self, tenant: Option<&str>) -> Vec<String> {
+    pub(super) fn module_limits(&self, tenant: Option<&str>) -> Vec<String> {
         let layers = self.limits.layers();
         let mut args = match layers {
             [one] => vec![one.to_string()],
@@ -56,6 +56,7 @@ where
         for p in &round {
             let (name, cost) = match p.op {
                 Op::Check(c)
+                | Op::Reserve(c)
                 | Op::Acquire {
                     cost: c,
                     ask: Ask::Charge { .. },
@@ -80,6 +81,10 @@ where
                 // Whole ms, rounded down: the module keeps a delay up to it, and the rule on
                 // the reply's delay (rounded up) then agrees that it fits.
                 cmd.arg("MAXDELAY").arg(left / NANOS_PER_MS);
+            }
+            if let Op::Reserve(_) = p.op {
+                // The instant decided at, which the reservation carries.
+                cmd.arg("WITHTIME");
             }
         }
         let sent = Instant::now();
@@ -110,23 +115,40 @@ where
                 (Ok(_), Op::Release(_)) => Ok(Answer::Released),
                 (Ok(v), op) => match module_decision(&v) {
                     Some(d) => {
-                        if let Op::Check(cost) | Op::Acquire { cost, .. } = op {
+                        if let Op::Check(cost) | Op::Acquire { cost, .. } | Op::Reserve(cost) = op {
                             self.link.counters.redis.fetch_add(1, Relaxed);
                             // Whole ms rounded up: remember the lower bound.
                             let floor = fleet::lower_bound(d.decision.retry_after);
                             self.remember(group, *cost, sent, &d, floor);
                         }
-                        Ok(Answer::Decided(Outcome {
+                        let outcome = Outcome {
                             decision: d.decision,
                             each: d.each,
                             source: Source::Redis,
-                        }))
+                        };
+                        match (op, decided_at(&v)) {
+                            (Op::Reserve(_), Some(at)) => Ok(Answer::Reserved(outcome, at)),
+                            (Op::Reserve(_), None) => Err(Error::Redis(unexpected_reply())),
+                            _ => Ok(Answer::Decided(outcome)),
+                        }
                     }
                     None => Err(Error::Redis(unexpected_reply())),
                 },
             };
             let _ = p.reply.send(answer);
         }
+    }
+}
+
+/// The instant a `WITHTIME` decision reply was decided at (ns): its last field, after each
+/// limit's decisions.
+fn decided_at(v: &redis::Value) -> Option<tollgate::Nanos> {
+    let redis::Value::Array(f) = v else {
+        return None;
+    };
+    match f.get(fleet::DECISION_FIELDS + 1)? {
+        redis::Value::Int(n) => u64::try_from(*n).ok(),
+        _ => None,
     }
 }
 

@@ -118,6 +118,7 @@ where
             {
                 Answer::Decided(o) => o,
                 Answer::Released => unreachable!("an acquire is answered with a decision"),
+                Answer::Reserved(..) => unreachable!("only a reserve is answered with its instant"),
             },
         };
         Ok((outcome.decision, outcome))

@@ -96,3 +96,21 @@ import { metrics as otelMetrics } from "@opentelemetry/api";
   registration.unregister();
   void [n, f, w, text, model.instruments.decisions.name, c.route, c.concurrencyInUse];
 }
+
+// Reserve and settle; the middleware charged by the response.
+import type { Reservation, Settlement } from "tollgate";
+const tokens = new Limiter("gcra 10000/min", { maxReservations: 1000 });
+const reserved = tokens.reserve("alice", 800);
+if (reserved.allowed && reserved.reservation) {
+  const kept: Reservation = JSON.parse(JSON.stringify(reserved.reservation));
+  const s: Settlement = tokens.settle(kept, 300, { overage: "up-to-limit" });
+  const refunded: number = s.refunded + s.charged + s.unpaid + (s.each?.length ?? 0);
+  void refunded;
+}
+rateLimit({ limiter: tokens, skipSuccessfulRequests: true, requestWasSuccessful: (_req, res) => res.statusCode < 400 });
+rateLimit<{ get(h: string): string | undefined }>({
+  limiter: tokens,
+  cost: { estimate: () => 1000, actual: (_req, res) => res.locals.usage },
+  onSettleError: (err) => console.error(err),
+});
+rateLimiter({ limiter: tokens, skipFailedRequests: true, cost: { estimate: () => 10, actual: (_c, res: Response) => (res.ok ? 5 : undefined) } });

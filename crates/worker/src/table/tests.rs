@@ -77,6 +77,7 @@ fn limit(slot: &str, p: &str) -> Limit {
 
 fn check_req(limits: &[Limit], cost: u64) -> Check {
     Check {
+        reservation: None,
         limits: limits.to_vec(),
         cost,
         lease: None,
@@ -444,4 +445,156 @@ fn the_stats_object_keeps_each_objects_latest_report() {
     assert_eq!(total(t.handle(&report("a", 1, 2), 0, &mut m)), Some(3));
     assert_eq!(total(t.handle(&report("a", 3, 0), 0, &mut m)), Some(1));
     assert_eq!(total(t.handle(&report("a", 2, 5), 0, &mut m)), Some(1));
+}
+
+fn reserve(ls: &[Limit], cost: u64, id: &str) -> ObjectRequest {
+    ObjectRequest::Check(Check {
+        reservation: Some(id.into()),
+        ..check_req(ls, cost)
+    })
+}
+
+fn settle(ls: &[Limit], id: &str, actual: u64) -> ObjectRequest {
+    ObjectRequest::Settle(Settle {
+        limits: ls.to_vec(),
+        reservation: id.into(),
+        actual,
+        up_to_limit: false,
+        when: When::default(),
+    })
+}
+
+fn remaining(t: &mut Table, m: &mut Mem, ls: &[Limit], now: u64) -> Vec<u64> {
+    match t.handle(&peek(ls), now, m) {
+        ObjectResponse::Decided { each, .. } => each.iter().map(|d| d.remaining).collect(),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn a_settle_gives_back_the_estimate_minus_the_actual_on_every_limit() {
+    let (mut t, mut m) = (Table::new(), Mem::default());
+    let ls = [
+        limit("a|0|k", "fixed-window 100/min"),
+        limit("g|0|global", "fixed-window 1000/min"),
+    ];
+    assert!(allowed(&t.handle(&reserve(&ls, 40, "r1"), 1000, &mut m)));
+    assert_eq!(remaining(&mut t, &mut m, &ls, 1000), [60, 960]);
+    let done = t.handle(&settle(&ls, "r1", 25), 2000, &mut m);
+    assert_eq!(
+        done,
+        ObjectResponse::Settled {
+            refunded: 15,
+            charged: 0,
+            unpaid: 0
+        }
+    );
+    assert_eq!(remaining(&mut t, &mut m, &ls, 2000), [75, 975]);
+    // Written through the store: a new table (a restarted object) sees it.
+    assert_eq!(remaining(&mut Table::new(), &mut m, &ls, 2000), [75, 975]);
+}
+
+#[test]
+fn a_second_settle_answers_the_first_and_charges_nothing() {
+    let (mut t, mut m) = (Table::new(), Mem::default());
+    let ls = [limit("a|0|k", "fixed-window 10/min")];
+    assert!(allowed(&t.handle(&reserve(&ls, 1, "r"), 1000, &mut m)));
+    let first = t.handle(&settle(&ls, "r", 0), 1000, &mut m);
+    assert!(matches!(first, ObjectResponse::Settled { refunded: 1, .. }));
+    // Sent again, even with another actual: the first outcome, nothing charged.
+    assert_eq!(t.handle(&settle(&ls, "r", 9), 1000, &mut m), first);
+    assert_eq!(remaining(&mut t, &mut m, &ls, 1000), [10]);
+}
+
+#[test]
+fn an_unknown_reservation_is_not_reserved() {
+    let (mut t, mut m) = (Table::new(), Mem::default());
+    let ls = [limit("a|0|k", "fixed-window 10/min")];
+    assert_eq!(
+        t.handle(&settle(&ls, "never", 0), 1000, &mut m),
+        ObjectResponse::NotReserved
+    );
+}
+
+#[test]
+fn up_to_limit_charges_only_what_remains() {
+    let (mut t, mut m) = (Table::new(), Mem::default());
+    let ls = [limit("a|0|k", "fixed-window 10/min")];
+    assert!(allowed(&t.handle(&reserve(&ls, 5, "r"), 1000, &mut m)));
+    let mut s = settle(&ls, "r", 12);
+    if let ObjectRequest::Settle(x) = &mut s {
+        x.up_to_limit = true;
+    }
+    // 5 reserved of 10; 7 more asked, 5 fit below the limit, 2 unpaid.
+    assert_eq!(
+        t.handle(&s, 1000, &mut m),
+        ObjectResponse::Settled {
+            refunded: 0,
+            charged: 5,
+            unpaid: 2
+        }
+    );
+}
+
+#[test]
+fn an_overage_is_charged_past_the_limit() {
+    let (mut t, mut m) = (Table::new(), Mem::default());
+    let ls = [limit("a|0|k", "fixed-window 10/min")];
+    assert!(allowed(&t.handle(&reserve(&ls, 5, "r"), 1000, &mut m)));
+    let done = t.handle(&settle(&ls, "r", 12), 1000, &mut m);
+    assert_eq!(
+        done,
+        ObjectResponse::Settled {
+            refunded: 0,
+            charged: 7,
+            unpaid: 0
+        }
+    );
+    assert!(!allowed(&check(&mut t, &mut m, &ls, 1, 1000)));
+}
+
+#[test]
+fn a_denied_or_unreserved_check_leaves_nothing_to_settle() {
+    let (mut t, mut m) = (Table::new(), Mem::default());
+    let ls = [limit("a|0|k", "fixed-window 1/min")];
+    assert!(allowed(&check(&mut t, &mut m, &ls, 1, 1000)));
+    assert!(!allowed(&t.handle(
+        &reserve(&ls, 1, "denied"),
+        1000,
+        &mut m
+    )));
+    assert_eq!(
+        t.handle(&settle(&ls, "denied", 0), 1000, &mut m),
+        ObjectResponse::NotReserved
+    );
+    assert_eq!(remaining(&mut t, &mut m, &ls, 1000), [0]);
+}
+
+#[test]
+fn a_settle_on_other_limits_is_refused_and_keeps_the_reservation() {
+    let (mut t, mut m) = (Table::new(), Mem::default());
+    let ls = [limit("a|0|k", "fixed-window 10/min")];
+    let other = [limit("a|0|j", "fixed-window 10/min")];
+    assert!(allowed(&t.handle(&reserve(&ls, 4, "r"), 1000, &mut m)));
+    assert!(matches!(
+        t.handle(&settle(&other, "r", 0), 1000, &mut m),
+        ObjectResponse::Error { code, .. } if code == "foreign-key"
+    ));
+    assert!(matches!(
+        t.handle(&settle(&ls, "r", 0), 1000, &mut m),
+        ObjectResponse::Settled { refunded: 4, .. }
+    ));
+}
+
+#[test]
+fn a_refused_settle_changes_no_limit() {
+    let (mut t, mut m) = (Table::new(), Mem::default());
+    let ls = [limit("a|0|k", "fixed-window 10/min")];
+    assert!(allowed(&t.handle(&reserve(&ls, 4, "r"), 1000, &mut m)));
+    let too_large = tollgate::MAX_COUNT + 1;
+    assert!(matches!(
+        t.handle(&settle(&ls, "r", too_large), 1000, &mut m),
+        ObjectResponse::Error { code, .. } if code == "actual-too-large"
+    ));
+    assert_eq!(remaining(&mut t, &mut m, &ls, 1000), [6]);
 }
