@@ -79,7 +79,7 @@ guard "$pkg/bundler/tollgate_wasm_bg.js" "    wasm = val;" "    wasm = __tollgat
 # from the core's numbers), throttle.js, waiting.js (the wait of `acquire`: lines of waiters,
 # timers) and counts.js (the counts as plain objects around the core's metric model, also
 # metrics.js').
-for part in api limiter reservations checks backoff decision throttle waiting counts; do
+for part in api limiter reservations checks backoff decision throttle waiting counts adaptive; do
   cp "$here/js/$part.js" "$pkg/web/$part.js"
 done
 api=$(node --input-type=module -e '

@@ -56,12 +56,13 @@ echo "wasm: $(wc -c < "$wasm") bytes raw, $gz bytes gzipped"
 # is a budget with headroom above it, so that a change made for clarity does not fail the
 # suite over a few hundred bytes: it fails at 57,000 bytes (raised from 46,000 when every
 # request's work was bounded, issues 43-44, ~700 bytes; then from 47,000 for reserve and
-# settle, issue 40, ~9 KB: each is the core's keyed store inlined once more; PERF.md, "The
-# npm .wasm size budget"), and the size is
+# settle, issue 40, ~9 KB: each is the core's keyed store inlined once more; then to 60,000
+# for AdaptiveLimiter, issue 42, ~2.5 KB: the core's gradient controller and its window;
+# PERF.md, "The npm .wasm size budget"), and the size is
 # printed above (and by the benchmark) for every change to be weighed. The same toolchain
 # builds the same bytes (wasm-bindgen and binaryen are pinned, Rust is the machine's stable).
 goal=40000
-budget=57000
+budget=60000
 if [ "$gz" -gt "$goal" ]; then
   echo "note: the .wasm is $gz bytes gzipped, above the $goal-byte goal (budget $budget)"
 fi

@@ -18,6 +18,10 @@
 //   builder   checks a configuration and builds the layer (layer, shared, route, key)
 //   metrics   (feature `metrics`) the core's metric model on the `metrics` facade (store,
 //             settings); route and answer hold and feed it
+//   adaptive  a layer of its own: adaptive concurrency per route (the core's gradient
+//             controller); adaptive/limit one route's controller and permit,
+//             adaptive/body the body that holds the permit to its end
+mod adaptive;
 mod answer;
 mod body;
 mod builder;
@@ -38,6 +42,7 @@ mod shared;
 pub mod store;
 mod target;
 
+pub use adaptive::{Adaptive, AdaptiveBody, AdaptiveBuilder, AdaptiveFuture, AdaptiveLayer};
 pub use body::ResponseBody;
 pub use builder::{Builder, MAX_OVERRIDES};
 pub use future::ResponseFuture;

@@ -9,12 +9,14 @@
 //   waiting.js   acquire's line of waiters and timers (shared with tollgate/redis)
 //   counts.js    the counts of metrics() (shared with tollgate/redis and tollgate/metrics)
 //   backoff.js   fetchWithBackoff and its schedule
+//   adaptive.js  AdaptiveLimiter (adaptive concurrency: the core's gradient controller)
 // and this file binds them to one build's output, with the free functions below.
 
 import { WaitTimeoutError } from "./waiting.js";
 import { checkCost, checkDecision, checkNow, optionError } from "./checks.js";
 import { limiterClass } from "./limiter.js";
 import { bindBackoff } from "./backoff.js";
+import { adaptiveClass } from "./adaptive.js";
 
 /**
  * The API over one wasm-bindgen output (`glue`: its exports, `Core`, `Backoff`,
@@ -74,8 +76,10 @@ export function bind(glue) {
     return glue.parsePolicy(policy);
   }
 
+  const AdaptiveLimiter = adaptiveClass(glue);
   return {
     Limiter,
+    AdaptiveLimiter,
     headers,
     decide,
     parsePolicy,

@@ -1,4 +1,4 @@
-import type { Limiter } from "./index.js";
+import type { AdaptiveLimiter, Limiter } from "./index.js";
 
 /** Options of the Express middleware. */
 export interface RateLimitOptions<Req = any> {
@@ -40,3 +40,14 @@ export interface RateLimitOptions<Req = any> {
 
 /** An Express middleware: 429 with `Retry-After` and problem+json when limited. */
 export function rateLimit<Req = any>(options: RateLimitOptions<Req>): (req: Req, res: any, next: (err?: unknown) => void) => void;
+
+/** Options of the adaptive concurrency middleware. */
+export interface AdaptiveLimitOptions {
+  /** The limiter (`new AdaptiveLimiter()`): one per route it guards. */
+  limiter: AdaptiveLimiter;
+  /** `Retry-After` of a shed request, in seconds (default 1). */
+  retryAfter?: number;
+}
+
+/** Adaptive concurrency: a 503 with `Retry-After` and problem+json when shed; released when the response finishes (or closes first: a timeout). */
+export function adaptiveLimit<Req = any>(options: AdaptiveLimitOptions): (req: Req, res: any, next: (err?: unknown) => void) => void;

@@ -1,5 +1,6 @@
 // Express middleware: `app.use(rateLimit({ limiter: new Limiter("100/min") }))`.
 import { decide, isExempt, options as normalise, problem, refusedKey, settleRequest } from "./middleware.js";
+import { adaptiveOptions, outcomeOf, shedProblem } from "./web/adaptive.js";
 
 /**
  * Settles the request's reservation once, when its response ends (`finish`) or, cut off
@@ -54,5 +55,32 @@ export function rateLimit(opts) {
     }
     res.status(429).set("Cache-Control", "no-store").type("application/problem+json");
     res.send(problem(o.limiter, decision, o.name));
+  };
+}
+
+/**
+ * Adaptive concurrency (`AdaptiveLimiter`): a request the limit has no room for is shed with
+ * a 503, `Retry-After` and an application/problem+json body; an admitted one is released
+ * when its response has been sent (`finish`: a 5xx or 429 as overload, else its latency is
+ * a sample), or as a timeout when the connection closes first (the client went away). One
+ * limit for the routes it is mounted on: mount one per route (`app.use("/search", ...)`).
+ */
+export function adaptiveLimit(opts) {
+  const o = adaptiveOptions(opts);
+  return function tollgateAdaptive(req, res, next) {
+    const token = o.limiter.acquire();
+    if (token === null) {
+      res.status(503).set("Retry-After", o.retryAfter).set("Cache-Control", "no-store");
+      return res.type("application/problem+json").send(shedProblem(o.limiter.limit));
+    }
+    let done = false;
+    const release = (outcome) => {
+      if (done) return;
+      done = true;
+      o.limiter.release(token, { outcome });
+    };
+    res.once("finish", () => release(outcomeOf(res.statusCode)));
+    res.once("close", () => release("timeout"));
+    next();
   };
 }

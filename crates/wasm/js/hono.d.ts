@@ -1,4 +1,4 @@
-import type { Limiter } from "./index.js";
+import type { AdaptiveLimiter, Limiter } from "./index.js";
 
 /** Options of the Hono middleware. */
 export interface RateLimiterOptions<C = any> {
@@ -40,3 +40,14 @@ export interface RateLimiterOptions<C = any> {
 
 /** A Hono middleware: 429 with `Retry-After` and problem+json when limited. */
 export function rateLimiter<C = any>(options: RateLimiterOptions<C>): (c: C, next: () => Promise<void>) => Promise<Response | void>;
+
+/** Options of the adaptive concurrency middleware. */
+export interface AdaptiveLimitOptions {
+  /** The limiter (`new AdaptiveLimiter()`): one per route it guards. */
+  limiter: AdaptiveLimiter;
+  /** `Retry-After` of a shed request, in seconds (default 1). */
+  retryAfter?: number;
+}
+
+/** Adaptive concurrency: a 503 with `Retry-After` and problem+json when shed; released when the response body ends (or is cancelled: a timeout). */
+export function adaptiveLimiter<C = any>(options: AdaptiveLimitOptions): (c: C, next: () => Promise<void>) => Promise<Response | void>;

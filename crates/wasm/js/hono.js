@@ -1,5 +1,6 @@
 // Hono middleware: `app.use(rateLimiter({ limiter: new Limiter("100/min") }))`.
 import { decide, isExempt, options as normalise, problem, refusedKey, settleRequest } from "./middleware.js";
+import { adaptiveOptions, outcomeOf, shedProblem } from "./web/adaptive.js";
 
 /** The client IP: the Node adapter's socket, else Cloudflare's `CF-Connecting-IP`. */
 function clientIp(c) {
@@ -7,18 +8,27 @@ function clientIp(c) {
 }
 
 /**
- * Settles the request's reservation once, when its response's body has been read to its end
- * (at once for a response without a body), or when the body is cancelled (the client went
- * away: settled as cut off). The body is passed through a stream that sees both; the status
- * and headers are the app's.
+ * Settles the request's reservation once, when its response's body has ended or was
+ * cancelled (`atBodyEnd`).
  */
 function settleAtEnd(o, reservation, c) {
+  const res = c.res;
+  atBodyEnd(c, (cut) => settleRequest(o, reservation, c, res, cut));
+}
+
+/**
+ * Calls `end(cut)` once, when the response's body has been read to its end (at once for a
+ * response without a body; `cut` false), or when the body fails or is cancelled (the client
+ * went away; `cut` true). The body is passed through a stream that sees both; the status and
+ * headers are the app's.
+ */
+function atBodyEnd(c, end) {
   const res = c.res;
   let done = false;
   const settle = (cut) => {
     if (done) return;
     done = true;
-    settleRequest(o, reservation, c, res, cut);
+    end(cut);
   };
   if (res.body === null) return settle(false);
   const reader = res.body.getReader();
@@ -83,5 +93,37 @@ export function rateLimiter(opts) {
     await next();
     for (const [k, v] of Object.entries(h)) c.res.headers.set(k, v);
     if (decision.reservation !== undefined) settleAtEnd(o, decision.reservation, c);
+  };
+}
+
+/**
+ * Adaptive concurrency (`AdaptiveLimiter`): a request the limit has no room for is shed with
+ * a 503, `Retry-After` and an application/problem+json body; an admitted one is released
+ * when its response's body has ended (a 5xx or 429 as overload, else its latency is a
+ * sample), or as a timeout when the handler throws or the body is cancelled (the client
+ * went away). One limit for the routes it is mounted on: mount one per route.
+ */
+export function adaptiveLimiter(opts) {
+  const o = adaptiveOptions(opts);
+  return async function tollgateAdaptive(c, next) {
+    const token = o.limiter.acquire();
+    if (token === null) {
+      return new Response(shedProblem(o.limiter.limit), {
+        status: 503,
+        headers: {
+          "Content-Type": "application/problem+json",
+          "Retry-After": o.retryAfter,
+          "Cache-Control": "no-store",
+        },
+      });
+    }
+    try {
+      await next();
+    } catch (err) {
+      o.limiter.release(token, { outcome: "timeout" });
+      throw err;
+    }
+    const outcome = outcomeOf(c.res.status);
+    atBodyEnd(c, (cut) => o.limiter.release(token, { outcome: cut ? "timeout" : outcome }));
   };
 }

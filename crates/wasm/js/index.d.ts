@@ -467,3 +467,53 @@ export function isRetryable(method: string, hasIdempotencyKey: boolean, status: 
 
 /** `Retry-After` (seconds or HTTP-date) as ms from `now` (default `Date.now()`), or -1. */
 export function parseRetryAfter(value: string, now?: number): number;
+
+/** Options of an `AdaptiveLimiter`: the core's gradient controller's parameters (each optional: the core's default). */
+export interface AdaptiveOptions {
+  /** The floor (default 5). */
+  minLimit?: number;
+  /** The ceiling (default 1000). */
+  maxLimit?: number;
+  /** The limit before any sample (default 20). */
+  initialLimit?: number;
+  /** The shortest sampling window, in ms (default 100). */
+  windowMs?: number;
+  /** The samples a window needs before it closes, or the limit if lower (default 100). */
+  minSamples?: number;
+  /** The latency percentile compared with the no-load latency, 1-99 (default 90). */
+  percentile?: number;
+  /** The latency still counted as unloaded, in percent of the no-load latency (default 115). */
+  tolerance?: number;
+  /** The mean time between re-measurements of the no-load latency, in ms (default 30000). */
+  probeIntervalMs?: number;
+  /** The clock, in ms (default `performance.now()`). */
+  clock?: () => number;
+}
+
+/** An admitted request's token, for `release`. */
+export interface AdaptiveToken {
+  /** When the request was admitted (ms, on the limiter's clock). */
+  readonly start: number;
+}
+
+/** How an admitted request ended: `overload` (429/503/5xx) and `timeout` (given up, dropped) are congestion, not latency samples. */
+export type AdaptiveOutcome = "success" | "overload" | "timeout";
+
+/**
+ * Adaptive concurrency: a limit that follows the latency its requests show (the core's
+ * gradient controller). Per process by nature: there is no fleet store for it.
+ */
+export class AdaptiveLimiter {
+  /** Throws a `TypeError` or `RangeError` naming the option (`field`) and its `rule`. */
+  constructor(options?: AdaptiveOptions);
+  /** A token if the limit has room, else `null` (shed the request). */
+  acquire(now?: number): AdaptiveToken | null;
+  /** Releases an admitted request once (a second release throws, `field: "token"`). */
+  release(token: AdaptiveToken, options?: { outcome?: AdaptiveOutcome; latency?: number; start?: number; now?: number }): void;
+  /** The limit now. */
+  readonly limit: number;
+  /** Requests admitted and not yet released. */
+  readonly inFlight: number;
+  /** Frees the wasm memory now. */
+  free(): void;
+}

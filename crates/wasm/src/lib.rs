@@ -10,6 +10,7 @@
 //! * `limiter`: [`Core`], under the JS `Limiter` (`js/limiter.js`): its buffers and calls;
 //!   `limiter::headers` names its limits in the response headers and the 429 body;
 //!   `limiter::strings` makes the same calls with Rust strings.
+//! * `adaptive`: [`AdaptiveCore`], under the JS `AdaptiveLimiter` (`js/adaptive.js`).
 //! * `wait`: the waiting rule of both entries' `acquire` ([`wait_step`]).
 //! * `http`: a decision as numbers and back, the headers' items, the backoff ([`Backoff`]).
 //! * `spec`, `errors`: policies and options read from JS values; the errors thrown to JS.
@@ -45,6 +46,7 @@ use std::num::NonZeroUsize;
 use tollgate::Nanos;
 use wasm_bindgen::prelude::*;
 
+mod adaptive;
 mod errors;
 #[cfg(feature = "store")]
 mod fleet;
@@ -66,6 +68,7 @@ mod wait;
 #[allow(unsafe_code)]
 static ALLOCATOR: talc::TalckWasm = unsafe { talc::TalckWasm::new_global() };
 
+pub use adaptive::AdaptiveCore;
 #[cfg(feature = "store")]
 pub use fleet::FleetLimits;
 pub use http::{Backoff, *};

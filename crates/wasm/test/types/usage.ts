@@ -114,3 +114,19 @@ rateLimit<{ get(h: string): string | undefined }>({
   onSettleError: (err) => console.error(err),
 });
 rateLimiter({ limiter: tokens, skipFailedRequests: true, cost: { estimate: () => 10, actual: (_c, res: Response) => (res.ok ? 5 : undefined) } });
+
+// Adaptive concurrency.
+import { AdaptiveLimiter, type AdaptiveToken } from "tollgate";
+import { adaptiveLimit } from "tollgate/express";
+import { adaptiveLimiter } from "tollgate/hono";
+{
+  const adaptive = new AdaptiveLimiter({ minLimit: 2, windowMs: 50, clock: () => performance.now() });
+  const token: AdaptiveToken | null = adaptive.acquire();
+  if (token) adaptive.release(token, { outcome: "overload", latency: 12 });
+  const n: number = adaptive.limit + adaptive.inFlight;
+  void n;
+  const mw = adaptiveLimit({ limiter: adaptive, retryAfter: 1 });
+  const hmw = adaptiveLimiter({ limiter: adaptive });
+  void mw;
+  void hmw;
+}

@@ -1,0 +1,290 @@
+//! Adaptive concurrency per route: [`AdaptiveLayer`] runs the core's gradient controller
+//! ([`tollgate::adaptive::gradient`]) for each of its routes, sheds what the limit has no
+//! room for with a 503 and `Retry-After`, and measures each admitted request from the call
+//! to the end of its response body.
+//!
+//! A limit is per process by nature: it measures what this process's requests see, so it
+//! has no fleet store (unlike [`crate::RateLimitLayer`]'s policies).
+
+mod body;
+mod limit;
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+use http::header::{HeaderValue, CONTENT_TYPE, RETRY_AFTER};
+use http::{Request, Response, StatusCode};
+use pin_project_lite::pin_project;
+use tollgate::adaptive::gradient::{Gradient, GradientParams};
+use tollgate::clock::MonotonicClock;
+use tollgate_http::route::{self, PathMatch, Routed};
+use tower_layer::Layer;
+use tower_service::Service;
+
+pub use body::AdaptiveBody;
+use limit::{outcome_of, Permit, RouteLimit};
+
+use crate::ConfigError;
+
+impl Routed for RouteLimit {
+    fn methods(&self) -> &[String] {
+        &self.methods
+    }
+    fn path(&self) -> &PathMatch {
+        &self.path
+    }
+}
+
+/// Builds an [`AdaptiveLayer`]: routes in order (the first match decides; a request
+/// matching none is not limited), each with its own controller.
+///
+/// ```
+/// use tollgate::adaptive::gradient::GradientParams;
+/// use tollgate_tower::AdaptiveLayer;
+/// let layer = AdaptiveLayer::builder()
+///     .route("/api", &[] as &[&str], GradientParams { initial_limit: 10, ..GradientParams::default() })
+///     .build()
+///     .unwrap();
+/// assert_eq!(layer.limit("/api"), Some(10));
+/// let err = AdaptiveLayer::builder()
+///     .route("/api", &["GET"], GradientParams { percentile: 100, ..GradientParams::default() })
+///     .build()
+///     .unwrap_err();
+/// assert_eq!(err.field, "routes[0].percentile");
+/// ```
+#[derive(Clone, Debug, Default)]
+pub struct AdaptiveBuilder {
+    routes: Vec<(String, Vec<String>, GradientParams)>,
+    retry_after_secs: Option<u32>,
+}
+
+impl AdaptiveBuilder {
+    /// Adds a route: `path` (a prefix or a pattern, matched as [`crate::Route`] is), the
+    /// methods it takes (none: any), and its controller's parameters.
+    pub fn route<I: IntoIterator<Item = M>, M: AsRef<str>>(
+        mut self,
+        path: impl Into<String>,
+        methods: I,
+        params: GradientParams,
+    ) -> AdaptiveBuilder {
+        let methods = methods
+            .into_iter()
+            .map(|m| m.as_ref().to_ascii_uppercase())
+            .collect();
+        self.routes.push((path.into(), methods, params));
+        self
+    }
+
+    /// The `Retry-After` of a shed request, in seconds (default 1: the limit moves once
+    /// per window, a fraction of a second).
+    pub fn retry_after_secs(mut self, secs: u32) -> AdaptiveBuilder {
+        self.retry_after_secs = Some(secs);
+        self
+    }
+
+    /// Checks every route's path and parameters, naming the first at fault
+    /// (`routes[1].path`, `routes[0].max_limit`).
+    pub fn build(self) -> Result<AdaptiveLayer, ConfigError> {
+        let clock = Arc::new(MonotonicClock::default());
+        let mut routes = Vec::with_capacity(self.routes.len());
+        for (i, (pattern, methods, params)) in self.routes.into_iter().enumerate() {
+            let path = PathMatch::parse(&pattern)
+                .map_err(|e| ConfigError::new(format!("routes[{i}].path"), e))?;
+            let gradient = Gradient::new(params).map_err(|e| {
+                ConfigError::new(
+                    format!("routes[{i}].{}", e.param.name()),
+                    format_args!("{}: {}", e.value, e.rule),
+                )
+            })?;
+            routes.push(Arc::new(RouteLimit::new(
+                pattern,
+                methods,
+                path,
+                gradient,
+                Arc::clone(&clock),
+            )));
+        }
+        Ok(AdaptiveLayer {
+            shared: Arc::new(AdaptiveShared {
+                routes,
+                retry_after: self.retry_after_secs.unwrap_or(1).into(),
+            }),
+        })
+    }
+}
+
+struct AdaptiveShared {
+    routes: Vec<Arc<RouteLimit>>,
+    retry_after: HeaderValue,
+}
+
+/// A tower layer that limits the requests in flight per route with a limit that follows
+/// the latency the service shows (the core's gradient controller). Cheap to clone: the
+/// routes' controllers are shared behind an `Arc`.
+#[derive(Clone)]
+pub struct AdaptiveLayer {
+    shared: Arc<AdaptiveShared>,
+}
+
+impl AdaptiveLayer {
+    /// A builder with no routes.
+    pub fn builder() -> AdaptiveBuilder {
+        AdaptiveBuilder::default()
+    }
+
+    /// The limit now of the route declared with `path` (`None`: no such route).
+    pub fn limit(&self, path: &str) -> Option<u64> {
+        self.route(path).map(|r| r.limit())
+    }
+
+    /// The requests in flight now on the route declared with `path`.
+    pub fn in_flight(&self, path: &str) -> Option<u64> {
+        self.route(path).map(|r| r.in_flight())
+    }
+
+    fn route(&self, path: &str) -> Option<&Arc<RouteLimit>> {
+        self.shared.routes.iter().find(|r| r.pattern == path)
+    }
+}
+
+impl std::fmt::Debug for AdaptiveLayer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut m = f.debug_map();
+        for r in &self.shared.routes {
+            m.entry(&r.pattern, &r.limit());
+        }
+        m.finish()
+    }
+}
+
+impl<Svc> Layer<Svc> for AdaptiveLayer {
+    type Service = Adaptive<Svc>;
+
+    fn layer(&self, inner: Svc) -> Adaptive<Svc> {
+        Adaptive {
+            inner,
+            shared: Arc::clone(&self.shared),
+        }
+    }
+}
+
+/// The service [`AdaptiveLayer`] wraps around an inner one.
+#[derive(Clone)]
+pub struct Adaptive<Svc> {
+    inner: Svc,
+    shared: Arc<AdaptiveShared>,
+}
+
+impl<Svc, ReqB, B> Service<Request<ReqB>> for Adaptive<Svc>
+where
+    Svc: Service<Request<ReqB>, Response = Response<B>>,
+{
+    type Response = Response<AdaptiveBody<B>>;
+    type Error = Svc::Error;
+    type Future = AdaptiveFuture<Svc::Future, B>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: Request<ReqB>) -> Self::Future {
+        // A path that does not normalise matches no route here: refusing it is the
+        // router's (or the rate limit layer's) business, not the capacity's.
+        let found = route::normalized(req.uri().path()).ok().and_then(|path| {
+            let method = req.method().as_str();
+            self.shared
+                .routes
+                .iter()
+                .find(|r| route::matches(&***r, method, &path))
+        });
+        let permit = match found {
+            None => None,
+            Some(r) => match r.acquire() {
+                Some(permit) => Some(permit),
+                None => return AdaptiveFuture::shed(shed(r, &self.shared.retry_after)),
+            },
+        };
+        AdaptiveFuture {
+            kind: Kind::Forward {
+                future: self.inner.call(req),
+                permit,
+            },
+        }
+    }
+}
+
+/// The 503 of a shed request: a problem document, as the rate limit layer's own answers.
+fn shed<B>(route: &RouteLimit, retry_after: &HeaderValue) -> Response<AdaptiveBody<B>> {
+    let detail = format!(
+        "the service is at its concurrency limit ({} in flight); retry later",
+        route.limit()
+    );
+    let body = tollgate_http::problem::problem(
+        503,
+        "concurrency-limit",
+        &detail,
+        serde_json::json!({ "limit": route.limit() }),
+    );
+    let mut resp = Response::new(AdaptiveBody::own(Bytes::from(body)));
+    *resp.status_mut() = StatusCode::SERVICE_UNAVAILABLE;
+    let h = resp.headers_mut();
+    h.insert(
+        CONTENT_TYPE,
+        HeaderValue::from_static(tollgate_http::problem::CONTENT_TYPE),
+    );
+    h.insert(RETRY_AFTER, retry_after.clone());
+    resp
+}
+
+pin_project! {
+    /// The response future of [`Adaptive`]: the inner service's response, its body holding
+    /// the request's permit, or the layer's 503.
+    pub struct AdaptiveFuture<F, B> {
+        #[pin]
+        kind: Kind<F, B>,
+    }
+}
+
+pin_project! {
+    #[project = KindProj]
+    enum Kind<F, B> {
+        Forward { #[pin] future: F, permit: Option<Permit> },
+        Shed { response: Option<Response<AdaptiveBody<B>>> },
+    }
+}
+
+impl<F, B> AdaptiveFuture<F, B> {
+    fn shed(response: Response<AdaptiveBody<B>>) -> Self {
+        AdaptiveFuture {
+            kind: Kind::Shed {
+                response: Some(response),
+            },
+        }
+    }
+}
+
+impl<F, B, E> Future for AdaptiveFuture<F, B>
+where
+    F: Future<Output = Result<Response<B>, E>>,
+{
+    type Output = Result<Response<AdaptiveBody<B>>, E>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        match self.project().kind.project() {
+            KindProj::Forward { future, permit } => {
+                // An error (a timeout layer's, a broken connection) drops the permit: a
+                // timeout to the controller.
+                let resp = std::task::ready!(future.poll(cx))?;
+                let outcome = outcome_of(resp.status());
+                let permit = permit.take().map(|p| (p, outcome));
+                Poll::Ready(Ok(resp.map(|b| AdaptiveBody::inner(b, permit))))
+            }
+            KindProj::Shed { response } => Poll::Ready(Ok(response
+                .take()
+                .expect("AdaptiveFuture polled after completion"))),
+        }
+    }
+}
