@@ -54,7 +54,7 @@ gz=$(gzip -9 -c "$wasm" | wc -c)
 echo "wasm: $(wc -c < "$wasm") bytes raw, $gz bytes gzipped"
 # The size goal is 40 KB gzipped (PERF.md says where the bytes are). The test
 # is a budget with headroom above it, so that a change made for clarity does not fail the
-# suite over a few hundred bytes: it fails at 57,000 bytes (raised from 46,000 when every
+# suite over a few hundred bytes: it fails at 60,000 bytes (raised from 46,000 when every
 # request's work was bounded, issues 43-44, ~700 bytes; then from 47,000 for reserve and
 # settle, issue 40, ~9 KB: each is the core's keyed store inlined once more; then to 60,000
 # for AdaptiveLimiter, issue 42, ~2.5 KB: the core's gradient controller and its window;
