@@ -6,7 +6,6 @@
 //! A limit is per process by nature: it measures what this process's requests see, so it
 //! has no fleet store (unlike [`crate::RateLimitLayer`]'s policies).
 
-mod body;
 mod limit;
 
 use std::future::Future;
@@ -19,14 +18,15 @@ use http::header::{HeaderValue, CONTENT_TYPE, RETRY_AFTER};
 use http::{Request, Response, StatusCode};
 use pin_project_lite::pin_project;
 use tollgate::adaptive::gradient::{Gradient, GradientParams};
+use tollgate::adaptive::Outcome;
 use tollgate::clock::MonotonicClock;
 use tollgate_http::route::{self, PathMatch, Routed};
 use tower_layer::Layer;
 use tower_service::Service;
 
-pub use body::AdaptiveBody;
 use limit::{outcome_of, Permit, RouteLimit};
 
+use crate::body::{End, ResponseBody, Slot};
 use crate::ConfigError;
 
 impl Routed for RouteLimit {
@@ -182,7 +182,7 @@ impl<Svc, ReqB, B> Service<Request<ReqB>> for Adaptive<Svc>
 where
     Svc: Service<Request<ReqB>, Response = Response<B>>,
 {
-    type Response = Response<AdaptiveBody<B>>;
+    type Response = Response<ResponseBody<B>>;
     type Error = Svc::Error;
     type Future = AdaptiveFuture<Svc::Future, B>;
 
@@ -217,7 +217,7 @@ where
 }
 
 /// The 503 of a shed request: a problem document, as the rate limit layer's own answers.
-fn shed<B>(route: &RouteLimit, retry_after: &HeaderValue) -> Response<AdaptiveBody<B>> {
+fn shed<B>(route: &RouteLimit, retry_after: &HeaderValue) -> Response<ResponseBody<B>> {
     let detail = format!(
         "the service is at its concurrency limit ({} in flight); retry later",
         route.limit()
@@ -228,7 +228,7 @@ fn shed<B>(route: &RouteLimit, retry_after: &HeaderValue) -> Response<AdaptiveBo
         &detail,
         serde_json::json!({ "limit": route.limit() }),
     );
-    let mut resp = Response::new(AdaptiveBody::own(Bytes::from(body)));
+    let mut resp = Response::new(ResponseBody::own(Bytes::from(body)));
     *resp.status_mut() = StatusCode::SERVICE_UNAVAILABLE;
     let h = resp.headers_mut();
     h.insert(
@@ -252,12 +252,12 @@ pin_project! {
     #[project = KindProj]
     enum Kind<F, B> {
         Forward { #[pin] future: F, permit: Option<Permit> },
-        Shed { response: Option<Response<AdaptiveBody<B>>> },
+        Shed { response: Option<Response<ResponseBody<B>>> },
     }
 }
 
 impl<F, B> AdaptiveFuture<F, B> {
-    fn shed(response: Response<AdaptiveBody<B>>) -> Self {
+    fn shed(response: Response<ResponseBody<B>>) -> Self {
         AdaptiveFuture {
             kind: Kind::Shed {
                 response: Some(response),
@@ -270,7 +270,7 @@ impl<F, B, E> Future for AdaptiveFuture<F, B>
 where
     F: Future<Output = Result<Response<B>, E>>,
 {
-    type Output = Result<Response<AdaptiveBody<B>>, E>;
+    type Output = Result<Response<ResponseBody<B>>, E>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         match self.project().kind.project() {
@@ -278,9 +278,20 @@ where
                 // An error (a timeout layer's, a broken connection) drops the permit: a
                 // timeout to the controller.
                 let resp = std::task::ready!(future.poll(cx))?;
+                // The permit is finished when the body ends: with the status's outcome at its
+                // last frame, as a timeout when it fails or is dropped unfinished (the real
+                // latency is unknown).
                 let outcome = outcome_of(resp.status());
-                let permit = permit.take().map(|p| (p, outcome));
-                Poll::Ready(Ok(resp.map(|b| AdaptiveBody::inner(b, permit))))
+                let slot = match permit.take() {
+                    Some(mut permit) => Slot::until(move |end| {
+                        permit.finish(match end {
+                            End::Finished => outcome,
+                            End::Cut => Outcome::Timeout,
+                        })
+                    }),
+                    None => Slot::none(),
+                };
+                Poll::Ready(Ok(resp.map(|b| ResponseBody::inner(b, slot))))
             }
             KindProj::Shed { response } => Poll::Ready(Ok(response
                 .take()

@@ -10,11 +10,21 @@ use http_body_util::{Either, Full};
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
-/// The concurrency slots of one admitted request, given back to the policy's store exactly
-/// once: by [`Slot::release`] when the response's body has ended, or else when the slot is
-/// dropped with whatever holds it (the response body unread or cut off, the inner
-/// service's future cancelled, failed or unwound by a panic).
-pub(crate) struct Slot(Option<Box<dyn FnOnce() + Send + Sync>>);
+/// How a response ended, as told to what its body holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum End {
+    /// The body produced its last frame.
+    Finished,
+    /// The body failed, or was dropped unfinished (the client went away, the server gave
+    /// up, the inner service's future was cancelled or unwound by a panic).
+    Cut,
+}
+
+/// What one admitted request holds until its response has ended (its concurrency slots, a
+/// reservation to settle, an adaptive limit's permit), finished exactly once: by
+/// [`Slot::release`] when the response's body has ended, or else when the slot is dropped
+/// with whatever holds it.
+pub(crate) struct Slot(Option<Box<dyn FnOnce(End) + Send + Sync>>);
 
 impl Slot {
     /// No slot: a policy without a concurrency limit, or a request not admitted.
@@ -22,23 +32,34 @@ impl Slot {
         Slot(None)
     }
 
-    /// Slots that `release` gives back (the store's release of the key and cost a request
-    /// was admitted with).
+    /// A slot that `release` finishes however the response ended (the store's release of
+    /// the key and cost a request was admitted with).
     pub(crate) fn held(release: impl FnOnce() + Send + Sync + 'static) -> Slot {
-        Slot(Some(Box::new(release)))
+        Slot::until(move |_| release())
     }
 
-    /// Gives the slots back now (once; later calls and the drop do nothing).
-    pub(crate) fn release(&mut self) {
-        if let Some(release) = self.0.take() {
-            release();
+    /// A slot that `finish` is told how the response ended.
+    pub(crate) fn until(finish: impl FnOnce(End) + Send + Sync + 'static) -> Slot {
+        Slot(Some(Box::new(finish)))
+    }
+
+    /// Finishes the slot now, the response having ended `how` (once; later calls and the
+    /// drop do nothing).
+    pub(crate) fn end(&mut self, how: End) {
+        if let Some(finish) = self.0.take() {
+            finish(how);
         }
+    }
+
+    /// Finishes the slot now, the response having produced its last frame.
+    pub(crate) fn release(&mut self) {
+        self.end(End::Finished);
     }
 }
 
 impl Drop for Slot {
     fn drop(&mut self) {
-        self.release();
+        self.end(End::Cut);
     }
 }
 
@@ -89,14 +110,15 @@ where
     ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
         let mut this = self.project();
         let frame = ready!(this.body.as_mut().poll_frame(cx));
-        let last = match &frame {
-            // The end, or an error (the server stops sending).
-            None | Some(Err(_)) => true,
+        let end = match &frame {
+            None => Some(End::Finished),
             // Trailers come last; data is last when the body says so.
-            Some(Ok(f)) => f.is_trailers() || this.body.is_end_stream(),
+            Some(Ok(f)) => (f.is_trailers() || this.body.is_end_stream()).then_some(End::Finished),
+            // The server stops sending.
+            Some(Err(_)) => Some(End::Cut),
         };
-        if last {
-            this.slot.release();
+        if let Some(how) = end {
+            this.slot.end(how);
         }
         Poll::Ready(frame)
     }

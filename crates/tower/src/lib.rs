@@ -42,7 +42,7 @@ mod shared;
 pub mod store;
 mod target;
 
-pub use adaptive::{Adaptive, AdaptiveBody, AdaptiveBuilder, AdaptiveFuture, AdaptiveLayer};
+pub use adaptive::{Adaptive, AdaptiveBuilder, AdaptiveFuture, AdaptiveLayer};
 pub use body::ResponseBody;
 pub use builder::{Builder, MAX_OVERRIDES};
 pub use future::ResponseFuture;
