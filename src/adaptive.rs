@@ -137,6 +137,16 @@ pub(crate) fn bounded(param: Param, value: u64, min: u64, max: u64) -> Result<u6
     Err(ParamError { param, value, rule })
 }
 
+/// Checks the limits both controllers take: `1 <= min <= max <= MAX_LIMIT`, `initial`
+/// between them.
+pub(crate) fn limits_bounded(min: u32, max: u32, initial: u32) -> Result<(), ParamError> {
+    let most = gradient::MAX_LIMIT.into();
+    bounded(Param::MinLimit, min.into(), 1, most)?;
+    bounded(Param::MaxLimit, max.into(), min.into(), most)?;
+    bounded(Param::InitialLimit, initial.into(), min.into(), max.into())?;
+    Ok(())
+}
+
 /// Fractional limits are kept in 1/1024ths, so that small steps (AIMD's `+1/limit` per
 /// success) add up instead of rounding away.
 pub(crate) const ONE: u64 = 1024;

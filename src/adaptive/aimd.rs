@@ -43,8 +43,7 @@
 //! assert_eq!(s.limit(), 9); // 11.06 * 0.9 = 9.96
 //! ```
 
-use crate::adaptive::gradient::MAX_LIMIT;
-use crate::adaptive::{bounded, take, Outcome, Param, ParamError, ONE};
+use crate::adaptive::{bounded, limits_bounded, take, Outcome, Param, ParamError, ONE};
 use crate::{Decision, Nanos};
 
 /// AIMD's parameters, as given (see [`Aimd::new`] for the bounds).
@@ -83,19 +82,7 @@ impl Aimd {
     /// between them, `backoff` from 10 to 99 (%).
     pub fn new(params: AimdParams) -> Result<Aimd, ParamError> {
         let p = params;
-        bounded(Param::MinLimit, p.min_limit.into(), 1, MAX_LIMIT.into())?;
-        bounded(
-            Param::MaxLimit,
-            p.max_limit.into(),
-            p.min_limit.into(),
-            MAX_LIMIT.into(),
-        )?;
-        bounded(
-            Param::InitialLimit,
-            p.initial_limit.into(),
-            p.min_limit.into(),
-            p.max_limit.into(),
-        )?;
+        limits_bounded(p.min_limit, p.max_limit, p.initial_limit)?;
         bounded(Param::Backoff, p.backoff.into(), 10, 99)?;
         Ok(Aimd { params })
     }

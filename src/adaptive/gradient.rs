@@ -87,7 +87,7 @@
 //! ```
 
 use crate::adaptive::window::Window;
-use crate::adaptive::{bounded, take, Outcome, Param, ParamError, ONE};
+use crate::adaptive::{bounded, limits_bounded, take, Outcome, Param, ParamError, ONE};
 use crate::{Decision, Nanos, NANOS_PER_MS, NANOS_PER_SEC};
 
 /// The gradient controller's parameters, as given (see [`Gradient::new`] for the bounds).
@@ -145,19 +145,7 @@ impl Gradient {
     /// 1 s to 1 h.
     pub fn new(params: GradientParams) -> Result<Gradient, ParamError> {
         let p = params;
-        bounded(Param::MinLimit, p.min_limit.into(), 1, MAX_LIMIT.into())?;
-        bounded(
-            Param::MaxLimit,
-            p.max_limit.into(),
-            p.min_limit.into(),
-            MAX_LIMIT.into(),
-        )?;
-        bounded(
-            Param::InitialLimit,
-            p.initial_limit.into(),
-            p.min_limit.into(),
-            p.max_limit.into(),
-        )?;
+        limits_bounded(p.min_limit, p.max_limit, p.initial_limit)?;
         bounded(Param::Window, p.window, NANOS_PER_MS, 60 * NANOS_PER_SEC)?;
         bounded(
             Param::MinSamples,
