@@ -76,8 +76,8 @@ impl SettleRule {
 }
 
 /// A cost header's value: ASCII digits only (no sign, no fraction, no spaces inside), at
-/// most [`tollgate::MAX_COUNT`].
-fn parse_cost(v: &str) -> Option<u64> {
+/// most [`tollgate::MAX_COUNT`]; `None` for anything else (the estimate stays charged).
+pub fn parse_cost(v: &str) -> Option<u64> {
     let v = v.trim();
     if v.is_empty() || v.len() > 20 || !v.bytes().all(|b| b.is_ascii_digit()) {
         return None;

@@ -154,8 +154,9 @@ impl Route {
     }
 
     /// The response header carrying the actual cost of a [`Route::measured`] route (a
-    /// decimal integer, e.g. `x-actual-cost: 412`), removed from the response. Call it
-    /// after [`Route::measured`].
+    /// decimal integer, e.g. `x-actual-cost: 412`), removed from the response. A value
+    /// that is not one (or is above 2^40) reports nothing, as the edge's `cost_header` does
+    /// (`tollgate_http::settle::parse_cost`). Call it after [`Route::measured`].
     pub fn actual_header(mut self, name: &str) -> Route {
         match (HeaderName::from_bytes(name.as_bytes()), &mut self.settle) {
             (Ok(n), Some(Settling::Measured { header, .. })) => *header = Some(n),

@@ -164,7 +164,7 @@ fn after<S: Store>(
             let from_header = header
                 .as_ref()
                 .and_then(|h| parts.headers.remove(h))
-                .and_then(|v| v.to_str().ok()?.trim().parse::<u64>().ok())
+                .and_then(|v| tollgate_http::settle::parse_cost(v.to_str().ok()?))
                 .map(ActualCost::new);
             let Some(actual) =
                 from_header.or_else(|| parts.extensions.get::<ActualCost>().cloned())
