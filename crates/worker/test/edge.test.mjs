@@ -1,9 +1,12 @@
 // End-to-end tests of the edge limiter under the local Workers runtime (Miniflare/workerd):
 // the built worker, its Durable Object on SQLite, the demo origin.
-import { test, before, after } from "node:test";
+import { test, beforeEach, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { createHash } from "node:crypto";
-import { start, hit } from "./harness.mjs";
+import { start, hit, clearOfMinuteEdge } from "./harness.mjs";
+
+// Per-minute windows: no test starts within 3 s of the minute's end.
+beforeEach(() => clearOfMinuteEdge());
 
 const sha256 = (k) => createHash("sha256").update(k).digest("hex");
 

@@ -85,3 +85,15 @@ export async function hit(edge, p, { ip, headers = {}, method = "GET", body } = 
   const r = await edge.fetch(p, { method, headers: h, body });
   return { status: r.status, headers: r.headers, text: await r.text() };
 }
+
+/**
+ * Waits, when a minute boundary is less than `marginMs` away, until just past it. The
+ * per-minute fixed windows these tests count in start on the wall clock's minute; a test that
+ * expects "the fifth is denied" fails when a new window opens between its requests. Called
+ * before each test that counts in such a window (the waits are up to `marginMs`, about one
+ * test in twenty).
+ */
+export async function clearOfMinuteEdge(marginMs = 3000) {
+  const left = 60_000 - (Date.now() % 60_000);
+  if (left < marginMs) await new Promise((r) => setTimeout(r, left + 50));
+}

@@ -1,10 +1,13 @@
 // Issue 16, items 4 and 5: a path is routed the way origins read it (merged slashes,
 // decoded unreserved escapes, resolved dot segments, any case), the origin receives the
 // path that was matched, and prefixes match whole segments.
-import { test, before, after } from "node:test";
+import { test, beforeEach, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { start, hit } from "./harness.mjs";
+import { start, hit, clearOfMinuteEdge } from "./harness.mjs";
 import { startOrigin } from "./origin.mjs";
+
+// Per-minute windows: no test starts within 3 s of the minute's end.
+beforeEach(() => clearOfMinuteEdge());
 
 const CONFIG = {
   settings: { stats_flush_ms: 3600000 },
