@@ -32,9 +32,12 @@
 //! caller passes, so that processes started together do not probe together): for two
 //! windows requests are admitted up to 3/4 of the limit; the first lets the requests
 //! admitted before drain, the percentile of the second, if it has no congestion sample,
-//! moves the no-load latency half way to it, up or down. A limit that has sat at its
-//! floor for five windows probes at once (the upstream may simply have become slower, and
-//! the floor would otherwise never be left).
+//! moves the no-load latency half way to it, up or down. A probe that finds it an eighth
+//! lower or more is followed by another within eight windows' time: the first
+//! measurement was taken above the knee (a start at a limit the upstream cannot take),
+//! and each probe, at 3/4 of a limit that has since followed, sees less of the queue. A
+//! limit that has sat at its floor for five windows probes at once (the upstream may
+//! simply have become slower, and the floor would otherwise never be left).
 //!
 //! **Edge cases, and the failures of older controllers they answer.**
 //! * Timeouts and overload answers are congestion, not fast samples (a dropped request
@@ -58,7 +61,8 @@
 //! **Pros:** needs no knowledge of the upstream's capacity; settles just above the knee
 //! (the upstream busy, its queue short); follows capacity both ways within seconds.
 //! **Cons:** needs traffic to learn (a window needs samples); reacts in windows, so a
-//! sudden collapse costs at least one window of slow requests; a service whose latency
+//! sudden collapse costs at least one window of slow requests; a start above the knee
+//! takes queueing for the no-load latency until the first probe; a service whose latency
 //! does not grow with load (it fails fast instead) is seen only through its overload
 //! answers; the limit is per process.
 //!
@@ -315,6 +319,13 @@ fn close_window(g: &Gradient, state: &mut GradientState, now: Nanos, random: u64
             state.probe = Probe::Off;
             state.next_probe = next_probe(g, now, random);
             if let Some((l, m)) = clean {
+                // A no-load latency first measured above the knee (a start at a limit
+                // the upstream cannot take) holds queueing: a probe that finds it an
+                // eighth lower or more probes again after eight windows' time, once the
+                // limit has followed, instead of a whole interval later.
+                if l < state.no_load - state.no_load / 8 {
+                    state.next_probe = now.saturating_add(p.window.saturating_mul(8));
+                }
                 // Half the way: one window's percentile is noisy, and another probe
                 // follows soon when the limit sits at its floor.
                 state.no_load = (state.no_load + l) / 2;
@@ -620,6 +631,29 @@ mod tests {
         }
         assert!(probes >= 1);
         assert!(s.no_load() < 11 * MS, "{}", s.no_load());
+    }
+
+    #[test]
+    fn a_no_load_latency_first_measured_above_the_knee_is_remeasured_within_seconds() {
+        let g = Gradient::new(params()).unwrap();
+        let mut s = GradientState::new(&g, 0, 0);
+        let mut now = 0;
+        // The upstream's knee is 40 in flight, the controller starts at 100: the first
+        // measurement reads 25 ms (100 queued on 40 workers) as the no-load latency.
+        let knee = |n: u64| 10 * MS * n.max(40) / 40;
+        while s.no_load() == 0 {
+            rounds(&g, &mut s, &mut now, 1, knee, Outcome::Success);
+        }
+        let first = s.no_load();
+        assert!(first > 20 * MS, "{first}");
+        // The first probe (22.5 s at this seed) finds it lower; once a probe finds it an
+        // eighth lower, the next follows within eight windows, not an interval (30 s)
+        // later, and the limit follows each step down.
+        while now < 60 * NANOS_PER_SEC {
+            rounds(&g, &mut s, &mut now, 1, knee, Outcome::Success);
+        }
+        assert!(s.no_load() < first * 3 / 4, "{} after {first}", s.no_load());
+        assert!(s.limit() < 70, "{}", s.limit());
     }
 
     #[test]
