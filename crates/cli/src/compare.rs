@@ -97,7 +97,9 @@ pub fn policy_for(
     Ok(text.parse::<Policy>()?)
 }
 
-fn bound(policy: &Policy, t: Nanos) -> (Option<u64>, &'static str) {
+/// The algorithm's bound on the cost admitted for one key in an interval of `t`, and how it
+/// is computed (`None` for the sliding window counter, an approximation).
+pub fn bound(policy: &Policy, t: Nanos) -> (Option<u64>, &'static str) {
     let Some(q) = policy.quota() else {
         return (None, "-");
     };

@@ -66,6 +66,15 @@ pub enum CliError {
         /// The core's error.
         error: DecideError,
     },
+    /// The core refused to settle a request's actual cost (one above its bound).
+    Settle {
+        /// The input.
+        source: Source,
+        /// 1-based line number of the request.
+        line: u64,
+        /// The core's error.
+        error: tollgate::ReservationError,
+    },
     /// Options that cannot work together (for example a concurrency policy without request
     /// durations).
     Usage(String),
@@ -100,6 +109,11 @@ impl fmt::Display for CliError {
                  {previous_ms} (times must not go backwards; pass --sort to sort the trace)"
             ),
             CliError::Decide {
+                source,
+                line,
+                error,
+            } => write!(f, "{source} line {line}: {error}"),
+            CliError::Settle {
                 source,
                 line,
                 error,

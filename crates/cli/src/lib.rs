@@ -13,6 +13,7 @@ pub mod limiter;
 pub mod progress;
 pub mod replay;
 pub mod rls;
+pub mod settle;
 pub mod simulate;
 pub mod trace;
 

@@ -6,7 +6,8 @@
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 
-use tollgate::{decide, millis, release, DecideError, Decision, Policy, State};
+use tollgate::settle::{settle, Charge, Overage, Settled};
+use tollgate::{decide, millis, release, DecideError, Decision, Policy, ReservationError, State};
 
 /// One policy applied to every key separately.
 pub struct PerKey {
@@ -47,6 +48,30 @@ impl PerKey {
             self.states.insert(key.to_owned(), next);
         }
         Ok(())
+    }
+
+    /// Settles a charge of `key` made at `charge.at`: `actual` was spent, known at
+    /// `time_ms`. An overage is charged in full (a debt), as the front ends do by default.
+    pub fn settle(
+        &mut self,
+        key: &str,
+        charge: Charge,
+        actual: u64,
+        time_ms: u64,
+    ) -> Result<Settled, ReservationError> {
+        let mut state = self.states.remove(key);
+        let settled = settle(
+            &self.policy,
+            &mut state,
+            charge,
+            actual,
+            millis(time_ms),
+            Overage::Debt,
+        );
+        if let Some(next) = state {
+            self.states.insert(key.to_owned(), next);
+        }
+        settled
     }
 
     /// The number of keys currently limited (not fresh).

@@ -13,7 +13,7 @@ use tollgate_cli::compare::{self, write_table};
 use tollgate_cli::key::KeySpec;
 use tollgate_cli::replay::{self, LogFormat};
 use tollgate_cli::trace::{Trace, TraceFormat};
-use tollgate_cli::{input, inspect, rls, simulate, CliError};
+use tollgate_cli::{input, inspect, rls, settle, simulate, CliError};
 
 /// What would a rate-limit policy have done to my traffic? Every decision is made by the
 /// tollgate core.
@@ -61,6 +61,29 @@ enum Command {
         /// The interval the largest admitted count is measured over, in ms.
         #[arg(long, default_value_t = 1000)]
         window_ms: u64,
+        /// Sort the trace by time instead of rejecting time going backwards.
+        #[arg(long)]
+        sort: bool,
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Compare reserve-then-settle with charge-after on a trace of costs known only after
+    /// the response (LLM tokens): each line's `cost` is the estimate, `actual` what it cost,
+    /// known `duration_ms` after it started. Prints, for each way, the admitted, the spent
+    /// and the most spent for one key in any window, beside the policy's bound.
+    Settle {
+        /// The policy, in the core's grammar: "fixed-window 10000/min", "token-bucket
+        /// 100/s burst 1000".
+        #[arg(long, short)]
+        policy: String,
+        /// The trace (CSV with header time_ms,key,cost,actual[,duration_ms], or JSON
+        /// lines); standard input when absent or "-".
+        #[arg(long, short)]
+        trace: Option<PathBuf>,
+        /// The trace's format (guessed when absent).
+        #[arg(long, value_enum)]
+        format: Option<TraceFormat>,
         /// Sort the trace by time instead of rejecting time going backwards.
         #[arg(long)]
         sort: bool,
@@ -229,6 +252,24 @@ fn run(cli: Cli) -> Result<(), CliError> {
                 writeln!(out)?;
             } else {
                 write_table(&report, &mut out)?;
+            }
+        }
+        Command::Settle {
+            policy: text,
+            trace,
+            format,
+            sort,
+            json,
+        } => {
+            let policy = policy(&text)?;
+            let trace = Trace::new(input::open(trace.as_deref())?, format)?;
+            let report = settle::compare(policy, trace, sort)?;
+            if json {
+                serde_json::to_writer_pretty(&mut out, &report)
+                    .map_err(|e| CliError::Write(e.into()))?;
+                writeln!(out)?;
+            } else {
+                settle::write_table(&report, &mut out)?;
             }
         }
         Command::Replay {

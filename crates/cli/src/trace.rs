@@ -1,8 +1,10 @@
 //! Traces: the requests `simulate` and `compare` feed to a policy, one per line.
 //!
 //! * **CSV** with a header naming the columns, in any order: `time_ms` and `key` are
-//!   required, `cost` (default 1) and `duration_ms` (how long a request holds a concurrency
-//!   slot) are optional, other columns are ignored. Lines starting with `#` are comments;
+//!   required, `cost` (default 1), `duration_ms` (how long a request holds a concurrency
+//!   slot, or runs before its actual cost is known) and `actual` (the cost it turned out to
+//!   have: `tollgate settle` reserves `cost` and settles `actual`) are optional, other
+//!   columns are ignored. Lines starting with `#` are comments;
 //!   blank lines are skipped; spaces around fields are trimmed.
 //! * **JSON lines**: one object per line with the same fields (`key` a string or a number);
 //!   blank lines are skipped.
@@ -39,6 +41,8 @@ pub struct Request {
     pub cost: u64,
     /// How long it runs, for concurrency limits (released at `time_ms + duration_ms`).
     pub duration_ms: Option<u64>,
+    /// The cost it turned out to have, known when it ends (`cost` is then the estimate).
+    pub actual: Option<u64>,
 }
 
 /// A streaming reader of trace requests.
@@ -68,6 +72,7 @@ struct Columns {
     key: usize,
     cost: Option<usize>,
     duration_ms: Option<usize>,
+    actual: Option<usize>,
 }
 
 #[derive(Deserialize)]
@@ -78,6 +83,8 @@ struct JsonRequest {
     cost: Option<u64>,
     #[serde(default)]
     duration_ms: Option<u64>,
+    #[serde(default)]
+    actual: Option<u64>,
 }
 
 #[derive(Deserialize)]
@@ -151,6 +158,7 @@ impl Trace {
                     key: need("key")?,
                     cost: find("cost"),
                     duration_ms: find("duration_ms"),
+                    actual: find("actual"),
                 };
                 Inner::Csv {
                     reader,
@@ -194,7 +202,14 @@ impl Trace {
                 let key = field(columns.key).to_owned();
                 let cost = columns.cost.map(field).unwrap_or("");
                 let duration = columns.duration_ms.map(field).unwrap_or("");
-                Some(build(&self.source, line, time, key, cost, duration))
+                let actual = columns.actual.map(field).unwrap_or("");
+                let fields = Fields {
+                    time,
+                    cost,
+                    duration,
+                    actual,
+                };
+                Some(build(&self.source, line, key, fields))
             }
         }
     }
@@ -249,6 +264,7 @@ impl Trace {
                             key,
                             cost: r.cost.unwrap_or(1),
                             duration_ms: r.duration_ms,
+                            actual: r.actual,
                         })
                     }
                 }
@@ -260,14 +276,21 @@ impl Trace {
     }
 }
 
-fn build(
-    source: &Source,
-    line: u64,
-    time: &str,
-    key: String,
-    cost: &str,
-    duration: &str,
-) -> Result<Request, CliError> {
+/// A CSV line's fields as written (an absent column: empty).
+struct Fields<'a> {
+    time: &'a str,
+    cost: &'a str,
+    duration: &'a str,
+    actual: &'a str,
+}
+
+fn build(source: &Source, line: u64, key: String, fields: Fields<'_>) -> Result<Request, CliError> {
+    let Fields {
+        time,
+        cost,
+        duration,
+        actual,
+    } = fields;
     let number = |name: &str, text: &str| {
         text.parse::<u64>().map_err(|_| {
             malformed(
@@ -297,12 +320,24 @@ fn build(
     } else {
         Some(number("duration_ms", duration)?)
     };
+    let actual = if actual.is_empty() {
+        None
+    } else {
+        Some(actual.parse::<u64>().map_err(|_| {
+            malformed(
+                source,
+                line,
+                format!("actual \"{actual}\" is not a whole number"),
+            )
+        })?)
+    };
     Ok(Request {
         line,
         time_ms,
         key,
         cost,
         duration_ms,
+        actual,
     })
 }
 
