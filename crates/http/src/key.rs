@@ -9,7 +9,8 @@
 //!   ([`ip_with_api_key`]);
 //! * [`GLOBAL`]: one counter for every request;
 //! * a caller-chosen key of the edge's check API: `ext:<sha-256 hex>` ([`external`]);
-//! * a key of the application's own extractor: `custom:<key>` ([`custom`]).
+//! * a key of the application's own extractor: `custom:<key>` ([`custom`]);
+//! * the subject of a verified JWT: `sub:<subject>` ([`jwt_subject`]).
 //!
 //! The prefixes keep the kinds apart: no API key, custom key or address can name another
 //! kind's counter.
@@ -44,6 +45,13 @@ pub fn ip_with_api_key(ip: &str, api_key: &str) -> String {
 /// `ext:<sha-256 hex>`.
 pub fn external(key: &str) -> String {
     format!("ext:{}", sha256_hex(key.as_bytes()))
+}
+
+/// The key of a caller a verified JWT names (`crate::jwt`): `sub:<subject>`. A subject is
+/// not a secret (the issuer signed it for anyone to read), and an operator sets its
+/// override by it.
+pub fn jwt_subject(subject: &str) -> String {
+    format!("sub:{subject}")
 }
 
 /// A key from the application's own extractor (the tower layer's `Key::Custom`):

@@ -6,6 +6,7 @@ pub mod bounds;
 pub mod client;
 pub mod config;
 pub mod fields;
+pub mod jwt;
 pub mod key;
 pub mod problem;
 pub mod route;
