@@ -10,7 +10,7 @@ apt_packages redis-server
 cargo fmt -p tollgate-http -p tollgate-tower --check
 cargo clippy -p tollgate-http --all-targets --locked -- -D warnings
 cargo clippy -p tollgate-http --target wasm32-unknown-unknown --locked -- -D warnings
-cargo clippy -p tollgate-tower --all-targets --features redis,metrics --locked -- -D warnings
+cargo clippy -p tollgate-tower --all-targets --features redis,metrics,jwt --locked -- -D warnings
 # Without `metrics` (the tests build with it: see the dev-dependencies).
 cargo clippy -p tollgate-tower --features redis --locked -- -D warnings
 cargo clippy -p tollgate-tower --no-default-features --locked -- -D warnings

@@ -211,6 +211,14 @@ pub(crate) fn refused<B>(refusal: Refusal) -> Response<ResponseBody<B>> {
             let detail = e.to_string();
             full(StatusCode::BAD_REQUEST, e.problem(), Some(detail))
         }
+        Refusal::Key(KeyError::Token(e)) => {
+            let mut resp = full(StatusCode::UNAUTHORIZED, e.problem(), Some(e.to_string()));
+            resp.headers_mut().insert(
+                http::header::WWW_AUTHENTICATE,
+                HeaderValue::from_static(tollgate_http::jwt::JwtError::WWW_AUTHENTICATE),
+            );
+            resp
+        }
         Refusal::Key(KeyError::Missing) => problem(
             400,
             "missing-key",

@@ -72,6 +72,9 @@ pub(crate) enum KeyError {
     /// The custom extractor's key (as `custom:<key>`) or the tenant is over the core's
     /// bound on a key's bytes.
     OverBound(FieldOverBound),
+    /// A bearer token refused on a route that answers refused tokens with 401.
+    #[cfg_attr(not(feature = "jwt"), allow(dead_code))]
+    Token(tollgate_http::jwt::JwtError),
 }
 
 /// The field a custom extractor's key is named by in its refusal.

@@ -29,6 +29,8 @@ mod fields;
 mod future;
 mod grpc;
 mod info;
+#[cfg(feature = "jwt")]
+pub mod jwt;
 mod key;
 mod layer;
 #[cfg(feature = "metrics")]

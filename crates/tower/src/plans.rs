@@ -45,6 +45,18 @@ pub enum PlanChoice {
         /// The plan of callers it does not know.
         default: String,
     },
+    /// A verified JWT in `Authorization: Bearer`: its subject is the key (named
+    /// `sub:<subject>`), its plan claim ([`tollgate_http::jwt::Rules::plan_claim`]) the
+    /// plan. A request without a token, or whose plan claim is missing or names no plan,
+    /// is under `default` (by IP without a token); a refused token counts as anonymous or
+    /// is answered 401, as [`crate::jwt::Jwt::on_invalid`] says.
+    #[cfg(feature = "jwt")]
+    Jwt {
+        /// The keys, rules and what to do with a refused token.
+        jwt: Arc<crate::jwt::Jwt>,
+        /// The plan of callers without a (valid) plan claim.
+        default: String,
+    },
 }
 
 impl PlanChoice {
@@ -62,6 +74,8 @@ impl PlanChoice {
     pub(crate) fn default_plan(&self) -> &str {
         match self {
             PlanChoice::ApiKeys { default, .. } | PlanChoice::Custom { default, .. } => default,
+            #[cfg(feature = "jwt")]
+            PlanChoice::Jwt { default, .. } => default,
         }
     }
 }
@@ -124,6 +138,8 @@ enum Chooser {
     /// ([`Digest`]).
     Table(HashMap<u64, Vec<(String, usize)>, Digest>),
     Custom(PlanChooser),
+    #[cfg(feature = "jwt")]
+    Jwt(Arc<crate::jwt::Jwt>),
 }
 
 /// A policy of plans, compiled by the builder.
@@ -176,6 +192,8 @@ impl PlanMeta {
                 Chooser::Table(table)
             }
             PlanChoice::Custom { choose, .. } => Chooser::Custom(choose),
+            #[cfg(feature = "jwt")]
+            PlanChoice::Jwt { jwt, .. } => Chooser::Jwt(jwt),
         };
         Ok(PlanMeta {
             chooser,
@@ -215,6 +233,8 @@ impl PlanMeta {
                 },
                 None => None,
             },
+            #[cfg(feature = "jwt")]
+            Chooser::Jwt(jwt) => self.by_token(jwt, parts)?,
         };
         if known.is_some() {
             return Ok(known);
@@ -224,6 +244,43 @@ impl PlanMeta {
             Keyed::Key(ip) => Ok(Some((ip, self.default))),
             Keyed::Skip => Ok(None),
         }
+    }
+
+    /// The key and plan of a request's bearer token: `None` without a token, or with a
+    /// refused one on a route that counts those as anonymous.
+    #[cfg(feature = "jwt")]
+    fn by_token(
+        &self,
+        jwt: &crate::jwt::Jwt,
+        parts: &Parts,
+    ) -> Result<Option<(String, usize)>, KeyError> {
+        use tollgate_http::jwt::{bearer, JwtError};
+        let Some(value) = parts.headers.get(http::header::AUTHORIZATION) else {
+            return Ok(None);
+        };
+        let verified = value
+            .to_str()
+            .map_err(|_| JwtError::Malformed("the Authorization header is not visible ASCII"))
+            .map(bearer)
+            .and_then(|token| match token {
+                Some(t) => jwt.verify(t).map(Some),
+                None => Ok(None),
+            });
+        let caller = match verified {
+            Ok(Some(caller)) => caller,
+            Ok(None) => return Ok(None),
+            Err(e) => match jwt.invalid() {
+                crate::jwt::InvalidToken::Anonymous => return Ok(None),
+                crate::jwt::InvalidToken::Reject => return Err(KeyError::Token(e)),
+            },
+        };
+        let named = name::jwt_subject(&caller.subject);
+        bounds::check_key("sub", &named).map_err(KeyError::OverBound)?;
+        let plan = caller
+            .plan
+            .and_then(|p| self.each.iter().position(|e| e.name == p))
+            .unwrap_or(self.default);
+        Ok(Some((named, plan)))
     }
 
     /// The limits a request chosen for plan `chosen` is reported by, given the key's
