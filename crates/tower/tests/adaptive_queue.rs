@@ -29,7 +29,7 @@ use hyper_util::rt::TokioExecutor;
 use tokio::io::AsyncWriteExt;
 use tokio::sync::watch;
 use tollgate::adaptive::gradient::GradientParams;
-use tollgate_tower::AdaptiveLayer;
+use tollgate_tower::{AdaptiveLayer, MAX_QUEUE_DEADLINE, MAX_WAITING};
 use tower::ServiceExt;
 
 type HttpClient = Client<HttpConnector, Empty<Bytes>>;
@@ -320,4 +320,37 @@ async fn a_waiter_whose_client_goes_away_frees_its_place() {
     assert_eq!(*entered.lock().unwrap(), [1, 3]);
     assert_eq!(layer.in_flight("/work"), Some(0));
     assert_eq!(layer.waiting("/work"), Some(0));
+}
+
+/// The queue's error for `max_waiting` and `deadline`, or `None` if the builder accepts
+/// them.
+fn queue_error(max_waiting: usize, deadline: Duration) -> Option<(String, String)> {
+    AdaptiveLayer::builder()
+        .route("/work", &[] as &[&str], GradientParams::default())
+        .queue(max_waiting, deadline)
+        .build()
+        .err()
+        .map(|e| (e.field, e.reason))
+}
+
+#[test]
+fn queue_bounds_outside_their_range_are_named_errors() {
+    let ms = Duration::from_millis(1);
+    for (max_waiting, deadline, field) in [
+        (0, ms, "queue.max_waiting"),
+        (MAX_WAITING + 1, ms, "queue.max_waiting"),
+        (1, Duration::ZERO, "queue.deadline"),
+        (1, ms - Duration::from_nanos(1), "queue.deadline"),
+        (
+            1,
+            MAX_QUEUE_DEADLINE + Duration::from_nanos(1),
+            "queue.deadline",
+        ),
+    ] {
+        let (f, reason) = queue_error(max_waiting, deadline).expect("refused");
+        assert_eq!(f, field, "{max_waiting} {deadline:?}: {reason}");
+        assert!(reason.contains("must be from"), "{reason}");
+    }
+    assert_eq!(queue_error(1, ms), None);
+    assert_eq!(queue_error(MAX_WAITING, MAX_QUEUE_DEADLINE), None);
 }
