@@ -252,6 +252,8 @@ pub struct Adaptive<Svc> {
     shared: Arc<AdaptiveShared>,
 }
 
+// `Clone + Send + 'static` (the bounds of `RateLimit` too): a queued request's future owns
+// the inner service it calls once admitted, and is boxed.
 impl<Svc, ReqB, B> Service<Request<ReqB>> for Adaptive<Svc>
 where
     Svc: Service<Request<ReqB>, Response = Response<B>> + Clone + Send + 'static,
