@@ -284,6 +284,19 @@ mod tests {
     }
 
     #[test]
+    fn a_waiters_latency_starts_at_its_admission_not_its_arrival() {
+        let r = with_queue(1, queue(1));
+        let mut p = now(r.admit());
+        let mut w = wait(r.admit());
+        // The clock moves on while it waits (the sleep only makes the instants differ).
+        std::thread::sleep(Duration::from_millis(2));
+        let before_admission = r.clock.now();
+        p.finish(Outcome::Success);
+        let admitted = turn(&mut w).expect("its turn");
+        assert!(admitted.started >= before_admission);
+    }
+
+    #[test]
     fn a_newcomer_queues_behind_a_waiter_even_when_a_slot_is_free() {
         let r = with_queue(1, queue(3));
         let mut p = now(r.admit());
