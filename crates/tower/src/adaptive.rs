@@ -1,17 +1,20 @@
 //! Adaptive concurrency per route: [`AdaptiveLayer`] runs the core's gradient controller
 //! ([`tollgate::adaptive::gradient`]) for each of its routes, sheds what the limit has no
-//! room for with a 503 and `Retry-After`, and measures each admitted request from the call
-//! to the end of its response body.
+//! room for with a 503 and `Retry-After` (or first queues it, up to a bound and for at most
+//! a deadline: [`AdaptiveBuilder::queue`]), and measures each admitted request from its
+//! admission (the inner service's call) to the end of its response body.
 //!
 //! A limit is per process by nature: it measures what this process's requests see, so it
 //! has no fleet store (unlike [`crate::RateLimitLayer`]'s policies).
 
 mod limit;
+mod queue;
 
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
+use std::time::Duration;
 
 use bytes::Bytes;
 use http::header::{HeaderValue, CONTENT_TYPE, RETRY_AFTER};
@@ -24,10 +27,19 @@ use tollgate_http::route::{self, PathMatch, Routed};
 use tower_layer::Layer;
 use tower_service::Service;
 
-use limit::{outcome_of, Permit, RouteLimit};
+use limit::{outcome_of, Admission, Permit, RouteLimit};
+use queue::Queue;
 
 use crate::body::{End, ResponseBody, Slot};
+use crate::future::BoxFuture;
 use crate::ConfigError;
+
+/// The most requests a route's queue may be given ([`AdaptiveBuilder::queue`]).
+pub const MAX_WAITING: usize = 1_000_000;
+
+/// The longest deadline a queue may be given ([`AdaptiveBuilder::queue`]): an hour, far
+/// beyond any client's patience.
+pub const MAX_QUEUE_DEADLINE: Duration = Duration::from_secs(3600);
 
 impl Routed for RouteLimit {
     fn methods(&self) -> &[String] {
@@ -59,6 +71,7 @@ impl Routed for RouteLimit {
 pub struct AdaptiveBuilder {
     routes: Vec<(String, Vec<String>, GradientParams)>,
     retry_after_secs: Option<u32>,
+    queue: Option<(usize, Duration)>,
 }
 
 impl AdaptiveBuilder {
@@ -85,9 +98,63 @@ impl AdaptiveBuilder {
         self
     }
 
+    /// Queues a request the limit has no room for instead of shedding it at once: each
+    /// route gets a queue of at most `max_waiting` requests, admitted first come first
+    /// served as slots free up (when the limit has shrunk, only as the requests in flight
+    /// fall below it), each waiting at most `deadline` from its arrival. A request arriving
+    /// with `max_waiting` already waiting, or whose deadline passes while it waits, is shed
+    /// as without a queue (503, `Retry-After`, the problem document). A waiter whose client
+    /// goes away leaves the queue. Without this option, nothing waits.
+    ///
+    /// The wait is not service time: an admitted request's latency, the controller's
+    /// sample, runs from its admission, and a request shed from the queue is no sample at
+    /// all (it never reached the service). So the queue hides nothing from the controller,
+    /// and its requests come back slower by their wait: keep `deadline` well under the
+    /// clients' timeout.
+    ///
+    /// `max_waiting` from 1 to [`MAX_WAITING`] and `deadline` from 1 ms to
+    /// [`MAX_QUEUE_DEADLINE`]; anything else is a [`ConfigError`] naming
+    /// `queue.max_waiting` or `queue.deadline` (leave the option out for no queue).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::adaptive::gradient::GradientParams;
+    /// use tollgate_tower::AdaptiveLayer;
+    /// let layer = AdaptiveLayer::builder()
+    ///     .route("/api", &[] as &[&str], GradientParams::default())
+    ///     .queue(50, Duration::from_millis(500))
+    ///     .build()
+    ///     .unwrap();
+    /// assert_eq!(layer.waiting("/api"), Some(0));
+    /// let err = AdaptiveLayer::builder()
+    ///     .route("/api", &[] as &[&str], GradientParams::default())
+    ///     .queue(0, Duration::from_millis(500))
+    ///     .build()
+    ///     .unwrap_err();
+    /// assert_eq!(err.field, "queue.max_waiting");
+    /// ```
+    pub fn queue(mut self, max_waiting: usize, deadline: Duration) -> AdaptiveBuilder {
+        self.queue = Some((max_waiting, deadline));
+        self
+    }
+
     /// Checks every route's path and parameters, naming the first at fault
-    /// (`routes[1].path`, `routes[0].max_limit`).
+    /// (`routes[1].path`, `routes[0].max_limit`), and the queue's bounds.
     pub fn build(self) -> Result<AdaptiveLayer, ConfigError> {
+        if let Some((max_waiting, deadline)) = self.queue {
+            if !(1..=MAX_WAITING).contains(&max_waiting) {
+                return Err(ConfigError::new(
+                    "queue.max_waiting",
+                    format_args!("{max_waiting}: must be from 1 to {MAX_WAITING} (leave the queue out to shed at once)"),
+                ));
+            }
+            if !(Duration::from_millis(1)..=MAX_QUEUE_DEADLINE).contains(&deadline) {
+                return Err(ConfigError::new(
+                    "queue.deadline",
+                    format_args!("{deadline:?}: must be from 1 ms to 1 h (leave the queue out to shed at once)"),
+                ));
+            }
+        }
         let clock = Arc::new(MonotonicClock::default());
         let mut routes = Vec::with_capacity(self.routes.len());
         for (i, (pattern, methods, params)) in self.routes.into_iter().enumerate() {
@@ -105,6 +172,7 @@ impl AdaptiveBuilder {
                 path,
                 gradient,
                 Arc::clone(&clock),
+                self.queue.map(|(max, deadline)| Queue::new(max, deadline)),
             )));
         }
         Ok(AdaptiveLayer {
@@ -145,6 +213,12 @@ impl AdaptiveLayer {
         self.route(path).map(|r| r.in_flight())
     }
 
+    /// The requests waiting now in the queue of the route declared with `path` (0 without
+    /// a queue).
+    pub fn waiting(&self, path: &str) -> Option<usize> {
+        self.route(path).map(|r| r.waiting())
+    }
+
     fn route(&self, path: &str) -> Option<&Arc<RouteLimit>> {
         self.shared.routes.iter().find(|r| r.pattern == path)
     }
@@ -178,13 +252,18 @@ pub struct Adaptive<Svc> {
     shared: Arc<AdaptiveShared>,
 }
 
+// `Clone + Send + 'static` (the bounds of `RateLimit` too): a queued request's future owns
+// the inner service it calls once admitted, and is boxed.
 impl<Svc, ReqB, B> Service<Request<ReqB>> for Adaptive<Svc>
 where
-    Svc: Service<Request<ReqB>, Response = Response<B>>,
+    Svc: Service<Request<ReqB>, Response = Response<B>> + Clone + Send + 'static,
+    Svc::Future: Send + 'static,
+    ReqB: Send + 'static,
+    B: Send + 'static,
 {
     type Response = Response<ResponseBody<B>>;
     type Error = Svc::Error;
-    type Future = AdaptiveFuture<Svc::Future, B>;
+    type Future = AdaptiveFuture<Svc::Future, B, Svc::Error>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
         self.inner.poll_ready(cx)
@@ -200,12 +279,28 @@ where
                 .iter()
                 .find(|r| route::matches(&***r, method, &path))
         });
-        let permit = match found {
+        let permit = match found.map(|r| (r, r.admit())) {
             None => None,
-            Some(r) => match r.acquire() {
-                Some(permit) => Some(permit),
-                None => return AdaptiveFuture::shed(shed(r, &self.shared.retry_after)),
-            },
+            Some((_, Admission::Now(permit))) => Some(permit),
+            Some((r, Admission::Shed)) => {
+                return AdaptiveFuture::shed(shed(r, &self.shared.retry_after))
+            }
+            Some((r, Admission::Wait(waiter))) => {
+                // The request waits in a future of its own (boxed: only a queued request
+                // pays for it), with the inner service driven to readiness; the clone
+                // serves the next request.
+                let clone = self.inner.clone();
+                let mut inner = std::mem::replace(&mut self.inner, clone);
+                let route = Arc::clone(r);
+                let retry_after = self.shared.retry_after.clone();
+                let deadline = tokio::time::Instant::now() + route.queue_deadline();
+                return AdaptiveFuture::queued(Box::pin(async move {
+                    match tokio::time::timeout_at(deadline, waiter).await {
+                        Ok(permit) => Ok(admitted(inner.call(req).await?, Some(permit))),
+                        Err(_) => Ok(shed(&route, &retry_after)),
+                    }
+                }));
+            }
         };
         AdaptiveFuture {
             kind: Kind::Forward {
@@ -214,6 +309,24 @@ where
             },
         }
     }
+}
+
+/// An admitted request's response, its body holding the request's permit (if the route
+/// gave it one). The permit is finished when the body ends: with the status's outcome at
+/// its last frame, as a timeout when it fails or is dropped unfinished (the real latency
+/// is unknown).
+fn admitted<B>(resp: Response<B>, permit: Option<Permit>) -> Response<ResponseBody<B>> {
+    let outcome = outcome_of(resp.status());
+    let slot = match permit {
+        Some(mut permit) => Slot::until(move |end| {
+            permit.finish(match end {
+                End::Finished => outcome,
+                End::Cut => Outcome::Timeout,
+            })
+        }),
+        None => Slot::none(),
+    };
+    resp.map(|b| ResponseBody::inner(b, slot))
 }
 
 /// The 503 of a shed request: a problem document, as the rate limit layer's own answers.
@@ -241,22 +354,24 @@ fn shed<B>(route: &RouteLimit, retry_after: &HeaderValue) -> Response<ResponseBo
 
 pin_project! {
     /// The response future of [`Adaptive`]: the inner service's response, its body holding
-    /// the request's permit, or the layer's 503.
-    pub struct AdaptiveFuture<F, B> {
+    /// the request's permit, or the layer's 503; for a queued request, its wait and then
+    /// either.
+    pub struct AdaptiveFuture<F, B, E> {
         #[pin]
-        kind: Kind<F, B>,
+        kind: Kind<F, B, E>,
     }
 }
 
 pin_project! {
     #[project = KindProj]
-    enum Kind<F, B> {
+    enum Kind<F, B, E> {
         Forward { #[pin] future: F, permit: Option<Permit> },
         Shed { response: Option<Response<ResponseBody<B>>> },
+        Queued { future: BoxFuture<Result<Response<ResponseBody<B>>, E>> },
     }
 }
 
-impl<F, B> AdaptiveFuture<F, B> {
+impl<F, B, E> AdaptiveFuture<F, B, E> {
     fn shed(response: Response<ResponseBody<B>>) -> Self {
         AdaptiveFuture {
             kind: Kind::Shed {
@@ -264,9 +379,15 @@ impl<F, B> AdaptiveFuture<F, B> {
             },
         }
     }
+
+    fn queued(future: BoxFuture<Result<Response<ResponseBody<B>>, E>>) -> Self {
+        AdaptiveFuture {
+            kind: Kind::Queued { future },
+        }
+    }
 }
 
-impl<F, B, E> Future for AdaptiveFuture<F, B>
+impl<F, B, E> Future for AdaptiveFuture<F, B, E>
 where
     F: Future<Output = Result<Response<B>, E>>,
 {
@@ -278,24 +399,12 @@ where
                 // An error (a timeout layer's, a broken connection) drops the permit: a
                 // timeout to the controller.
                 let resp = std::task::ready!(future.poll(cx))?;
-                // The permit is finished when the body ends: with the status's outcome at its
-                // last frame, as a timeout when it fails or is dropped unfinished (the real
-                // latency is unknown).
-                let outcome = outcome_of(resp.status());
-                let slot = match permit.take() {
-                    Some(mut permit) => Slot::until(move |end| {
-                        permit.finish(match end {
-                            End::Finished => outcome,
-                            End::Cut => Outcome::Timeout,
-                        })
-                    }),
-                    None => Slot::none(),
-                };
-                Poll::Ready(Ok(resp.map(|b| ResponseBody::inner(b, slot))))
+                Poll::Ready(Ok(admitted(resp, permit.take())))
             }
             KindProj::Shed { response } => Poll::Ready(Ok(response
                 .take()
                 .expect("AdaptiveFuture polled after completion"))),
+            KindProj::Queued { future } => future.as_mut().poll(cx),
         }
     }
 }

@@ -19,8 +19,9 @@
 //   metrics   (feature `metrics`) the core's metric model on the `metrics` facade (store,
 //             settings); route and answer hold and feed it
 //   adaptive  a layer of its own: adaptive concurrency per route (the core's gradient
-//             controller); adaptive/limit one route's controller and permit,
-//             adaptive/body the body that holds the permit to its end
+//             controller; its responses use body's ResponseBody and Slot);
+//             adaptive/queue a route's waiting requests (leaf), adaptive/limit one
+//             route's controller, queue and permit (queue)
 mod adaptive;
 mod answer;
 mod body;
@@ -44,7 +45,9 @@ mod shared;
 pub mod store;
 mod target;
 
-pub use adaptive::{Adaptive, AdaptiveBuilder, AdaptiveFuture, AdaptiveLayer};
+pub use adaptive::{
+    Adaptive, AdaptiveBuilder, AdaptiveFuture, AdaptiveLayer, MAX_QUEUE_DEADLINE, MAX_WAITING,
+};
 pub use body::ResponseBody;
 pub use builder::{Builder, MAX_OVERRIDES};
 pub use future::ResponseFuture;

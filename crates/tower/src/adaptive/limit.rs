@@ -1,9 +1,12 @@
-//! One route's adaptive limit: the core's gradient controller behind a lock, and the
-//! permit an admitted request holds until its response has ended.
+//! One route's adaptive limit: the core's gradient controller behind a lock, its queue if
+//! it has one, and the permit an admitted request holds until its response has ended.
 
 use std::collections::hash_map::RandomState;
+use std::future::Future;
 use std::hash::BuildHasher;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 
 use spin::mutex::SpinMutex;
 use tollgate::adaptive::gradient::{self, Gradient, GradientState};
@@ -11,6 +14,8 @@ use tollgate::adaptive::Outcome;
 use tollgate::clock::{Clock, MonotonicClock};
 use tollgate::Nanos;
 use tollgate_http::route::PathMatch;
+
+use super::queue::{Entered, Queue};
 
 /// What the lock guards: the controller's state and the random source that jitters its
 /// re-measurements of the no-load latency.
@@ -28,6 +33,19 @@ pub(crate) struct RouteLimit {
     gradient: Gradient,
     clock: Arc<MonotonicClock>,
     guarded: SpinMutex<Guarded>,
+    /// Where requests wait for a slot (`None`: a request the limit has no room for is shed
+    /// at once).
+    pub(crate) queue: Option<Queue>,
+}
+
+/// What a request arriving on a route gets.
+pub(crate) enum Admission {
+    /// A slot now.
+    Now(Permit),
+    /// A place in the route's queue: the waiter resolves to a slot.
+    Wait(Waiter),
+    /// No slot and no place: the limit is full and the queue too (or there is none).
+    Shed,
 }
 
 impl RouteLimit {
@@ -37,6 +55,7 @@ impl RouteLimit {
         path: PathMatch,
         gradient: Gradient,
         clock: Arc<MonotonicClock>,
+        queue: Option<Queue>,
     ) -> RouteLimit {
         // Seeded per process (and per route), so that processes started together do not
         // re-measure together: the point of the core's jitter.
@@ -49,6 +68,7 @@ impl RouteLimit {
             gradient,
             clock,
             guarded: SpinMutex::new(Guarded { state, random }),
+            queue,
         }
     }
 
@@ -62,8 +82,38 @@ impl RouteLimit {
         self.guarded.lock().state.in_flight()
     }
 
-    /// Admits one request if the limit has room: its permit, or `None` (shed).
-    pub(crate) fn acquire(self: &Arc<Self>) -> Option<Permit> {
+    /// How long a request may wait in the route's queue (zero without one).
+    pub(crate) fn queue_deadline(&self) -> std::time::Duration {
+        self.queue
+            .as_ref()
+            .map_or(Default::default(), |q| q.deadline)
+    }
+
+    /// The requests waiting now in the route's queue (0 without one).
+    pub(crate) fn waiting(&self) -> usize {
+        self.queue.as_ref().map_or(0, Queue::len)
+    }
+
+    /// A request arrives: a slot if the limit has room (and, with a queue, nobody waits
+    /// before it), else a place in the queue if it has one free, else shed.
+    pub(crate) fn admit(self: &Arc<Self>) -> Admission {
+        let Some(queue) = &self.queue else {
+            return self.acquire().map_or(Admission::Shed, Admission::Now);
+        };
+        match queue.enter(|| self.acquire()) {
+            Entered::Now(permit) => Admission::Now(permit),
+            Entered::Queued(ticket) => Admission::Wait(Waiter {
+                route: Arc::clone(self),
+                ticket: Some(ticket),
+            }),
+            Entered::Full => Admission::Shed,
+        }
+    }
+
+    /// Admits one request if the limit has room: its permit, or `None`. The permit's
+    /// latency starts now: a queued request's wait is not service time, and counting it
+    /// would make the controller cut the limit for a queue the layer itself keeps.
+    fn acquire(self: &Arc<Self>) -> Option<Permit> {
         let now = self.clock.now();
         let allowed =
             gradient::acquire(&self.gradient, &mut self.guarded.lock().state, now).allowed;
@@ -82,6 +132,43 @@ impl RouteLimit {
         g.random ^= g.random << 17;
         let random = g.random;
         gradient::release(&self.gradient, &mut g.state, now, started, outcome, random);
+        drop(g);
+        if let Some(queue) = &self.queue {
+            queue.wake_first();
+        }
+    }
+}
+
+/// A request waiting in its route's queue: resolves to its permit when its turn comes and
+/// the limit has room. Dropped before (the deadline passed, the client went away), it
+/// leaves the queue; it never held a slot, so none is given back and the controller hears
+/// nothing of it (a request the layer refused is not an outcome of the service's).
+pub(crate) struct Waiter {
+    route: Arc<RouteLimit>,
+    /// `None` once admitted.
+    ticket: Option<u64>,
+}
+
+impl Future for Waiter {
+    type Output = Permit;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Permit> {
+        let ticket = self.ticket.expect("Waiter polled after its admission");
+        let route = &self.route;
+        let Some(queue) = &route.queue else {
+            unreachable!("a waiter is only made by a route with a queue")
+        };
+        let permit = std::task::ready!(queue.poll_turn(ticket, cx, || route.acquire()));
+        self.ticket = None;
+        Poll::Ready(permit)
+    }
+}
+
+impl Drop for Waiter {
+    fn drop(&mut self) {
+        if let (Some(ticket), Some(queue)) = (self.ticket, &self.route.queue) {
+            queue.leave(ticket);
+        }
     }
 }
 
@@ -124,23 +211,176 @@ pub(crate) fn outcome_of(status: http::StatusCode) -> Outcome {
 mod tests {
     use super::*;
     use http::StatusCode;
+    use std::task::Waker;
+    use std::time::Duration;
     use tollgate::adaptive::gradient::GradientParams;
 
     fn route(initial: u32) -> Arc<RouteLimit> {
-        let g = Gradient::new(GradientParams {
+        with_queue(initial, None)
+    }
+
+    fn with_queue(initial: u32, queue: Option<Queue>) -> Arc<RouteLimit> {
+        let params = GradientParams {
             min_limit: 1,
             initial_limit: initial,
             ..GradientParams::default()
-        })
-        .unwrap();
+        };
+        on(params, queue)
+    }
+
+    fn on(params: GradientParams, queue: Option<Queue>) -> Arc<RouteLimit> {
         let clock = Arc::new(MonotonicClock::default());
         Arc::new(RouteLimit::new(
             "/".into(),
             Vec::new(),
             PathMatch::parse("/").unwrap(),
-            g,
+            Gradient::new(params).unwrap(),
             clock,
+            queue,
         ))
+    }
+
+    fn queue(max_waiting: usize) -> Option<Queue> {
+        Some(Queue::new(max_waiting, Duration::from_secs(1)))
+    }
+
+    fn now(a: Admission) -> Permit {
+        match a {
+            Admission::Now(p) => p,
+            _ => panic!("not admitted at once"),
+        }
+    }
+
+    fn wait(a: Admission) -> Waiter {
+        match a {
+            Admission::Wait(w) => w,
+            _ => panic!("not queued"),
+        }
+    }
+
+    /// Polls a waiter once: its permit if its turn has come and the limit has room.
+    fn turn(w: &mut Waiter) -> Option<Permit> {
+        let mut cx = Context::from_waker(Waker::noop());
+        match Pin::new(w).poll(&mut cx) {
+            Poll::Ready(p) => Some(p),
+            Poll::Pending => None,
+        }
+    }
+
+    #[test]
+    fn queued_requests_are_admitted_first_come_first_served() {
+        let r = with_queue(1, queue(3));
+        let mut p = now(r.admit());
+        let (mut first, mut second) = (wait(r.admit()), wait(r.admit()));
+        assert_eq!(r.waiting(), 2);
+        assert!(turn(&mut first).is_none(), "the limit is full");
+        p.finish(Outcome::Success);
+        assert!(turn(&mut second).is_none(), "not its turn: the first waits");
+        let mut admitted = turn(&mut first).expect("the first's turn, and a free slot");
+        assert_eq!((r.waiting(), r.in_flight()), (1, 1));
+        admitted.finish(Outcome::Success);
+        let _admitted = turn(&mut second).expect("the second's turn");
+        assert_eq!((r.waiting(), r.in_flight()), (0, 1));
+    }
+
+    #[test]
+    fn a_waiters_latency_starts_at_its_admission_not_its_arrival() {
+        let r = with_queue(1, queue(1));
+        let mut p = now(r.admit());
+        let mut w = wait(r.admit());
+        // The clock moves on while it waits (the sleep only makes the instants differ).
+        std::thread::sleep(Duration::from_millis(2));
+        let before_admission = r.clock.now();
+        p.finish(Outcome::Success);
+        let admitted = turn(&mut w).expect("its turn");
+        assert!(admitted.started >= before_admission);
+    }
+
+    #[test]
+    fn a_newcomer_queues_behind_a_waiter_even_when_a_slot_is_free() {
+        let r = with_queue(1, queue(3));
+        let mut p = now(r.admit());
+        let mut first = wait(r.admit());
+        p.finish(Outcome::Success);
+        let mut newcomer = wait(r.admit());
+        assert!(turn(&mut newcomer).is_none());
+        assert!(turn(&mut first).is_some());
+    }
+
+    #[test]
+    fn a_full_queue_sheds_and_holds_no_more_than_max_waiting() {
+        let r = with_queue(1, queue(2));
+        let _p = now(r.admit());
+        let _waiters = (wait(r.admit()), wait(r.admit()));
+        assert!(matches!(r.admit(), Admission::Shed));
+        assert_eq!((r.waiting(), r.in_flight()), (2, 1));
+    }
+
+    #[test]
+    fn without_a_queue_a_full_limit_sheds() {
+        let r = route(1);
+        let _p = now(r.admit());
+        assert!(matches!(r.admit(), Admission::Shed));
+        assert_eq!(r.waiting(), 0);
+    }
+
+    #[test]
+    fn a_waiter_that_leaves_frees_its_place_and_holds_no_slot() {
+        let r = with_queue(1, queue(1));
+        let mut p = now(r.admit());
+        let mut w = wait(r.admit());
+        assert!(turn(&mut w).is_none());
+        drop(w);
+        assert_eq!((r.waiting(), r.in_flight()), (0, 1));
+        let mut next = wait(r.admit());
+        p.finish(Outcome::Success);
+        let _admitted = turn(&mut next).expect("the next one's turn");
+        assert_eq!(r.in_flight(), 1);
+    }
+
+    #[test]
+    fn the_first_waiter_leaving_passes_the_turn_to_the_next() {
+        let r = with_queue(1, queue(2));
+        let mut p = now(r.admit());
+        let (first, mut second) = (wait(r.admit()), wait(r.admit()));
+        assert!(turn(&mut second).is_none());
+        p.finish(Outcome::Success);
+        drop(first);
+        let _admitted = turn(&mut second).expect("the second's turn");
+        assert_eq!((r.waiting(), r.in_flight()), (0, 1));
+    }
+
+    #[test]
+    fn a_waiter_is_admitted_only_once_in_flight_falls_below_a_shrunk_limit() {
+        // Windows of 1 ms that close on 2 samples: two overload answers halve the limit.
+        let params = GradientParams {
+            min_limit: 1,
+            initial_limit: 8,
+            window: 1_000_000,
+            min_samples: 2,
+            ..GradientParams::default()
+        };
+        let r = on(params, queue(1));
+        let mut permits: Vec<Permit> = (0..8).map(|_| now(r.admit())).collect();
+        let mut w = wait(r.admit());
+        // The window must have lasted its 1 ms before it may close (not a timing assertion:
+        // a longer sleep changes nothing).
+        std::thread::sleep(Duration::from_millis(2));
+        for mut p in permits.drain(..2) {
+            p.finish(Outcome::Overload);
+        }
+        let limit = r.limit();
+        assert!(
+            limit < 6,
+            "two overload answers cut the limit of 8: {limit}"
+        );
+        while r.in_flight() > limit {
+            assert!(turn(&mut w).is_none(), "{} in flight", r.in_flight());
+            permits.pop().unwrap().finish(Outcome::Success);
+        }
+        assert!(turn(&mut w).is_none(), "as many in flight as the limit");
+        permits.pop().unwrap().finish(Outcome::Success);
+        assert!(turn(&mut w).is_some(), "one below the limit");
     }
 
     #[test]
