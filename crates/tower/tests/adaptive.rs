@@ -109,7 +109,14 @@ async fn work(State(workers): State<Arc<Semaphore>>) -> &'static str {
 async fn the_limit_converges_near_the_handlers_capacity() {
     const WORKERS: u64 = 16;
     const CLIENTS: usize = 32;
-    const REQUESTS: u64 = 8000;
+    // Converged: this many samples in a row (one every 50 requests) within the band.
+    const SETTLED: usize = 40;
+    // At most this many requests to get there. A machine stall (this one is shared) looks
+    // to the controller like a slow upstream, and it rightly cuts; the run then goes on
+    // until the limit is back and has stayed in the band, rather than averaging a
+    // recovery in (a mean over a fixed run failed about one run in five under load).
+    const MAX_REQUESTS: u64 = 40_000;
+    let band = WORKERS * 3 / 4..=WORKERS * 5 / 2;
     let layer = AdaptiveLayer::builder()
         .route(
             "/work",
@@ -131,20 +138,22 @@ async fn the_limit_converges_near_the_handlers_capacity() {
     let c = client();
     let sent = Arc::new(AtomicU64::new(0));
     let shed = Arc::new(AtomicU64::new(0));
-    let limits = Arc::new(std::sync::Mutex::new(Vec::new()));
+    // The samples, and how many of the last ones in a row were in the band.
+    let limits = Arc::new(std::sync::Mutex::new((Vec::new(), 0usize)));
     let mut tasks = Vec::new();
     for _ in 0..CLIENTS {
-        let (c, sent, shed, limits, layer) = (
+        let (c, sent, shed, limits, layer, band) = (
             c.clone(),
             Arc::clone(&sent),
             Arc::clone(&shed),
             Arc::clone(&limits),
             layer.clone(),
+            band.clone(),
         );
         tasks.push(tokio::spawn(async move {
             loop {
                 let n = sent.fetch_add(1, Ordering::Relaxed);
-                if n >= REQUESTS {
+                if n >= MAX_REQUESTS || limits.lock().unwrap().1 >= SETTLED {
                     break;
                 }
                 let (status, _, _) = get_status(&c, format!("http://{addr}/work")).await;
@@ -157,7 +166,10 @@ async fn the_limit_converges_near_the_handlers_capacity() {
                     assert_eq!(status, StatusCode::OK);
                 }
                 if n % 50 == 0 {
-                    limits.lock().unwrap().push(layer.limit("/work").unwrap());
+                    let limit = layer.limit("/work").unwrap();
+                    let mut l = limits.lock().unwrap();
+                    l.0.push(limit);
+                    l.1 = if band.contains(&limit) { l.1 + 1 } else { 0 };
                 }
             }
         }));
@@ -165,15 +177,17 @@ async fn the_limit_converges_near_the_handlers_capacity() {
     for t in tasks {
         t.await.unwrap();
     }
-    let limits = limits.lock().unwrap().clone();
-    let late = &limits[limits.len() / 2..];
-    let mean = late.iter().sum::<u64>() / late.len() as u64;
-    eprintln!("mean limit over the second half {mean}; samples {limits:?}; shed {shed:?}");
-    // 32 clients offer twice the 16 workers: the limit grew from 8, shed the excess,
-    // and settled near the knee (loose bounds: the machine is shared, timers are coarse).
+    let (limits, run) = limits.lock().unwrap().clone();
+    eprintln!("samples {limits:?}; shed {shed:?}");
+    // 32 clients offer twice the 16 workers: the limit grew from 8, shed the excess, and
+    // settled near the knee (loose bounds: the machine is shared, timers are coarse).
     assert!(
-        (WORKERS * 3 / 4..=WORKERS * 5 / 2).contains(&mean),
-        "mean limit over the second half {mean}, samples {limits:?}"
+        run >= SETTLED,
+        "never {SETTLED} samples in a row within {band:?}: {limits:?}"
+    );
+    assert!(
+        limits.first() < Some(&WORKERS),
+        "it started below the knee: {limits:?}"
     );
     assert!(shed.load(Ordering::Relaxed) > 0, "nothing was shed");
     assert_eq!(layer.in_flight("/work"), Some(0));
