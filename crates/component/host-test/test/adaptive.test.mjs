@@ -5,7 +5,10 @@
 // must move its limit as the core does.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
+import { join, dirname } from 'node:path';
+import { fileURLToPath } from 'node:url';
 
 import { componentJs, attempt } from '../runner.mjs';
 
@@ -13,6 +16,7 @@ assert.ok(existsSync(componentJs), `${componentJs} is missing: run crates/compon
 const { adaptive } = await import(componentJs);
 const { AdaptiveLimiter } = adaptive;
 
+const here = dirname(fileURLToPath(import.meta.url));
 const MS = 1_000_000n;
 
 /**
@@ -143,4 +147,17 @@ test('an unused limit neither grows nor shrinks', () => {
     now += lat;
   }
   assert.equal(l.limit(), 100n);
+});
+
+test("the README's adaptive example runs and prints what the rule says", () => {
+  const out = execFileSync(process.execPath, [join(here, '..', 'adaptive-example.mjs')], { encoding: 'utf8' });
+  assert.equal(
+    out,
+    [
+      'admitted 2 of 3: limit 2, in flight 2',
+      'released twice: not-held; in flight 0',
+      'bad parameter: percentile 100: too-large 99',
+      '',
+    ].join('\n'),
+  );
 });
