@@ -4,7 +4,7 @@
 import assert from 'node:assert/strict';
 import { componentJs } from './runner.mjs';
 
-const { keyed } = await import(componentJs);
+const { keyed, adaptive } = await import(componentJs);
 const { KeyedLimiter } = keyed;
 const seconds = Number(process.argv[2] ?? 1);
 
@@ -59,4 +59,30 @@ measure('stack [10000/s, fixed-window 1000000/min], 10k', KeyedLimiter.createSta
     n += 1000;
   }
   console.log(`${'baseline: size() (no key, no decision)'.padEnd(48)} ${(n / ((performance.now() - t0) / 1000) / 1e6).toFixed(2)} M calls/s wall`);
+}
+
+// The adaptive limiter: one acquire and its release per request (a permit record each way),
+// 1 ms of virtual latency, one request in flight at a time.
+{
+  const l = adaptive.AdaptiveLimiter.create({}, 0n);
+  let n = 0;
+  let now = 0n;
+  const t0 = performance.now();
+  const cpu0 = process.cpuUsage();
+  const end = t0 + seconds * 1000;
+  while (performance.now() < end) {
+    for (let i = 0; i < 1000; i++) {
+      const p = l.acquire(now);
+      now += 1_000_000n;
+      l.release(p, now, 'success');
+    }
+    n += 1000;
+  }
+  assert.equal(l.inFlight(), 0n);
+  const wall = (performance.now() - t0) / 1000;
+  const cpu = process.cpuUsage(cpu0);
+  console.log(
+    `${'adaptive: acquire + release'.padEnd(48)} ${(n / wall / 1e6).toFixed(2)} M pairs/s wall, ` +
+      `${(n / ((cpu.user + cpu.system) / 1e6) / 1e6).toFixed(2)} M per CPU-s`,
+  );
 }

@@ -4,8 +4,9 @@
 //! world `tollgate:limiter/limiter` (`wit/tollgate.wit` at the repository root).
 //!
 //! This crate is a thin adapter: every decision is made by the `tollgate` core
-//! ([`tollgate::keyed::KeyedLimiter`]); here we only convert between the core's types and
-//! the WIT ones (milliseconds in, milliseconds rounded up out, typed errors).
+//! ([`tollgate::keyed::KeyedLimiter`], and for the `adaptive` interface the core's gradient
+//! controller, [`tollgate::adaptive::gradient`]); here we only convert between the core's
+//! types and the WIT ones (milliseconds in, milliseconds rounded up out, typed errors).
 //!
 //! Built for `wasm32-unknown-unknown` and wrapped as a component (`jco new` or
 //! `wasm-tools component new`), it imports nothing: no WASI, no clock, no randomness.
@@ -13,6 +14,8 @@
 // The only unsafe code is wit-bindgen's generated ABI glue, allowed in `mod bindings`.
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
+
+mod adaptive;
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;

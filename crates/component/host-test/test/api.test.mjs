@@ -166,7 +166,7 @@ function jcoRun(...args) {
 
 test('the built component exports the limiter world and imports nothing', () => {
   const wit = jcoRun('wit', component);
-  for (const iface of ['types', 'policies', 'keyed']) {
+  for (const iface of ['types', 'policies', 'keyed', 'adaptive']) {
     assert.match(wit, new RegExp(`export tollgate:limiter/${iface}@0\\.1\\.0;`));
   }
   assert.doesNotMatch(wit, /\bimport\b/);

@@ -7,7 +7,10 @@
 //! Loads the import-free component (an empty linker: it needs no WASI), makes a keyed
 //! limiter from a policy string, checks a few requests, shows a typed policy error, then
 //! replays every `*.json` file of the vectors folder (default `tests/vectors`) and fails on
-//! any decision that differs from the file. With `--bench`, also prints checks per second.
+//! any decision that differs from the file, then drives the adaptive limiter and the native
+//! core side by side (`adaptive.rs`). With `--bench`, also prints checks per second.
+
+mod adaptive;
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -258,6 +261,11 @@ fn main() -> Result<()> {
     println!(
         "vectors: {checked} steps and cases in {} agree with the core",
         vectors.display()
+    );
+
+    let (steps, probing) = adaptive::compare(&mut host)?;
+    println!(
+        "adaptive: {steps} acquires and releases agree with the core ({probing} rounds re-measuring)"
     );
 
     if bench {
