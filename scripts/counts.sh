@@ -157,6 +157,7 @@ tower-1 5000
 tower-10k 5000
 tower-apikey-10k 5000
 tower-plans-10k 5000
+tower-jwt-10k 5000
 tower-metrics-1 5000
 tower-metrics-10k 5000
 tower-prometheus-1 5000

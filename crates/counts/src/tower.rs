@@ -23,6 +23,11 @@
 //!   plans choosing each key's plan through a table of the 10k keys' SHA-256 (half free,
 //!   half pro; `Builder::plans`): what choosing the plan adds to a request (issue 41:
 //!   at most 5%, held by `benches/counts-ratios.tsv`);
+//! * `tower-jwt-10k` (`tollgate-counts-tower`): 10k clients by a bearer token each (HS256,
+//!   signed in the set-up, half free, half pro by their `plan` claim; `PlanChoice::Jwt`).
+//!   The set-up's first request of each verifies its token; the counted ones find it in
+//!   the cache of verified tokens, as a client's repeated token does (issue 41: plan
+//!   resolution with a cached token at most 5% over `tower-apikey-10k`);
 //! * `tower-bare-1`, `tower-bare-10k`: the handler without the layer (by hand, for the
 //!   layer's own share: not in the suite);
 //! * `tower-metrics-1`, `tower-metrics-10k` (`tollgate-counts-tower-metered`): the layer
@@ -50,7 +55,7 @@ use tower::{Service, ServiceExt};
 /// The paths this build counts.
 #[cfg(not(feature = "tower-metered"))]
 const PATHS: &str =
-    "tower-1 tower-10k tower-apikey-10k tower-plans-10k tower-bare-1 tower-bare-10k";
+    "tower-1 tower-10k tower-apikey-10k tower-plans-10k tower-jwt-10k tower-bare-1 tower-bare-10k";
 #[cfg(feature = "tower-metered")]
 const PATHS: &str = "tower-metrics-1 tower-metrics-10k tower-prometheus-1 tower-prometheus-10k";
 
@@ -67,7 +72,37 @@ enum Layer {
     ApiKey,
     /// A policy of plans, the plan chosen by the API key's SHA-256.
     Plans,
+    /// A policy of plans, the plan chosen by a verified JWT's claim.
+    Jwt,
 }
+
+/// The HS256 secret the `Layer::Jwt` tokens are signed with.
+const SECRET: &[u8] = b"the counts' secret, 32 bytes or more";
+
+/// The bearer token of client `k` (`Layer::Jwt`): subject `user-k`, half free, half pro,
+/// expiring a day from now (the layer checks `exp` on the wall clock).
+fn token(k: usize) -> String {
+    let exp = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("after 1970")
+        .as_secs()
+        + 86_400;
+    let plan = if k % 2 == 0 { "free" } else { "pro" };
+    let claims = serde_json::json!({ "sub": format!("user-{k}"), "plan": plan, "exp": exp });
+    jsonwebtoken::encode(
+        &jsonwebtoken::Header::new(jsonwebtoken::Algorithm::HS256),
+        &claims,
+        &jsonwebtoken::EncodingKey::from_secret(SECRET),
+    )
+    .expect("a token")
+}
+
+/// The plans of the `Layer::Plans` and `Layer::Jwt` paths.
+const PLANS: &[(&str, &[&str])] = &[
+    ("anonymous", &["gcra 10/s"]),
+    ("free", &["gcra 100/s burst 100"]),
+    ("pro", &["gcra 1000/s burst 1000"]),
+];
 
 /// The API key of client `k` (the `Layer::ApiKey` and `Layer::Plans` paths).
 fn api_key(k: usize) -> String {
@@ -95,13 +130,25 @@ fn app(layer: Layer, keys: usize, clock: &ManualClock) -> Router {
                 .collect();
             builder.plans(
                 "per-ip",
-                &[
-                    ("anonymous", &["gcra 10/s"]),
-                    ("free", &["gcra 100/s burst 100"]),
-                    ("pro", &["gcra 1000/s burst 1000"]),
-                ],
+                PLANS,
                 PlanChoice::ApiKeys {
                     keys: table,
+                    default: "anonymous".into(),
+                },
+            )
+        }
+        Layer::Jwt => {
+            use tollgate_tower::jwt::{Jwt, JwtKey, JwtKeys};
+            let rules = tollgate_http::jwt::Rules {
+                plan_claim: Some("plan".into()),
+                ..Default::default()
+            };
+            let jwt = Jwt::new(JwtKeys::new(vec![JwtKey::hs256(None, SECRET)]), rules);
+            builder.plans(
+                "per-ip",
+                PLANS,
+                PlanChoice::Jwt {
+                    jwt: std::sync::Arc::new(jwt),
                     default: "anonymous".into(),
                 },
             )
@@ -125,6 +172,12 @@ fn run(layer: Layer, keys: usize, rounds: u64) {
             "x-api-key",
             (0..keys)
                 .map(|k| HeaderValue::from_str(&api_key(k)).expect("key"))
+                .collect(),
+        ),
+        Layer::Jwt => (
+            "authorization",
+            (0..keys)
+                .map(|k| HeaderValue::from_str(&format!("Bearer {}", token(k))).expect("token"))
                 .collect(),
         ),
         Layer::Bare | Layer::Ip => (
@@ -207,6 +260,8 @@ fn path(path: &str) -> Option<(Layer, usize)> {
         "tower-apikey" => Layer::ApiKey,
         #[cfg(not(feature = "tower-metered"))]
         "tower-plans" => Layer::Plans,
+        #[cfg(not(feature = "tower-metered"))]
+        "tower-jwt" => Layer::Jwt,
         #[cfg(not(feature = "tower-metered"))]
         "tower-bare" => Layer::Bare,
         #[cfg(feature = "tower-metered")]

@@ -11,21 +11,25 @@
 //! cached verifications included.
 //!
 //! **A verified token is not verified again** until it expires: a bounded cache
-//! ([`MAX_VERIFIED`] tokens, by SHA-256) keeps its caller. A signature check costs far
-//! more than a rate-limit decision (an RS256 verify is tens of microseconds), and the same
-//! client sends the same token with every request.
+//! ([`MAX_VERIFIED`] tokens, [`MAX_VERIFIED_BYTES`] of them in all) keeps its caller. A
+//! signature check costs far more than a rate-limit decision (an RS256 verify is tens of
+//! microseconds), and the same client sends the same token with every request. The cache
+//! is keyed by the token itself, compared whole, under a randomly seeded hash (foldhash,
+//! as the core's keyed limiter): a SHA-256 of each token cost about 3,000 instructions a
+//! request more (`scripts/counts.sh tower-jwt-10k`, PERF.md).
 
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use jsonwebtoken::jwk::{AlgorithmParameters, EllipticCurve, JwkSet, KeyAlgorithm};
 use jsonwebtoken::{Algorithm, DecodingKey};
-use sha2::{Digest, Sha256};
 use tollgate_http::jwt::{parse, Alg, Caller, JwtError, Rules};
 
-/// The most verified tokens remembered (about 200 bytes each).
+/// The most verified tokens remembered.
 pub const MAX_VERIFIED: usize = 10_000;
+
+/// The most bytes of verified tokens remembered (tokens are usually 200 bytes to 1 KiB).
+pub const MAX_VERIFIED_BYTES: usize = 4 << 20;
 
 /// A verification key pinned to one algorithm, with its key id if it has one.
 #[derive(Clone)]
@@ -202,7 +206,15 @@ pub struct Jwt {
     keys: Arc<JwtKeys>,
     rules: Rules,
     invalid: InvalidToken,
-    verified: Mutex<HashMap<[u8; 32], (Caller, u64)>>,
+    verified: Mutex<Verified>,
+}
+
+/// The verified tokens: each one's caller and the key set's generation it was verified
+/// under, and their bytes in all.
+#[derive(Default)]
+struct Verified {
+    tokens: hashbrown::HashMap<Box<str>, (Caller, u64)>,
+    bytes: usize,
 }
 
 impl Jwt {
@@ -213,7 +225,7 @@ impl Jwt {
             keys,
             rules,
             invalid: InvalidToken::Anonymous,
-            verified: Mutex::new(HashMap::new()),
+            verified: Mutex::new(Verified::default()),
         }
     }
 
@@ -230,9 +242,8 @@ impl Jwt {
     /// The caller of `token` at `now_secs`.
     pub(crate) fn verify_at(&self, token: &str, now_secs: u64) -> Result<Caller, JwtError> {
         let (keys, generation) = self.keys.current();
-        let digest: [u8; 32] = Sha256::digest(token.as_bytes()).into();
         let verified = self.verified.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some((caller, g)) = verified.get(&digest) {
+        if let Some((caller, g)) = verified.tokens.get(token) {
             if *g == generation && now_secs <= caller.expires.saturating_add(self.rules.leeway_secs)
             {
                 return Ok(caller.clone());
@@ -256,16 +267,25 @@ impl Jwt {
         }
         let caller = t.caller(&self.rules, now_secs)?;
         let mut verified = self.verified.lock().unwrap_or_else(|e| e.into_inner());
-        if verified.len() >= MAX_VERIFIED {
-            // Bounded: the expired go first; if every one is live, all go (each is
-            // verified again once, at its next request).
+        let v = &mut *verified;
+        if v.tokens.len() >= MAX_VERIFIED || v.bytes + token.len() > MAX_VERIFIED_BYTES {
+            // Bounded: the expired and those of an older key set go first; if every one is
+            // live, all go (each is verified again once, at its next request).
             let leeway = self.rules.leeway_secs;
-            verified.retain(|_, (c, _)| now_secs <= c.expires.saturating_add(leeway));
-            if verified.len() >= MAX_VERIFIED {
-                verified.clear();
+            v.tokens.retain(|_, (c, g)| {
+                *g == generation && now_secs <= c.expires.saturating_add(leeway)
+            });
+            if v.tokens.len() >= MAX_VERIFIED || v.bytes + token.len() > MAX_VERIFIED_BYTES {
+                v.tokens.clear();
             }
+            v.bytes = v.tokens.keys().map(|t| t.len()).sum();
         }
-        verified.insert(digest, (caller.clone(), generation));
+        if v.tokens
+            .insert(token.into(), (caller.clone(), generation))
+            .is_none()
+        {
+            v.bytes += token.len();
+        }
         Ok(caller)
     }
 
@@ -275,5 +295,56 @@ impl Jwt {
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_secs());
         self.verify_at(token, now)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use jsonwebtoken::{encode, EncodingKey, Header};
+
+    const SECRET: &[u8] = b"a test secret of thirty-two bytes!";
+    const NOW: u64 = 1_700_000_000;
+
+    fn token(k: usize) -> String {
+        let claims = serde_json::json!({ "sub": format!("u{k}"), "exp": NOW + 60 });
+        encode(
+            &Header::default(),
+            &claims,
+            &EncodingKey::from_secret(SECRET),
+        )
+        .unwrap()
+    }
+
+    fn jwt() -> Jwt {
+        Jwt::new(
+            JwtKeys::new(vec![JwtKey::hs256(None, SECRET)]),
+            Rules::default(),
+        )
+    }
+
+    #[test]
+    fn the_cache_of_verified_tokens_stays_within_its_bound() {
+        let jwt = jwt();
+        for k in 0..=MAX_VERIFIED {
+            assert_eq!(
+                jwt.verify_at(&token(k), NOW).unwrap().subject,
+                format!("u{k}")
+            );
+        }
+        let v = jwt.verified.lock().unwrap();
+        assert!(v.tokens.len() <= MAX_VERIFIED, "{}", v.tokens.len());
+        // The last one verified is remembered, and the byte count is the tokens'.
+        assert!(v.tokens.contains_key(token(MAX_VERIFIED).as_str()));
+        assert_eq!(v.bytes, v.tokens.keys().map(|t| t.len()).sum::<usize>());
+    }
+
+    #[test]
+    fn a_cached_token_is_refused_once_it_expires() {
+        let jwt = jwt();
+        let t = token(1);
+        assert!(jwt.verify_at(&t, NOW).is_ok());
+        // exp + the 60 s leeway has passed: the cache does not answer for it.
+        assert_eq!(jwt.verify_at(&t, NOW + 121).unwrap_err(), JwtError::Expired);
     }
 }
