@@ -379,13 +379,13 @@ impl<S: Store> Builder<S> {
 }
 
 /// Why a route cannot reserve and settle on `entry`, if it cannot: the store must settle
-/// (the memory store does; the Redis store does not yet: `RedisLimiter::reserve`/`settle`
-/// are still to come), and the policy must be one limit that settles (a concurrency limit
+/// (the memory and Redis stores do; a store of your own says so with `Store::settles`),
+/// and the policy must be one limit that settles (a concurrency limit
 /// gives its slots back instead; a leaky queue, a shaper, refuses a reserve), without a
 /// tenant window or plans (the core's reserve charges neither).
 fn settleable<S: Store>(entry: &Entry<S>) -> Result<(), String> {
     if !entry.store.settles() {
-        return Err("this store cannot reserve and settle (the Redis store cannot yet); use the memory store".into());
+        return Err("this store cannot reserve and settle (Store::settles is false)".into());
     }
     if entry.plans.is_some() {
         return Err("a policy of plans cannot settle yet".into());

@@ -16,7 +16,7 @@ use tower_service::Service;
 use crate::answer::{answer, Answer};
 use crate::body::{ResponseBody, Slot};
 use crate::fields::add_fields;
-use crate::future::{BoxFuture, ResponseFuture};
+use crate::future::{own_answer, BoxFuture, ResponseFuture};
 use crate::route::Settling;
 use crate::shared::Shared;
 use crate::store::Store;
@@ -67,9 +67,11 @@ impl ActualCost {
 }
 
 /// Decides a request of a route that settles: reserves (the route's cost, or its
-/// estimate), answers as a check would, and settles after the response. `Err(target)`: the
-/// store cannot reserve (the builder refuses such a route, so never in practice); the
-/// caller checks it instead.
+/// estimate), answers as a check would, and settles after the response. A store that
+/// reserves at once (in memory) answers here; one that waits (Redis) in the returned
+/// future, with a clone of the inner service, as a check does. `Err(target)`: the store
+/// cannot reserve (the builder refuses such a route, so never in practice); the caller
+/// checks it instead.
 // (The target comes back by value only where the builder refused the route; boxing it
 // would cost every settling request an allocation for a case that does not happen.)
 #[allow(clippy::result_large_err)]
@@ -81,9 +83,10 @@ pub(crate) fn call<Svc, S, ReqB, B>(
     grpc: bool,
 ) -> Result<ResponseFuture<Svc::Future, B, Svc::Error>, Checking<ReqB>>
 where
-    Svc: Service<Request<ReqB>, Response = Response<B>>,
+    Svc: Service<Request<ReqB>, Response = Response<B>> + Clone + Send + 'static,
     Svc::Future: Send + 'static,
     S: Store,
+    ReqB: Send + 'static,
     B: Send + 'static,
 {
     if let Settling::Measured { estimate, .. } = &settling {
@@ -91,7 +94,10 @@ where
     }
     let entry = &shared.entries[target.entry];
     let Some(reserved) = entry.store.reserve_now(&target.key, target.cost) else {
-        return Err(target);
+        if !entry.store.settles() {
+            return Err(target);
+        }
+        return Ok(reserve_later(shared, inner, target, settling, grpc));
     };
     let (result, reservation) = match reserved {
         Ok(r) => (Ok(r.checked), r.reservation),
@@ -125,6 +131,69 @@ where
         }
         Answer::Respond(resp) => ResponseFuture::answered(resp, grpc),
     })
+}
+
+/// [`call`] for a store that reserves in a future (Redis): the reserve, the answer and the
+/// settle after the response, all in the returned future.
+fn reserve_later<Svc, S, ReqB, B>(
+    shared: &Arc<Shared<S>>,
+    inner: &mut Svc,
+    target: Checking<ReqB>,
+    settling: Settling,
+    grpc: bool,
+) -> ResponseFuture<Svc::Future, B, Svc::Error>
+where
+    Svc: Service<Request<ReqB>, Response = Response<B>> + Clone + Send + 'static,
+    Svc::Future: Send + 'static,
+    S: Store,
+    ReqB: Send + 'static,
+    B: Send + 'static,
+{
+    let shared = Arc::clone(shared);
+    let clone = inner.clone();
+    let mut inner = std::mem::replace(inner, clone);
+    let waiting: BoxFuture<_> = Box::pin(async move {
+        let (entry_index, key) = (target.entry, target.key.clone());
+        let reserved = shared.entries[entry_index]
+            .store
+            .reserve(&key, target.cost)
+            .await;
+        let (result, reservation) = match reserved {
+            Some(Ok(r)) => (Ok(r.checked), r.reservation),
+            Some(Err(e)) => (Err(e), None),
+            // `settles()` said it reserves: a store that then does not is decided as a
+            // check, its request charged as any is.
+            None => (
+                shared.entries[entry_index]
+                    .store
+                    .check(&key, None, target.cost)
+                    .await,
+                None,
+            ),
+        };
+        match answer(&shared, target, result, grpc) {
+            Answer::Forward(req, fields, slot) => {
+                let (mut parts, body) = inner.call(req).await?.into_parts();
+                let slot = match reservation {
+                    Some(r) => {
+                        let pending = Pending {
+                            shared: Arc::clone(&shared),
+                            entry: entry_index,
+                            key,
+                            reservation: r,
+                        };
+                        after(pending, &settling, &mut parts, slot)
+                    }
+                    None => slot,
+                };
+                let mut resp = Response::from_parts(parts, ResponseBody::inner(body, slot));
+                add_fields(&mut resp, fields);
+                Ok(resp)
+            }
+            Answer::Respond(resp) => Ok(own_answer(resp, grpc)),
+        }
+    });
+    ResponseFuture::waiting(waiting)
 }
 
 /// An admitted request's reservation, to settle on its policy's store.

@@ -131,6 +131,18 @@ pub trait Store: Send + Sync + 'static {
         None
     }
 
+    /// [`Store::reserve_now`] for a store that must wait for its answer (Redis): the same
+    /// answer in a future. The layer calls it only when `reserve_now` is `None` and the
+    /// store [`Store::settles`]. The default answers `None` (the store does not settle).
+    fn reserve(
+        &self,
+        key: &str,
+        estimate: u64,
+    ) -> impl Future<Output = Option<Result<Reserved, Self::Error>>> + Send {
+        let _ = (key, estimate);
+        std::future::ready(None)
+    }
+
     /// Settles `reservation` (of `key`) with the `actual` cost: gives back or charges the
     /// difference by the core's rule ([`tollgate::settle`]), an overage charged in full
     /// (a debt later requests wait out). The layer calls it at most once per reservation,
@@ -347,15 +359,49 @@ where
                 this.check_tenant_uncounted(&key, tenant.as_deref(), cost)
                     .await?
             };
-            Ok(Checked {
-                decision: o.decision,
-                each: o.each,
-                source: match o.source {
-                    tollgate_redis::Source::Redis => Source::Redis,
-                    tollgate_redis::Source::DenyCache => Source::DenyCache,
-                    tollgate_redis::Source::Fallback(_) => Source::Fallback,
-                },
-            })
+            Ok(checked(o))
+        }
+    }
+
+    fn settles(&self) -> bool {
+        true
+    }
+
+    /// `RedisLimiter::reserve`: the estimate charged on Redis's states, exactly across the
+    /// fleet. While Redis is unavailable the store's fallback decides and there is nothing
+    /// to settle (no reservation).
+    fn reserve(
+        &self,
+        key: &str,
+        estimate: u64,
+    ) -> impl Future<Output = Option<Result<Reserved, tollgate_redis::Error>>> + Send {
+        let key = key.to_string();
+        let this = self.clone();
+        async move {
+            Some(
+                this.reserve(&key, estimate)
+                    .await
+                    .map(|(o, reservation)| Reserved {
+                        checked: checked(o),
+                        reservation,
+                    }),
+            )
+        }
+    }
+
+    /// `RedisLimiter::settle` (one round trip, recorded in Redis so that it charges once)
+    /// as a task on the runtime the request was served on. A settle refused or lost (Redis
+    /// unavailable: never guessed by the fallback) leaves the estimate charged, as a
+    /// reservation never settled does.
+    fn settle(&self, key: &str, reservation: Reservation, actual: u64) {
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            let this = self.clone();
+            let key = key.to_string();
+            runtime.spawn(async move {
+                let _ = this
+                    .settle(&key, reservation, actual, tollgate::settle::Overage::Debt)
+                    .await;
+            });
         }
     }
 
@@ -382,6 +428,20 @@ where
             }
             _ => Why::Unreachable,
         }
+    }
+}
+
+/// The layer's answer of a Redis store's outcome.
+#[cfg(feature = "redis")]
+fn checked(o: tollgate_redis::Outcome) -> Checked {
+    Checked {
+        decision: o.decision,
+        each: o.each,
+        source: match o.source {
+            tollgate_redis::Source::Redis => Source::Redis,
+            tollgate_redis::Source::DenyCache => Source::DenyCache,
+            tollgate_redis::Source::Fallback(_) => Source::Fallback,
+        },
     }
 }
 

@@ -246,3 +246,106 @@ async fn a_check_abandoned_while_redis_answers_does_not_strand_its_slot() {
     .expect("the abandoned check's slot was never given back");
     assert_eq!(store.stats().redis, 1, "one check decided");
 }
+
+/// Two layers (two processes of a fleet) on one Redis, a route that reserves the call's
+/// `x-max-tokens` and settles the `x-tokens-used` its handler reports.
+async fn measured(server: &Server) -> (Layer, SocketAddr) {
+    let conn = support::connect(&server.url()).await;
+    let layer: Layer = Builder::new(move |name, limits| {
+        RedisLimiter::new(conn.clone(), limits, Options::new(name, Fallback::Closed))
+    })
+    .policy("tokens", "fixed-window 100/hour", Key::Ip)
+    .route(
+        Route::new("/llm")
+            .policy("tokens")
+            .measured(|p| {
+                p.headers
+                    .get("x-max-tokens")
+                    .and_then(|v| v.to_str().ok()?.parse().ok())
+                    .unwrap_or(100)
+            })
+            .actual_header("x-tokens-used"),
+    )
+    .build()
+    .unwrap();
+    let app = Router::new().route(
+        "/llm",
+        any(|h: http::HeaderMap| async move {
+            // The "model" used what the client asks it to report.
+            let used = h.get("x-use").unwrap().to_str().unwrap().to_string();
+            ([("x-tokens-used", used)], "tokens")
+        }),
+    );
+    let addr = common::serve(app.layer(layer.clone()), [127, 0, 0, 1].into()).await;
+    (layer, addr)
+}
+
+/// One call reserving `estimate` and using `used`: its status and whether the settle
+/// header reached the client.
+async fn call(addr: SocketAddr, estimate: u64, used: u64) -> (StatusCode, bool) {
+    let c = Client::builder(TokioExecutor::new()).build_http::<Empty<Bytes>>();
+    let req = http::Request::get(format!("http://{addr}/llm"))
+        .header("x-max-tokens", estimate.to_string())
+        .header("x-use", used.to_string())
+        .body(Empty::new())
+        .unwrap();
+    let r = c.request(req).await.unwrap();
+    let (status, leaked) = (r.status(), r.headers().contains_key("x-tokens-used"));
+    r.into_body().collect().await.unwrap();
+    (status, leaked)
+}
+
+/// What the client's key has left on Redis (a decision of cost 0 charges nothing), once it
+/// reads `expected`: the settle runs as a task after the response, so it is waited for (at
+/// most 5 s; no timing is asserted).
+async fn remaining_reaches(layer: &Layer, expected: u64) -> u64 {
+    let store = layer.store("tokens").unwrap();
+    let mut left = u64::MAX;
+    for _ in 0..500 {
+        left = store
+            .check("ip4:127.0.0.1", 0)
+            .await
+            .unwrap()
+            .decision
+            .remaining;
+        if left == expected {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    left
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_measured_cost_is_reserved_and_settled_on_redis_across_two_layers() {
+    let server = Server::start();
+    let (a, addr_a) = measured(&server).await;
+    let (_b, addr_b) = measured(&server).await;
+    // Each call reserves 40 and settles 10, alternating between the two layers: seven fit
+    // in the 100 (each needs 40 free; charged the estimate alone, two would).
+    for i in 0..7u64 {
+        let addr = if i % 2 == 0 { addr_a } else { addr_b };
+        let (status, leaked) = call(addr, 40, 10).await;
+        assert_eq!(status, StatusCode::OK, "call {i}");
+        assert!(!leaked, "the actual-cost header is the layer's, removed");
+        assert_eq!(
+            remaining_reaches(&a, 90 - 10 * i).await,
+            90 - 10 * i,
+            "after call {i}"
+        );
+    }
+    // 30 left: an estimate of 40 does not fit, one of 30 does.
+    assert_eq!(call(addr_a, 40, 10).await.0, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(call(addr_b, 30, 30).await.0, StatusCode::OK);
+    assert_eq!(remaining_reaches(&a, 0).await, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_overage_settled_on_redis_is_charged_in_full() {
+    let server = Server::start();
+    let (a, addr) = measured(&server).await;
+    // Reserved 30, used 80: the 50 more are charged, 20 left.
+    assert_eq!(call(addr, 30, 80).await.0, StatusCode::OK);
+    assert_eq!(remaining_reaches(&a, 20).await, 20);
+    assert_eq!(call(addr, 30, 0).await.0, StatusCode::TOO_MANY_REQUESTS);
+}
