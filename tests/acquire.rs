@@ -578,3 +578,96 @@ fn the_tokio_version_paces_real_waiters_in_arrival_order_none_early() {
         );
     }
 }
+
+// ---------------------------------------------------------------- waiting for an estimate
+
+#[test]
+fn waiters_for_an_estimate_are_served_in_order_and_each_settles_its_own() {
+    // 1,000 a minute (GCRA, burst 1,000); three calls estimated at 600, in one line.
+    let l = limiter("gcra 1000/min");
+    let clock = Clock::default();
+    let got: Rc<RefCell<Vec<(Nanos, tollgate::settle::Reservation)>>> = Rc::default();
+    let tasks = (0..3)
+        .map(|_| {
+            let (l, clock, got) = (&l, &clock, got.clone());
+            Box::pin(async move {
+                let (d, r) = l
+                    .acquire_reserve_with(
+                        "k",
+                        Wait::new(600, ms(120_000)),
+                        || clock.now(),
+                        |d| clock.sleep(d),
+                    )
+                    .await
+                    .unwrap();
+                assert!(d.allowed);
+                got.borrow_mut().push((clock.now(), r));
+            }) as Task<'_>
+        })
+        .collect();
+    run(&clock, tasks, &[]);
+    let got = got.take();
+    // At 0 the first; 400 left, the second waits for 200 more (12 s), the third for 600
+    // more after it (36 s later).
+    let times: Vec<Nanos> = got.iter().map(|g| g.0 / NANOS_PER_MS).collect();
+    assert_eq!(times, [0, 12_000, 48_000]);
+    // Each reservation is its own: settling one to 0 gives back its 600.
+    let (at, r) = got.into_iter().nth(2).unwrap();
+    assert_eq!(r.at, at);
+    let done = l.settle("k", r, 0, at, tollgate::Overage::Debt).unwrap();
+    assert_eq!(done.refunded, 600);
+    assert_eq!(l.peek("k", at).unwrap().remaining, 600);
+}
+
+#[test]
+fn an_estimate_that_cannot_fit_by_the_deadline_gives_up_at_once_charging_nothing() {
+    let l = limiter("fixed-window 100/min");
+    let r = block_on_clock(&l, 80, ms(1_000));
+    assert!(r.is_ok());
+    // 20 left; 80 more fit only in the next minute, past a 1 s deadline.
+    let err = block_on_clock(&l, 80, ms(1_000)).unwrap_err();
+    assert!(
+        matches!(err, AcquireError::Timeout { waited: 0, .. }),
+        "{err:?}"
+    );
+    assert_eq!(l.peek("k", 0).unwrap().remaining, 20);
+}
+
+#[test]
+fn a_leaky_queue_refuses_to_wait_for_an_estimate() {
+    let l = limiter("leaky-queue 10/s burst 5");
+    let err = block_on_clock(&l, 1, ms(1_000)).unwrap_err();
+    assert_eq!(
+        err,
+        AcquireError::Reservation(tollgate::ReservationError::NotSettleable {
+            policy: tollgate::Algorithm::LeakyQueue
+        })
+    );
+}
+
+/// One `acquire_reserve_with` of `cost` on key `k` at time 0, on a clock of its own.
+fn block_on_clock(
+    l: &KeyedLimiter,
+    cost: u64,
+    max_wait: Nanos,
+) -> Result<tollgate::settle::Reservation, AcquireError> {
+    let clock = Clock::default();
+    let out: Rc<RefCell<Option<Result<tollgate::settle::Reservation, AcquireError>>>> =
+        Rc::default();
+    let task = {
+        let (clock, out) = (&clock, out.clone());
+        Box::pin(async move {
+            let r = l
+                .acquire_reserve_with(
+                    "k",
+                    Wait::new(cost, max_wait),
+                    || clock.now(),
+                    |d| clock.sleep(d),
+                )
+                .await;
+            *out.borrow_mut() = Some(r.map(|(_, r)| r));
+        }) as Task<'_>
+    };
+    run(&clock, vec![task], &[]);
+    out.take().unwrap()
+}

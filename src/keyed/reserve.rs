@@ -47,7 +47,7 @@ impl Issuer {
 
     /// A reservation of `estimate` for the key of `hash`, charged at `at`.
     #[inline(always)]
-    fn issue(&self, key: u64, estimate: u64, at: Nanos) -> Reservation {
+    pub(super) fn issue(&self, key: u64, estimate: u64, at: Nanos) -> Reservation {
         Reservation {
             id: self.next.fetch_add(1, Ordering::Relaxed),
             limiter: self.limiter,

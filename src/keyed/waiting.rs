@@ -19,7 +19,7 @@ use {
 
 use super::KeyedLimiter;
 use crate::wait::{step, Step};
-use crate::{DecideError, Decision, Nanos};
+use crate::{DecideError, Decision, Nanos, ReservationError};
 
 /// What [`KeyedLimiter::acquire_with`] waits for: the cost, the deadline and the options.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -83,6 +83,9 @@ pub enum AcquireError {
     },
     /// A request that can never be decided as asked (a cost above the capacity).
     Decide(DecideError),
+    /// A reservation that cannot be made ([`KeyedLimiter::acquire_reserve_with`] on a
+    /// leaky queue, which refuses reserves).
+    Reservation(ReservationError),
 }
 
 impl From<DecideError> for AcquireError {
@@ -104,6 +107,7 @@ impl core::fmt::Display for AcquireError {
                 crate::ceil_millis(*retry_after)
             ),
             AcquireError::Decide(e) => e.fmt(f),
+            AcquireError::Reservation(e) => e.fmt(f),
         }
     }
 }
@@ -113,6 +117,7 @@ impl core::error::Error for AcquireError {
         match self {
             AcquireError::Timeout { .. } => None,
             AcquireError::Decide(e) => Some(e),
+            AcquireError::Reservation(e) => Some(e),
         }
     }
 }
@@ -306,6 +311,98 @@ impl<K: Hash + Eq + Clone> KeyedLimiter<K> {
         .await?
         {
             Turn::Admitted(decision) => Ok(decision),
+            Turn::TimedOut {
+                waited,
+                retry_after,
+            } => Err(AcquireError::Timeout {
+                waited,
+                retry_after,
+            }),
+        }
+    }
+
+    /// [`Self::acquire_with`] for an estimate: waits, in the same line and by the same rule,
+    /// for a turn to charge `wait.cost` as a reserve does ([`Self::reserve`]: all or nothing
+    /// over a stack; a fair share's shared window only), and returns the decision and the
+    /// [`crate::settle::Reservation`] to settle with the real cost ([`Self::settle`]). A
+    /// call that may spend up to 800 tokens waits until 800 fit instead of being denied,
+    /// then gives back what it did not use.
+    ///
+    /// Errors: [`AcquireError::Reservation`] for a leaky queue (nothing waited), and
+    /// `acquire_with`'s.
+    ///
+    /// ```
+    /// # use std::cell::Cell;
+    /// # use std::num::NonZeroUsize;
+    /// # use std::future::{ready, Future};
+    /// # use std::task::{Context, Poll, Waker};
+    /// use tollgate::keyed::{KeyedLimiter, Wait};
+    /// use tollgate::{Overage, NANOS_PER_SEC};
+    /// # fn run<T>(f: impl Future<Output = T>) -> T {
+    /// #     match std::pin::pin!(f).poll(&mut Context::from_waker(Waker::noop())) {
+    /// #         Poll::Ready(r) => r,
+    /// #         Poll::Pending => unreachable!(),
+    /// #     }
+    /// # }
+    /// // 1,000 tokens a minute; a clock that only the sleeps advance (a test clock).
+    /// let l: KeyedLimiter = KeyedLimiter::new("gcra 1000/min".parse().unwrap(), NonZeroUsize::MIN);
+    /// let now = Cell::new(0);
+    /// let (clock, sleep) = (|| now.get(), |d| ready(now.set(now.get() + d)));
+    /// let wait = Wait::new(800, 60 * NANOS_PER_SEC);
+    /// let (_, first) = run(l.acquire_reserve_with("team", wait, clock, sleep)).unwrap();
+    /// // The second call of 800 waits until 800 fit: 200 were left, 600 more come back in
+    /// // 36 s at 1,000 a minute...
+    /// let (_, second) = run(l.acquire_reserve_with("team", wait, clock, sleep)).unwrap();
+    /// assert_eq!(now.get(), 36 * NANOS_PER_SEC);
+    /// // ...and each gives back what it did not use.
+    /// let done = l.settle("team", first, 300, now.get(), Overage::Debt).unwrap();
+    /// assert_eq!(done.refunded, 500);
+    /// # let _ = second;
+    /// ```
+    #[cfg(feature = "acquire")]
+    pub async fn acquire_reserve_with<Q, C, S, F>(
+        &self,
+        key: &Q,
+        wait: Wait<'_>,
+        clock: C,
+        mut sleep: S,
+    ) -> Result<(Decision, crate::settle::Reservation), AcquireError>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + alloc::borrow::ToOwned<Owned = K> + ?Sized,
+        C: Fn() -> Nanos,
+        S: FnMut(Nanos) -> F,
+        F: Future<Output = ()>,
+    {
+        for store in &self.layers {
+            crate::settle::check_reservable(&store.policy).map_err(AcquireError::Reservation)?;
+        }
+        // The instant of the decision that admits is the reservation's: each attempt
+        // decides at its own `now` and hands it on with the decision.
+        let decide = |ask: Ask| {
+            let now = clock();
+            let decided = self
+                .decide_if(key, None, now, wait.cost, &|d| ask.keeps(d), false)
+                .map(|d| (d.decision, (d.decision, now)));
+            ready(decided)
+        };
+        let line = (key.to_owned(), None);
+        let jitter = || wait.jitter;
+        match wait_in_line(
+            &self.waiters,
+            line,
+            wait.max_wait,
+            &clock,
+            &mut sleep,
+            jitter,
+            decide,
+        )
+        .await?
+        {
+            Turn::Admitted((decision, at)) => {
+                let hash = core::hash::BuildHasher::hash_one(&self.layers[0].hasher, key);
+                Ok((decision, self.reservations.issue(hash, wait.cost, at)))
+            }
             Turn::TimedOut {
                 waited,
                 retry_after,

@@ -208,7 +208,7 @@ impl<K: Hash + Eq + Clone> Metered<K> {
                 };
                 self.record(&denied, cost);
             }
-            Err(AcquireError::Decide(_)) => {}
+            Err(AcquireError::Decide(_) | AcquireError::Reservation(_)) => {}
         }
         result
     }
