@@ -284,41 +284,8 @@ impl<K: Hash + Eq + Clone> KeyedLimiter<K> {
         S: FnMut(Nanos) -> F,
         F: Future<Output = ()>,
     {
-        let decide = |ask: Ask| {
-            let decided = self
-                .decide_if(
-                    key,
-                    wait.tenant,
-                    clock(),
-                    wait.cost,
-                    &|d| ask.keeps(d),
-                    false,
-                )
-                .map(|d| (d.decision, d.decision));
-            ready(decided)
-        };
-        let line = (key.to_owned(), wait.tenant.map(Box::from));
-        let jitter = || wait.jitter;
-        match wait_in_line(
-            &self.waiters,
-            line,
-            wait.max_wait,
-            &clock,
-            &mut sleep,
-            jitter,
-            decide,
-        )
-        .await?
-        {
-            Turn::Admitted(decision) => Ok(decision),
-            Turn::TimedOut {
-                waited,
-                retry_after,
-            } => Err(AcquireError::Timeout {
-                waited,
-                retry_after,
-            }),
-        }
+        self.wait_turn(key, wait, clock, &mut sleep, |decision, _| decision)
+            .await
     }
 
     /// [`Self::acquire_with`] for an estimate: waits, in the same line and by the same rule,
@@ -377,32 +344,61 @@ impl<K: Hash + Eq + Clone> KeyedLimiter<K> {
         for store in &self.layers {
             crate::settle::check_reservable(&store.policy).map_err(AcquireError::Reservation)?;
         }
-        // The instant of the decision that admits is the reservation's: each attempt
-        // decides at its own `now` and hands it on with the decision.
+        // A reserve charges a fair share's shared window only (as `reserve` does), and
+        // the instant of the decision that admits is the reservation's.
+        let wait = Wait {
+            tenant: None,
+            ..wait
+        };
+        let (decision, at) = self
+            .wait_turn(key, wait, clock, &mut sleep, |decision, now| {
+                (decision, now)
+            })
+            .await?;
+        let hash = core::hash::BuildHasher::hash_one(&self.layers[0].hasher, key);
+        Ok((decision, self.reservations.issue(hash, wait.cost, at)))
+    }
+
+    /// The wait of [`Self::acquire_with`] and [`Self::acquire_reserve_with`]: in the line
+    /// of `key` (and tenant), each attempt decided at the clock's `now`; `admitted` makes
+    /// the answer of the decision that admits, and its `now`.
+    #[cfg(feature = "acquire")]
+    async fn wait_turn<Q, C, S, F, T>(
+        &self,
+        key: &Q,
+        wait: Wait<'_>,
+        clock: C,
+        sleep: &mut S,
+        admitted: impl Fn(Decision, Nanos) -> T,
+    ) -> Result<T, AcquireError>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + alloc::borrow::ToOwned<Owned = K> + ?Sized,
+        C: Fn() -> Nanos,
+        S: FnMut(Nanos) -> F,
+        F: Future<Output = ()>,
+    {
         let decide = |ask: Ask| {
             let now = clock();
             let decided = self
-                .decide_if(key, None, now, wait.cost, &|d| ask.keeps(d), false)
-                .map(|d| (d.decision, (d.decision, now)));
+                .decide_if(key, wait.tenant, now, wait.cost, &|d| ask.keeps(d), false)
+                .map(|d| (d.decision, admitted(d.decision, now)));
             ready(decided)
         };
-        let line = (key.to_owned(), None);
+        let line = (key.to_owned(), wait.tenant.map(Box::from));
         let jitter = || wait.jitter;
         match wait_in_line(
             &self.waiters,
             line,
             wait.max_wait,
             &clock,
-            &mut sleep,
+            sleep,
             jitter,
             decide,
         )
         .await?
         {
-            Turn::Admitted((decision, at)) => {
-                let hash = core::hash::BuildHasher::hash_one(&self.layers[0].hasher, key);
-                Ok((decision, self.reservations.issue(hash, wait.cost, at)))
-            }
+            Turn::Admitted(answer) => Ok(answer),
             Turn::TimedOut {
                 waited,
                 retry_after,
