@@ -15,7 +15,7 @@ use tower_service::Service;
 
 use crate::answer::{answer, Answer};
 use crate::body::{ResponseBody, Slot};
-use crate::fields::add_fields;
+use crate::fields::{add_fields, Fields};
 use crate::future::{own_answer, BoxFuture, ResponseFuture};
 use crate::route::Settling;
 use crate::shared::Shared;
@@ -109,23 +109,13 @@ where
             let future = inner.call(req);
             let shared = Arc::clone(shared);
             let waiting: BoxFuture<_> = Box::pin(async move {
-                let (mut parts, body) = future.await?.into_parts();
-                let slot = match reservation {
-                    Some(r) => {
-                        let pending = Pending {
-                            shared,
-                            entry: entry_index,
-                            key,
-                            reservation: r,
-                        };
-                        after(pending, &settling, &mut parts, slot)
-                    }
-                    // Not charged (shadow mode's denial) or not reserved: nothing to settle.
-                    None => slot,
-                };
-                let mut resp = Response::from_parts(parts, ResponseBody::inner(body, slot));
-                add_fields(&mut resp, fields);
-                Ok(resp)
+                let pending = reservation.map(|reservation| Pending {
+                    shared,
+                    entry: entry_index,
+                    key,
+                    reservation,
+                });
+                Ok(settled(future.await?, pending, &settling, slot, fields))
             });
             ResponseFuture::waiting(waiting)
         }
@@ -173,27 +163,39 @@ where
         };
         match answer(&shared, target, result, grpc) {
             Answer::Forward(req, fields, slot) => {
-                let (mut parts, body) = inner.call(req).await?.into_parts();
-                let slot = match reservation {
-                    Some(r) => {
-                        let pending = Pending {
-                            shared: Arc::clone(&shared),
-                            entry: entry_index,
-                            key,
-                            reservation: r,
-                        };
-                        after(pending, &settling, &mut parts, slot)
-                    }
-                    None => slot,
-                };
-                let mut resp = Response::from_parts(parts, ResponseBody::inner(body, slot));
-                add_fields(&mut resp, fields);
-                Ok(resp)
+                let resp = inner.call(req).await?;
+                let pending = reservation.map(|reservation| Pending {
+                    shared: Arc::clone(&shared),
+                    entry: entry_index,
+                    key,
+                    reservation,
+                });
+                Ok(settled(resp, pending, &settling, slot, fields))
             }
             Answer::Respond(resp) => Ok(own_answer(resp, grpc)),
         }
     });
     ResponseFuture::waiting(waiting)
+}
+
+/// The inner service's response with the layer's fields, its body holding `slot` and, when
+/// the request was reserved, the settle ([`after`]). Not reserved (shadow mode's denial, or
+/// the store's fallback): nothing to settle.
+fn settled<S: Store, B>(
+    resp: Response<B>,
+    pending: Option<Pending<S>>,
+    settling: &Settling,
+    slot: Slot,
+    fields: Fields,
+) -> Response<ResponseBody<B>> {
+    let (mut parts, body) = resp.into_parts();
+    let slot = match pending {
+        Some(p) => after(p, settling, &mut parts, slot),
+        None => slot,
+    };
+    let mut resp = Response::from_parts(parts, ResponseBody::inner(body, slot));
+    add_fields(&mut resp, fields);
+    resp
 }
 
 /// An admitted request's reservation, to settle on its policy's store.
