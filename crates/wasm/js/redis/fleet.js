@@ -51,7 +51,7 @@ export function fleetLimits(spec, localMaxKeys) {
 
 /** Views over the wasm instance's memory (FleetLimits' buffers), made again after it grew. */
 const memory = { u8: new Uint8Array(0), f64: new Float64Array(0) };
-function views() {
+export function views() {
   if (memory.u8.byteLength === 0) {
     const { buffer } = glue.wasmMemory();
     memory.u8 = new Uint8Array(buffer);
@@ -187,13 +187,13 @@ export function decide(limits, group, read, round) {
 
 /**
  * The commit script's arguments for the last decision's writes (at `w` in `out`, with the
- * values at `bytesPtr`), or undefined when nothing changed: `cas` (or `blind`), then per
- * slot its version read, the action, the new value (a fresh write id and the state, made
- * by the core) and its time to live (the core's rule).
+ * values at `bytesPtr`), or undefined when nothing changed (unless `always`): `cas` (or
+ * `blind`), then per slot its version read, the action, the new value (a fresh write id and
+ * the state, made by the core) and its time to live (the core's rule).
  */
-export function commitArgs(limits, versions, out, w, blind) {
+export function commitArgs(limits, versions, out, w, blind, always = false) {
   const n = versions.length;
-  let changed = false;
+  let changed = always;
   for (let i = 0; i < n; i++) if (out[w + 3 * i] !== 0) changed = true;
   if (!changed) return undefined;
   const args = [blind ? "blind" : "cas"];

@@ -75,6 +75,16 @@ async function fleetUse(): Promise<void> {
   } catch (e) {
     if (e instanceof RedisLimiterError && e.code === "corrupt-state") void e.key;
   }
+  const reserved = await fleet.reserve("llm", 800);
+  if (reserved.reservation !== undefined) {
+    const kept: string = JSON.stringify(reserved.reservation);
+    try {
+      const settled = await fleet.settle(JSON.parse(kept), 312, { overage: "up-to-limit" });
+      void [settled.refunded, settled.charged, settled.unpaid];
+    } catch (e) {
+      if (e instanceof RedisLimiterError && e.code === "settle-unknown") void e.why;
+    }
+  }
 }
 void fleetUse;
 
