@@ -1,6 +1,7 @@
 // Real redis-server processes for the tests of tollgate/redis: each on a free loopback port
 // with its own temporary directory, stopped (and the directory removed) by stop(). No mock.
 import { spawn, spawnSync } from "node:child_process";
+import { createInterface } from "node:readline";
 import { mkdtempSync, rmSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
@@ -147,4 +148,34 @@ export async function closeAll(clients) {
       else await c.destroy();
     } catch {}
   }
+}
+
+/**
+ * A client process that answers each line of its stdin with one JSON line, after a first
+ * line once ready: `run(line)` sends a line and resolves with its answer; `stop()` ends its
+ * input and resolves when it exited (before the server stops under it).
+ */
+export function lineClient(command, args) {
+  const child = spawn(command, args, { stdio: ["pipe", "pipe", "inherit"] });
+  const lines = createInterface({ input: child.stdout });
+  const waiting = [];
+  let failed;
+  lines.on("line", (line) => waiting.shift()?.resolve(JSON.parse(line)));
+  const exited = new Promise((resolve) => child.once("exit", resolve));
+  child.on("exit", (code) => {
+    failed = new Error(`${command} ${args.join(" ")} exited with ${code}`);
+    for (const w of waiting.splice(0)) w.reject(failed);
+  });
+  const next = () => new Promise((resolve, reject) => (failed ? reject(failed) : waiting.push({ resolve, reject })));
+  return next().then(() => ({
+    run(line) {
+      const answer = next();
+      child.stdin.write(`${line}\n`);
+      return answer;
+    },
+    stop() {
+      child.stdin.end();
+      return exited;
+    },
+  }));
 }
