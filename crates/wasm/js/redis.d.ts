@@ -215,6 +215,15 @@ export class RedisLimiter {
   prometheus(): string;
   /** The policies in canonical compact form, in slot order. */
   readonly policies: string[];
+  /** The limiter's name (the `name` option, default `"default"`): in its metrics, headers and 429 bodies. */
+  readonly name: string;
+  /**
+   * The response headers for a decision of this limiter, as `Limiter.headers` gives them
+   * (the core's; what the Express and Hono middleware send for it).
+   */
+  headers(decision: Decision, name?: string, options?: { legacy?: boolean }): Record<string, string>;
+  /** The application/problem+json body of a 429 for a denied decision; `undefined` when allowed. */
+  problem(decision: Decision, name?: string): string | undefined;
   /** Frees the wasm memory now instead of at garbage collection. */
   free(): void;
 }

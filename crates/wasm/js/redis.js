@@ -17,7 +17,8 @@
 //   redis/options.js   the options, checked; redis/errors.js its errors
 
 import { WaitTimeoutError, waitInLine, TIMERS } from "./web/waiting.js";
-import { checkCount, checkMs, checkReservation, upToLimit } from "./web/checks.js";
+import { checkCount, checkDecision, checkMs, checkName, checkReservation, upToLimit } from "./web/checks.js";
+import { eachNumbers } from "./web/decision.js";
 import { throttled } from "./web/throttle.js";
 import { WAIT_LISTENERS, countsObject, notifyWait, sourceIndex } from "./web/counts.js";
 import { prometheus } from "./metrics.js";
@@ -88,6 +89,35 @@ export class RedisLimiter {
   /** The limits in canonical compact form, in slot order (a fair share's tenant policy last). */
   get policies() {
     return this.#limits.policies();
+  }
+
+  /** The limiter's name (the `name` option): in its metrics and in `headers()`/`problem()`. */
+  get name() {
+    return this.#o.name;
+  }
+
+  /**
+   * The response headers for a decision of this limiter, as `Limiter.headers` gives them
+   * (the core's): `RateLimit-Policy`, `RateLimit`, `Retry-After` and `Cache-Control:
+   * no-store` when denied (and `X-RateLimit-*` with `legacy`); a stack's limits named
+   * `<name>.1`, ..., a fair share's tenant window `<name>.tenant`.
+   */
+  headers(decision, name = this.#o.name, options) {
+    const flat = this.#limits.headers(checkName(name), this.#each(decision), options?.legacy === true);
+    const out = {};
+    for (let i = 0; i < flat.length; i += 2) out[flat[i]] = flat[i + 1];
+    return out;
+  }
+
+  /** The body of a 429 for a denied decision (the core's application/problem+json); `undefined` when allowed. */
+  problem(decision, name = this.#o.name) {
+    return this.#limits.quotaExceeded(checkName(name), this.#each(decision));
+  }
+
+  /** Each limit's decision as the core reads it (a decision's `each`, always there in this limiter's). */
+  #each(decision) {
+    checkDecision(decision);
+    return eachNumbers(decision.each ?? [decision]);
   }
 
   /**

@@ -34,6 +34,7 @@ use crate::{cost_units, errors, now_ns, spec, FAILED};
 
 mod counts;
 mod deny;
+mod headers;
 mod local;
 mod numbers;
 mod protocol;

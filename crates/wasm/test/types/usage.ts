@@ -85,8 +85,11 @@ async function fleetUse(): Promise<void> {
       if (e instanceof RedisLimiterError && e.code === "settle-unknown") void e.why;
     }
   }
+  const h: Record<string, string> = fleet.headers(reserved, fleet.name, { legacy: true });
+  void [h, fleet.problem(reserved)];
 }
 void fleetUse;
+rateLimit({ limiter: fleet, cost: { estimate: () => 1000, actual: () => 120 } });
 
 // Counts (tollgate/metrics, tollgate/otel).
 import type { Counts } from "tollgate";
