@@ -19,7 +19,9 @@
 //! * `settle\t<reservation as JSON>\t<actual>`: the settlement, `{"refunded":n,"charged":n,
 //!   "unpaid":n}`, or `{"error":"..."}`.
 
-use std::io::BufRead;
+#[path = "common/lines.rs"]
+mod lines;
+
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use std::time::Duration;
@@ -157,15 +159,7 @@ async fn main() {
         .test_clock(Arc::new(AtomicU64::new(millis(clock))));
     let limiter = RedisLimiter::new(conn, Limits::single(policy), options).expect("valid options");
     println!("{{\"ready\":true}}");
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<String>();
-    std::thread::spawn(move || {
-        for line in std::io::stdin().lock().lines() {
-            let Ok(line) = line else { break };
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
+    let mut rx = lines::stdin_lines();
     while let Some(line) = rx.recv().await {
         println!("{}", answer(&limiter, &line).await);
     }

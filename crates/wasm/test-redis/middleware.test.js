@@ -2,49 +2,25 @@
 // redis-server: the decision awaited, the core's headers and 429 body, and a request charged
 // by its response (reserve at the request, settle on Redis at the end): Express with a
 // measured cost, Hono counting only failed logins.
-import { test, before, after } from "node:test";
+import { test } from "node:test";
 import assert from "node:assert/strict";
 import express from "express";
 import { Hono } from "hono";
 import { serve as honoServe } from "@hono/node-server";
-import Redis from "ioredis";
 import { RedisLimiter, TESTING } from "tollgate/redis";
 import { rateLimit } from "tollgate/express";
 import { rateLimiter } from "tollgate/hono";
-import { Server, closeAll } from "./support.js";
+import { serverForTests } from "./support.js";
+import { watchSettles } from "../test/watch-settles.js";
 
-let server;
-const clients = [];
-
-before(async () => {
-  server = await Server.start();
-});
-
-after(async () => {
-  await closeAll(clients);
-  await server.stop();
-});
+const redis = serverForTests();
 
 /** A RedisLimiter whose settles the test can wait for (the middleware settles after the response is sent). */
 function watched(policy, namespace) {
-  const c = new Redis({ port: server.port, host: "127.0.0.1" });
-  clients.push(c);
+  const c = redis.ioredis();
   // A clock held 1,000 s into a day, so that no window rolls over mid-test.
   const l = new RedisLimiter(c, policy, { namespace, fallback: "closed", name: "per-ip", [TESTING]: { clock: () => 1_000_000 } });
-  const settles = [];
-  let wake = () => {};
-  const settle = l.settle.bind(l);
-  l.settle = (...args) => {
-    const s = settle(...args);
-    settles.push(s);
-    wake();
-    return s;
-  };
-  l.settled = async (n) => {
-    while (settles.length < n) await new Promise((r) => (wake = r));
-    return Promise.all(settles);
-  };
-  return l;
+  return watchSettles(l);
 }
 
 function listening(s) {

@@ -9,25 +9,15 @@
 //   reserve\t<key>\t<estimate> {"allowed","remaining","reservation"}
 //   settle\t<reservation JSON>\t<actual>  the settlement, or {"error"}
 import { createInterface } from "node:readline";
-import Redis from "ioredis";
-import { createClient } from "redis";
 import { RedisLimiter, TESTING } from "tollgate/redis";
+import { connectTo } from "./support.js";
 
 const [url, namespace, policy, clock, ...flags] = process.argv.slice(2);
 if (clock === undefined) {
   console.error("usage: node settler.js <redis url> <namespace> <policy> <clock ms> [--client ioredis|node-redis]");
   process.exit(2);
 }
-const kind = flags.includes("--client") ? flags[flags.indexOf("--client") + 1] : "ioredis";
-let client;
-if (kind === "node-redis") {
-  client = createClient({ url });
-  client.on("error", (e) => console.error(`settler: ${e.message}`));
-  await client.connect();
-} else {
-  client = new Redis(url);
-  await client.ping();
-}
+const { client, close } = await connectTo(url, flags.includes("--client") ? flags[flags.indexOf("--client") + 1] : "ioredis");
 const now = Number(clock);
 // Long enough that the streams on one key never give up on conflicts.
 const limiter = new RedisLimiter(client, policy, { namespace, fallback: "closed", timeout: 10_000, retryFor: 10_000, [TESTING]: { clock: () => now } });
@@ -83,5 +73,4 @@ async function answer(line) {
 console.log(JSON.stringify({ ready: true }));
 for await (const line of createInterface({ input: process.stdin })) console.log(JSON.stringify(await answer(line)));
 limiter.free();
-if (kind === "node-redis") await client.quit();
-else client.disconnect();
+await close();

@@ -51,7 +51,7 @@ export function fleetLimits(spec, localMaxKeys) {
 
 /** Views over the wasm instance's memory (FleetLimits' buffers), made again after it grew. */
 const memory = { u8: new Uint8Array(0), f64: new Float64Array(0) };
-export function views() {
+function views() {
   if (memory.u8.byteLength === 0) {
     const { buffer } = glue.wasmMemory();
     memory.u8 = new Uint8Array(buffer);
@@ -165,15 +165,8 @@ export function classify(e, write) {
  */
 export function decide(limits, group, read, round) {
   const n = group.keys.length;
-  limits.prepare(read.size, n + 3 * round.length);
+  const numbers = putRead(limits, read, n, 3 * round.length);
   const memory = views();
-  let at = limits.statesPtr();
-  for (const part of read.parts) {
-    memory.u8.set(part, at);
-    at += part.length;
-  }
-  const numbers = limits.numbersPtr() / 8;
-  for (let i = 0; i < n; i++) memory.f64[numbers + i] = read.lens[i];
   for (let i = 0; i < round.length; i++) {
     const op = numbers + n + 3 * i;
     memory.f64[op] = round[i].kind;
@@ -183,6 +176,35 @@ export function decide(limits, group, read, round) {
   // Copied into a plain array: a typed array this size gets its own backing store,
   // which cost more to make than the copy.
   return outNumbers(limits, limits.decide(group.tenant, read.secs, read.micros)) ?? [];
+}
+
+/**
+ * Writes the states `read` of `n` slots into the limits' input buffers (their values, then
+ * their lengths, with room for `extra` numbers after them); returns where the numbers are
+ * (index of f64s in wasm memory).
+ */
+function putRead(limits, read, n, extra) {
+  limits.prepare(read.size, n + extra);
+  const memory = views();
+  let at = limits.statesPtr();
+  for (const part of read.parts) {
+    memory.u8.set(part, at);
+    at += part.length;
+  }
+  const numbers = limits.numbersPtr() / 8;
+  for (let i = 0; i < n; i++) memory.f64[numbers + i] = read.lens[i];
+  return numbers;
+}
+
+/**
+ * FleetLimits.settle of a reservation (`estimate` charged at `at`, ns, a BigInt) with
+ * `actual` (`upTo`: an overage up to the limit only) on the states `read` of `n` slots: its
+ * output numbers (the settlement's count and numbers, then the writes, whose values stay at
+ * `bytesPtr` until the next call), or the core's error.
+ */
+export function settleAnswer(limits, read, n, estimate, at, actual, upTo) {
+  putRead(limits, read, n, 0);
+  return outNumbers(limits, limits.settle(read.secs, read.micros, estimate, at, actual, upTo));
 }
 
 /**

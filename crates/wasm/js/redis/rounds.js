@@ -6,7 +6,7 @@
 // serve, the declared fallback decides, and Redis is probed again after `probeEvery` ms.
 // Denials are remembered in the core's deny cache and answered without a round trip.
 
-import { Unavailable, RedisLimiterError } from "./errors.js";
+import { Unavailable, RedisLimiterError, keyed } from "./errors.js";
 import { text } from "./clients.js";
 import { DECISION_LEN } from "../web/decision.js";
 import {
@@ -155,10 +155,7 @@ export class Rounds {
       try {
         out = decide(this.#limits, group, read, round);
       } catch (e) {
-        if (e?.rule === "corrupt-state") {
-          throw new RedisLimiterError("corrupt-state", `key ${group.keys[e.value]}: ${e.message}`, { key: group.keys[e.value] });
-        }
-        throw e;
+        throw keyed(group, e);
       }
       // The errors of failed requests are taken now: the next round's decide replaces them.
       let errors;

@@ -8,9 +8,9 @@
 // A settle is never decided by the fallback: when Redis cannot answer, or its answer was
 // lost, it is a `settle-unknown` error, and a retry with the same reservation charges once.
 
-import { RedisLimiterError, Unavailable } from "./errors.js";
+import { RedisLimiterError, Unavailable, keyed } from "./errors.js";
 import { text, toBuffer } from "./clients.js";
-import { FleetLimits, classify, commitArgs, readReply, views } from "./fleet.js";
+import { FleetLimits, classify, commitArgs, readReply, settleAnswer } from "./fleet.js";
 
 function sleep(ms) {
   return new Promise((resolve) => setTimeout(resolve, ms));
@@ -126,28 +126,11 @@ export async function settleOnRedis(ways, limits, o, group, r, actual, upTo) {
  * numbers, then the writes, whose values stay at `bytesPtr`), or the core's error.
  */
 function settleOut(limits, group, read, estimate, at, actual, upTo) {
-  const n = group.keys.length;
-  limits.prepare(read.size, n);
-  const memory = views();
-  let p = limits.statesPtr();
-  for (const part of read.parts) {
-    memory.u8.set(part, p);
-    p += part.length;
-  }
-  const numbers = limits.numbersPtr() / 8;
-  for (let i = 0; i < n; i++) memory.f64[numbers + i] = read.lens[i];
-  let len;
   try {
-    len = limits.settle(read.secs, read.micros, estimate, at, actual, upTo);
+    return settleAnswer(limits, read, group.keys.length, estimate, at, actual, upTo);
   } catch (e) {
-    if (e?.rule === "corrupt-state") {
-      throw new RedisLimiterError("corrupt-state", `key ${group.keys[e.value]}: ${e.message}`, { key: group.keys[e.value] });
-    }
-    throw e;
+    throw keyed(group, e);
   }
-  const from = limits.outPtr() / 8;
-  const f64 = views().f64;
-  return Array.from(f64.subarray(from, from + len));
 }
 
 /**
