@@ -4,7 +4,7 @@
 # free loopback ports with temporary directories and stop afterwards: the shared vectors
 # through Redis with ioredis and node-redis, exactness under concurrency, and 2 Node + 2 Rust
 # client processes (crates/redis/examples/storm.rs) sharing one limit, and reserve-then-settle
-# across 2 Node and 1 Rust process (crates/redis/examples/settler.rs); the same entry on a
+# across 2 Node and 2 Rust processes (crates/redis/examples/settler.rs); the same entry on a
 # server with tollgate's module loaded (crates/redis-module; bindgen needs libclang), acquire,
 # and a local 3-node Redis Cluster (ioredis Cluster, node-redis cluster client).
 set -euo pipefail

@@ -1,12 +1,12 @@
 // Reserve-then-settle across runtimes on one real redis-server: 2 Node processes
-// (tollgate/redis, one on ioredis, one on node-redis; settler.js) and 1 Rust process
+// (tollgate/redis, one on ioredis, one on node-redis; settler.js) and 2 Rust processes
 // (tollgate-redis; crates/redis/examples/settler.rs) share a budget of 10,000 tokens a
 // minute. A reservation made in one runtime is settled in the other, and settled again by a
-// third process, charging once; 210 concurrent streams (70 a process) reserve 100-1,000 and
+// third process, charging once; 200 concurrent streams (50 a process) reserve 100-1,000 and
 // settle random actual costs up to their estimates, every fifth settle sent twice, and at
 // rest the charged count is the sum of the admitted streams' actual costs, exactly. On the
 // scripts, and with tollgate's module loaded (the Node processes then settle with
-// TOLLGATE.SETTLE, the Rust one, at its test clock, with the scripts).
+// TOLLGATE.SETTLE, the Rust ones, at their test clock, with the scripts).
 //
 // Every process decides at a test clock held inside one minute's window, so that the window
 // cannot roll over mid-test and every token charged stays in the one count read back (the
@@ -27,19 +27,20 @@ const BUDGET = 10_000;
 const POLICY = `fixed-window ${BUDGET}/min`;
 /** The held clock, ms: inside the minute [960 s, 1020 s). */
 const CLOCK = "1000000";
-const STREAMS_EACH = 70;
+const STREAMS_EACH = 50;
 
 const servers = [];
 after(async () => {
   for (const s of servers) await s.stop();
 });
 
-/** The three processes on `server`: Node on ioredis, Node on node-redis, Rust. */
+/** The four processes on `server`: Node on ioredis, Node on node-redis, two Rust. */
 async function fleet(server, namespace) {
   const args = [server.url, namespace, POLICY, CLOCK];
   return Promise.all([
     lineClient(process.execPath, [NODE, ...args, "--client", "ioredis"]),
     lineClient(process.execPath, [NODE, ...args, "--client", "node-redis"]),
+    lineClient(RUST, args),
     lineClient(RUST, args),
   ]);
 }
@@ -63,7 +64,8 @@ for (const withModule of [false, true]) {
     const extra = withModule ? ["--loadmodule", MODULE, "TESTCLOCK"] : [];
     const server = await Server.start(["--save", "", "--appendonly", "no", ...extra]);
     servers.push(server);
-    const [node, node2, rust] = await fleet(server, "cross");
+    const processes = await fleet(server, "cross");
+    const [node, node2, rust] = processes;
     try {
       const fromNode = await node.run("reserve\tk\t800");
       assert.equal(fromNode.remaining, BUDGET - 800);
@@ -78,28 +80,28 @@ for (const withModule of [false, true]) {
       assert.deepEqual(await rust.run(`settle\t${JSON.stringify(fromRust.reservation)}\t0`), byNode, "Node's record answers");
       assert.deepEqual(await node.run(`settle\t${JSON.stringify(fromRust.reservation)}\t0`), byNode);
 
-      for (const p of [node, node2, rust]) assert.equal(await remaining(p, "k"), BUDGET - 300 - 700, "300 and 700 charged, once each");
+      for (const p of processes) assert.equal(await remaining(p, "k"), BUDGET - 300 - 700, "300 and 700 charged, once each");
     } finally {
-      await stopAll([node, node2, rust]);
+      await stopAll(processes);
     }
   });
 
-  test(`2 Node and 1 Rust processes, 210 concurrent streams on one budget: at rest the count is the sum of the admitted actual costs, exactly (${where})`, async () => {
+  test(`2 Node and 2 Rust processes, 200 concurrent streams on one budget: at rest the count is the sum of the admitted actual costs, exactly (${where})`, async () => {
     const extra = withModule ? ["--loadmodule", MODULE, "TESTCLOCK"] : [];
     const server = await Server.start(["--save", "", "--appendonly", "no", ...extra]);
     servers.push(server);
     const processes = await fleet(server, "streams");
     try {
-      // Every process is connected and idle: the streams of the three start together.
+      // Every process is connected and idle: the streams of the four start together.
       const results = await Promise.all(processes.map((p) => p.run(`streams\tbudget\t${STREAMS_EACH}`)));
       for (const r of results) assert.equal(r.errors, 0, JSON.stringify(results));
       const actual = results.reduce((n, r) => n + r.actual, 0);
       const admitted = results.map((r) => r.admitted);
       // Both runtimes were admitted streams on the shared key (they really raced each other).
-      assert.ok(admitted[0] + admitted[1] > 0 && admitted[2] > 0, JSON.stringify(results));
+      assert.ok(admitted[0] + admitted[1] > 0 && admitted[2] + admitted[3] > 0, JSON.stringify(results));
       const left = await remaining(processes[2], "budget");
       assert.equal(BUDGET - left, actual, `charged at rest = the admitted actual costs (${JSON.stringify(results)})`);
-      console.log(`# ${where}: admitted ${JSON.stringify(admitted)} of ${3 * STREAMS_EACH} streams, ${actual} tokens charged at rest`);
+      console.log(`# ${where}: admitted ${JSON.stringify(admitted)} of ${4 * STREAMS_EACH} streams, ${actual} tokens charged at rest`);
     } finally {
       await stopAll(processes);
     }
