@@ -3,10 +3,11 @@
 // (tollgate-redis; crates/redis/examples/settler.rs) share a budget of 10,000 tokens a
 // minute. A reservation made in one runtime is settled in the other, and settled again by a
 // third process, charging once; 200 concurrent streams (50 a process) reserve 100-1,000 and
-// settle random actual costs up to their estimates, every fifth settle sent twice, and at
-// rest the charged count is the sum of the admitted streams' actual costs, exactly. On the
-// scripts, and with tollgate's module loaded (the Node processes then settle with
-// TOLLGATE.SETTLE, the Rust ones, at their test clock, with the scripts).
+// settle random actual costs up to their estimates, every fifth settle sent twice, while a
+// fifth process killed with SIGKILL holds reservations open; at rest the charged count is
+// the sum of the admitted streams' actual costs and the killed reservations' estimates,
+// exactly. On the scripts, and with tollgate's module loaded (the Node processes then settle
+// with TOLLGATE.SETTLE, the Rust ones, at their test clock, with the scripts).
 //
 // Every process decides at a test clock held inside one minute's window, so that the window
 // cannot roll over mid-test and every token charged stays in the one count read back (the
@@ -86,12 +87,18 @@ for (const withModule of [false, true]) {
     }
   });
 
-  test(`2 Node and 2 Rust processes, 200 concurrent streams on one budget: at rest the count is the sum of the admitted actual costs, exactly (${where})`, async () => {
+  test(`2 Node and 2 Rust processes, 200 concurrent streams on one budget, a fifth killed with reservations open: at rest the count is the admitted actual costs and the killed reservations' estimates, exactly (${where})`, async () => {
     const extra = withModule ? ["--loadmodule", MODULE, "TESTCLOCK"] : [];
     const server = await Server.start(["--save", "", "--appendonly", "no", ...extra]);
     servers.push(server);
     const processes = await fleet(server, "streams");
     try {
+      // A fifth process reserves and is killed (SIGKILL) with its reservations open: they
+      // stay charged at their estimates, and nothing else is lost.
+      const doomed = await lineClient(process.execPath, [NODE, server.url, "streams", POLICY, CLOCK]);
+      const { reserved } = await doomed.run("hold\tbudget\t300\t4");
+      assert.equal(reserved, 1_200);
+      await doomed.kill();
       // Every process is connected and idle: the streams of the four start together.
       const results = await Promise.all(processes.map((p) => p.run(`streams\tbudget\t${STREAMS_EACH}`)));
       for (const r of results) assert.equal(r.errors, 0, JSON.stringify(results));
@@ -100,8 +107,8 @@ for (const withModule of [false, true]) {
       // Both runtimes were admitted streams on the shared key (they really raced each other).
       assert.ok(admitted[0] + admitted[1] > 0 && admitted[2] + admitted[3] > 0, JSON.stringify(results));
       const left = await remaining(processes[2], "budget");
-      assert.equal(BUDGET - left, actual, `charged at rest = the admitted actual costs (${JSON.stringify(results)})`);
-      console.log(`# ${where}: admitted ${JSON.stringify(admitted)} of ${4 * STREAMS_EACH} streams, ${actual} tokens charged at rest`);
+      assert.equal(BUDGET - left, actual + reserved, `charged at rest = the admitted actual costs and the killed process' estimates (${JSON.stringify(results)})`);
+      console.log(`# ${where}: admitted ${JSON.stringify(admitted)} of ${4 * STREAMS_EACH} streams, ${actual + reserved} tokens charged at rest (${reserved} of them the killed process' open reservations)`);
     } finally {
       await stopAll(processes);
     }

@@ -8,6 +8,7 @@
 //       later (every fifth settle sent twice): {"admitted","actual","errors"}
 //   reserve\t<key>\t<estimate> {"allowed","remaining","reservation"}
 //   settle\t<reservation JSON>\t<actual>  the settlement, or {"error"}
+//   hold\t<key>\t<estimate>\t<count>   <count> reserves kept open, never settled: {"reserved"}
 import { createInterface } from "node:readline";
 import { RedisLimiter, TESTING } from "tollgate/redis";
 import { connectTo } from "./support.js";
@@ -56,7 +57,7 @@ async function streams(key, count) {
 }
 
 async function answer(line) {
-  const [op, a, b] = line.split("\t");
+  const [op, a, b, c] = line.split("\t");
   try {
     if (op === "streams") return await streams(a, Number(b));
     if (op === "reserve") {
@@ -64,6 +65,12 @@ async function answer(line) {
       return { allowed: d.allowed, remaining: d.remaining, reservation: d.reservation ?? null };
     }
     if (op === "settle") return await limiter.settle(JSON.parse(a), Number(b));
+    if (op === "hold") {
+      // Reservations kept open, never settled (the test then kills this process).
+      let reserved = 0;
+      for (let i = 0; i < Number(c); i++) if ((await limiter.reserve(a, Number(b))).reservation !== undefined) reserved += Number(b);
+      return { reserved };
+    }
     return { error: `unknown line ${JSON.stringify(line)}` };
   } catch (e) {
     return { error: String(e) };

@@ -156,7 +156,7 @@ export async function closeAll(clients) {
 /**
  * A client process that answers each line of its stdin with one JSON line, after a first
  * line once ready: `run(line)` sends a line and resolves with its answer; `stop()` ends its
- * input and resolves when it exited (before the server stops under it).
+ * input and resolves when it exited (before the server stops under it); `kill()` kills it.
  */
 export function lineClient(command, args) {
   const child = spawn(command, args, { stdio: ["pipe", "pipe", "inherit"] });
@@ -178,6 +178,11 @@ export function lineClient(command, args) {
     },
     stop() {
       child.stdin.end();
+      return exited;
+    },
+    /** SIGKILL: the process ends at once, whatever it holds. */
+    kill() {
+      child.kill("SIGKILL");
       return exited;
     },
   }));
