@@ -168,17 +168,39 @@ fn mismatch(policy: &Policy, state: &State) -> ReservationError {
 /// assert_ne!(fingerprint(&a), fingerprint(&b));
 /// ```
 pub fn fingerprint(policies: &[Policy]) -> u64 {
-    const PRIME: u64 = 0x0000_0100_0000_01b3;
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    let mut h = FNV_OFFSET;
     for p in policies {
         let (rate, window) = p.quota().map_or((0, 0), |q| (q.limit(), q.window()));
         for word in [p.algorithm() as u64, p.limit(), rate, window] {
-            for byte in word.to_le_bytes() {
-                h = (h ^ byte as u64).wrapping_mul(PRIME);
-            }
+            h = fnv1a(h, &word.to_le_bytes());
         }
     }
     h
+}
+
+const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
+
+/// FNV-1a's step over `bytes`, from the hash `h` so far.
+fn fnv1a(mut h: u64, bytes: &[u8]) -> u64 {
+    for b in bytes {
+        h = (h ^ u64::from(*b)).wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    h
+}
+
+/// FNV-1a of `bytes`: a hash that is the same in every process and runtime, which a fleet
+/// store's reservations carry for their key ([`Reservation::key`]) and their limiter
+/// ([`Reservation::limiter`], the hash of the key layout's base of the empty key), so that
+/// a reservation made by one process (Rust or Node) is settled by another, or by the same
+/// one after a restart.
+///
+/// ```
+/// use tollgate::settle::stable_hash;
+/// assert_eq!(stable_hash(b""), 0xcbf2_9ce4_8422_2325);
+/// assert_eq!(stable_hash(b"a"), 0xaf63_dc4c_8601_ec8c);
+/// ```
+pub fn stable_hash(bytes: &[u8]) -> u64 {
+    fnv1a(FNV_OFFSET, bytes)
 }
 
 /// An admitted reserve: what it charged, when, and what identifies it. Plain data (six

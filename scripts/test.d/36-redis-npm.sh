@@ -3,7 +3,8 @@
 # feature) against real redis-server processes (Debian's package), which the tests start on
 # free loopback ports with temporary directories and stop afterwards: the shared vectors
 # through Redis with ioredis and node-redis, exactness under concurrency, and 2 Node + 2 Rust
-# client processes (crates/redis/examples/storm.rs) sharing one limit; the same entry on a
+# client processes (crates/redis/examples/storm.rs) sharing one limit, and reserve-then-settle
+# across 2 Node and 2 Rust processes (crates/redis/examples/settler.rs); the same entry on a
 # server with tollgate's module loaded (crates/redis-module; bindgen needs libclang), acquire,
 # and a local 3-node Redis Cluster (ioredis Cluster, node-redis cluster client).
 set -euo pipefail
@@ -18,9 +19,9 @@ cargo fmt -p tollgate-wasm -p tollgate-redis --check
 cargo clippy -q -p tollgate-wasm --all-targets --features store,metrics-text --target wasm32-unknown-unknown -- -D warnings
 cargo clippy -q -p tollgate-redis --examples -- -D warnings
 
-echo "--- build (pkg/ with pkg/redis/, the Rust client of the cross-runtime test, the module)"
+echo "--- build (pkg/ with pkg/redis/, the Rust clients of the cross-runtime tests, the module)"
 crates/wasm/build.sh
-cargo build -q -p tollgate-redis --example storm
+cargo build -q -p tollgate-redis --example storm --example settler
 cargo build -q -p tollgate-redis-module --locked
 
 echo "--- node --test test-redis/"

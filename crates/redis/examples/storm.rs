@@ -16,6 +16,9 @@
 //!
 //! One thread (a current-thread runtime), like one Node process.
 
+#[path = "common/lines.rs"]
+mod lines;
+
 use std::io::BufRead;
 use std::time::{Duration, Instant};
 
@@ -120,15 +123,7 @@ async fn main() {
 async fn serve(url: &str, namespace: &str) {
     let conn = connect(url).await;
     println!("{{\"ready\":true}}");
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<String>();
-    std::thread::spawn(move || {
-        for line in std::io::stdin().lock().lines() {
-            let Ok(line) = line else { break };
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
+    let mut rx = lines::stdin_lines();
     while let Some(line) = rx.recv().await {
         let mut parts = line.split('\t');
         let (Some(policy), Some(key), Some(checks)) = (parts.next(), parts.next(), parts.next())

@@ -25,3 +25,12 @@ export function detailedAt(n, at, count) {
   for (let k = 1; k <= count; k++) decision.each.push(decisionAt(n, at + DECISION_LEN * k));
   return decision;
 }
+
+/** Decisions (`each`, as a limiter answers them) as the core reads them: DECISION_LEN numbers each. */
+export function eachNumbers(each) {
+  const n = new Float64Array(each.length * DECISION_LEN);
+  each.forEach((d, i) => {
+    n.set([d.allowed ? 1 : 0, d.limit, d.remaining, d.resetAfter, d.retryAfter, d.delay ?? 0], i * DECISION_LEN);
+  });
+  return n;
+}

@@ -1,9 +1,10 @@
 import type { AdaptiveLimiter, Limiter } from "./index.js";
+import type { RedisLimiter } from "./redis.js";
 
 /** Options of the Express middleware. */
 export interface RateLimitOptions<Req = any> {
-  /** The limiter that decides (`new Limiter("100/min")`, `Limiter.all([...])`). */
-  limiter: Limiter;
+  /** The limiter that decides (`new Limiter("100/min")`, `Limiter.all([...])`, or a fleet's `RedisLimiter` of `tollgate/redis`). */
+  limiter: Limiter | RedisLimiter;
   /**
    * Not needed: the headers (`RateLimit`/`RateLimit-Policy`, the 429's `violated-policies`)
    * use the limiter's own name (`new Limiter(policy, { name })`), the one its metrics use.

@@ -39,23 +39,36 @@ export function rateLimit(opts) {
     let key = o.key ? o.key(req) : undefined;
     if (key === undefined && o.header) key = req.get(o.header);
     if (key === undefined) key = req.ip ?? req.socket?.remoteAddress ?? "unknown";
+    const refuse = (err) => {
+      const refused = refusedKey(err);
+      if (refused === undefined) return next(err);
+      return res.status(400).type("application/problem+json").send(refused);
+    };
     let decision;
     try {
       const cost = typeof o.cost === "function" ? o.cost(req) : o.cost;
       decision = decide(o.limiter, String(key), cost, o.route, o.settle);
     } catch (err) {
-      const refused = refusedKey(err);
-      if (refused === undefined) return next(err);
-      return res.status(400).type("application/problem+json").send(refused);
+      return refuse(err);
     }
-    res.set(o.limiter.headers(decision, o.name, { legacy: o.legacy }));
-    if (decision.allowed) {
-      if (decision.reservation !== undefined) settleAtEnd(o, decision.reservation, req, res);
-      return next();
+    // A RedisLimiter's decision comes later; an in-memory one is answered in this turn.
+    if (typeof decision.then === "function") {
+      decision.then((d) => answer(o, d, req, res, next)).catch(refuse);
+      return;
     }
-    res.status(429).set("Cache-Control", "no-store").type("application/problem+json");
-    res.send(problem(o.limiter, decision, o.name));
+    answer(o, decision, req, res, next);
   };
+}
+
+/** Answers a request on its decision: headers, then the app (settled at the end), or a 429. */
+function answer(o, decision, req, res, next) {
+  res.set(o.limiter.headers(decision, o.name, { legacy: o.legacy }));
+  if (decision.allowed) {
+    if (decision.reservation !== undefined) settleAtEnd(o, decision.reservation, req, res);
+    return next();
+  }
+  res.status(429).set("Cache-Control", "no-store").type("application/problem+json");
+  res.send(problem(o.limiter, decision, o.name));
 }
 
 /**

@@ -1,9 +1,10 @@
 import type { AdaptiveLimiter, Limiter } from "./index.js";
+import type { RedisLimiter } from "./redis.js";
 
 /** Options of the Hono middleware. */
 export interface RateLimiterOptions<C = any> {
-  /** The limiter that decides. */
-  limiter: Limiter;
+  /** The limiter that decides (a `Limiter`, or a fleet's `RedisLimiter` of `tollgate/redis`: Node). */
+  limiter: Limiter | RedisLimiter;
   /**
    * Not needed: the headers (`RateLimit`/`RateLimit-Policy`, the 429's `violated-policies`)
    * use the limiter's own name (`new Limiter(policy, { name })`), the one its metrics use.

@@ -78,6 +78,8 @@ export function rateLimiter(opts) {
     let decision;
     try {
       decision = decide(o.limiter, String(key), cost, o.route, o.settle);
+      // A RedisLimiter's decision comes later.
+      if (typeof decision.then === "function") decision = await decision;
     } catch (err) {
       const refused = refusedKey(err);
       if (refused === undefined) throw err;

@@ -23,7 +23,7 @@ import {
   upToLimit,
 } from "./checks.js";
 import { Reservations } from "./reservations.js";
-import { DECISION_LEN, detailedAt } from "./decision.js";
+import { DECISION_LEN, detailedAt, eachNumbers } from "./decision.js";
 import { throttled } from "./throttle.js";
 
 const ALLOWED = 1;
@@ -421,11 +421,7 @@ export function limiterClass(glue) {
         }
         each = [decision];
       }
-      const n = new Float64Array(each.length * DECISION_LEN);
-      each.forEach((d, i) => {
-        n.set([d.allowed ? 1 : 0, d.limit, d.remaining, d.resetAfter, d.retryAfter, d.delay ?? 0], i * DECISION_LEN);
-      });
-      return n;
+      return eachNumbers(each);
     }
 
     /** The core's series of counts for `route` (made on its first use). */

@@ -121,7 +121,9 @@ export function settleRequest(o, reservation, req, res, cut) {
     let actual;
     if ((succeeded && s.skipOk) || (!succeeded && s.skipFailed)) actual = 0;
     else if (s.actual !== undefined) actual = s.actual(req, res);
-    o.limiter.settle(reservation, actual ?? reservation.estimate);
+    const settled = o.limiter.settle(reservation, actual ?? reservation.estimate);
+    // A RedisLimiter settles asynchronously: its failure goes the same way.
+    if (typeof settled?.then === "function") settled.then(undefined, (err) => s.onError(err, req));
   } catch (err) {
     s.onError(err, req);
   }
@@ -154,7 +156,8 @@ function nameOf(o) {
 /**
  * Decides a request with the limiter's `checkDetailed` (each limit's decision, which a
  * stack's headers and 429 body need), or `check` for a limiter-like object without it;
- * counted under `route` in the limiter's metrics when the middleware was given one.
+ * counted under `route` in the limiter's metrics when the middleware was given one. A
+ * `RedisLimiter`'s decision (each limit's too) is a promise.
  */
 export function decide(limiter, key, cost, route, settle) {
   // Charged by its response: the estimate reserved (the decision carries the reservation).

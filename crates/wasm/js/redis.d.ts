@@ -1,5 +1,5 @@
 // Types of `tollgate/redis`: one exact limit for a fleet of processes sharing one Redis.
-import type { Counts, Decision, Policy } from "./index.js";
+import type { Counts, Decision, Overage, Policy, Reservation, Settlement } from "./index.js";
 import { WaitTimeoutError } from "./index.js";
 
 /** The rejection of `acquire` when the request cannot proceed within `maxWait` (the package's class). */
@@ -132,11 +132,15 @@ export interface RedisLimiterStats {
  * for longer than `retryFor`; nothing was charged), `"redis"` (Redis answered an error
  * that is not about its availability) or `"not-connected"` (the client given is not open: a
  * node-redis client before `await client.connect()`, or a client that was closed; tollgate
- * never connects it, and never falls back for it).
+ * never connects it, and never falls back for it), or `"settle-unknown"` (a settle's
+ * outcome is not known: Redis was unavailable, `why`, or its answer was lost; settle again
+ * with the same reservation, which charges once).
  */
 export class RedisLimiterError extends Error {
-  code: "corrupt-state" | "contended" | "redis" | "not-connected";
+  code: "corrupt-state" | "contended" | "redis" | "not-connected" | "settle-unknown";
   key?: string;
+  /** `settle-unknown`: why Redis could not answer. */
+  why?: "unreachable" | "timeout" | "indeterminate";
 }
 
 /**
@@ -173,6 +177,26 @@ export class RedisLimiter {
   ): (...args: A) => Promise<R>;
   /** The key's standing without charging it. */
   peek(key: string, options?: { tenant?: string }): Promise<FleetDecision>;
+  /**
+   * Reserves `estimate` for `key`: a decision that charges it as {@link RedisLimiter.check}
+   * does and, when admitted by Redis (or its module), carries the `reservation` to settle
+   * with the real cost, in this process or any other of the same namespace and limits,
+   * Node or Rust (`tollgate-redis`). A denial, or an admission by the fallback, carries
+   * none. A leaky queue refuses reserves (`RangeError`, `rule: "not-settleable"`).
+   */
+  reserve(key: string, estimate: number): Promise<FleetDecision & { reservation?: Reservation }>;
+  /**
+   * Settles `reservation` with the `actual` cost at Redis's clock: gives back `estimate -
+   * actual` or charges `actual - estimate` (a debt by default; `overage: "up-to-limit"`
+   * charges only what is left and reports the rest `unpaid`), all or nothing, recorded in
+   * Redis so that it settles once in the fleet: settling it again, from any process,
+   * answers the first settle and charges nothing. `RangeError`s before any round trip:
+   * `foreign-key`, `foreign-policy`, `foreign-limiter` (`field: "reservation"`),
+   * `actual-too-large`, `not-settleable` (a concurrency limit); a
+   * {@link RedisLimiterError} `settle-unknown` when Redis could not answer (never settled
+   * by the fallback) or `contended`.
+   */
+  settle(reservation: Reservation, actual: number, options?: { overage?: Overage }): Promise<Settlement>;
   /** Gives back `cost` (default 1) slots of the concurrency limits for `key`. */
   release(key: string, options?: { cost?: number }): Promise<void>;
   /** Forgets `key` in every limit of the stack; whether anything was stored. */
@@ -191,6 +215,15 @@ export class RedisLimiter {
   prometheus(): string;
   /** The policies in canonical compact form, in slot order. */
   readonly policies: string[];
+  /** The limiter's name (the `name` option, default `"default"`): in its metrics, headers and 429 bodies. */
+  readonly name: string;
+  /**
+   * The response headers for a decision of this limiter, as `Limiter.headers` gives them
+   * (the core's; what the Express and Hono middleware send for it).
+   */
+  headers(decision: Decision, name?: string, options?: { legacy?: boolean }): Record<string, string>;
+  /** The application/problem+json body of a 429 for a denied decision; `undefined` when allowed. */
+  problem(decision: Decision, name?: string): string | undefined;
   /** Frees the wasm memory now instead of at garbage collection. */
   free(): void;
 }

@@ -7,6 +7,7 @@
 // limit. See index.d.ts (redis.d.ts) and crates/redis/src/lib.rs for the design.
 //   redis.js           RedisLimiter: the API (arguments, groups, acquire's wait, counts)
 //   redis/rounds.js    how requests are served: rounds per group, fallback, deny cache
+//   redis/settles.js   the settle of a reservation, once in the fleet
 //   redis/merged.js    the two scripts, by SHA1, merged on one server
 //   redis/module.js    the server's tollgate module, when it has one
 //   redis/fleet.js     the core's side: numbers and bytes in and out of wasm memory
@@ -16,7 +17,8 @@
 //   redis/options.js   the options, checked; redis/errors.js its errors
 
 import { WaitTimeoutError, waitInLine, TIMERS } from "./web/waiting.js";
-import { checkMs } from "./web/checks.js";
+import { checkCount, checkDecision, checkMs, checkName, checkReservation, upToLimit } from "./web/checks.js";
+import { eachNumbers } from "./web/decision.js";
 import { throttled } from "./web/throttle.js";
 import { WAIT_LISTENERS, countsObject, notifyWait, sourceIndex } from "./web/counts.js";
 import { prometheus } from "./metrics.js";
@@ -26,9 +28,18 @@ import { RedisLimiterError, fatal, optionError } from "./redis/errors.js";
 import { FleetLimits, waitStep, DENY_CACHE, OP_CHECK, OP_PEEK, OP_RELEASE, OP_ACQUIRE, fleetLimits } from "./redis/fleet.js";
 import { Group } from "./redis/group.js";
 import { Rounds } from "./redis/rounds.js";
+import { settleOnRedis } from "./redis/settles.js";
 import { TESTING, readOptions } from "./redis/options.js";
 
 export { WaitTimeoutError, RedisLimiterError, TESTING, prometheus };
+
+/** A reservation's id: random, never 0 (as tollgate-redis draws them), unique in the fleet by chance (2^-64 a pair). */
+function reservationId() {
+  const id = new BigUint64Array(1);
+  do crypto.getRandomValues(id);
+  while (id[0] === 0n);
+  return id[0];
+}
 
 /** Keys of at most this many UTF-16 units are within the core's bound on a key's bytes. */
 const SURELY_SHORT = FleetLimits.surelyShortKey();
@@ -48,6 +59,9 @@ export class RedisLimiter {
   #capacity;
   #base;
   #fair;
+  /** The reservations' `limiter` and `policies` (decimal strings), as tollgate-redis makes them. */
+  #issuer;
+  #fingerprint;
   /** `acquire`'s lines of waiters: group id -> waiters, the first deciding. */
   #lines = new Map();
   #stats = { redis: 0, denyCache: 0, fallback: 0, indeterminate: 0, conflicts: 0, roundTrips: 0 };
@@ -68,11 +82,42 @@ export class RedisLimiter {
     this.#capacity = this.#limits.capacity();
     this.#fair = this.#limits.policies().length > this.#base.length;
     this.#rounds = new Rounds(this.#limits, o, call, oneServer(client), this.#stats);
+    this.#issuer = String(FleetLimits.stableHash(this.#baseKey("")));
+    this.#fingerprint = String(this.#limits.fingerprint());
   }
 
   /** The limits in canonical compact form, in slot order (a fair share's tenant policy last). */
   get policies() {
     return this.#limits.policies();
+  }
+
+  /** The limiter's name (the `name` option): in its metrics and in `headers()`/`problem()`. */
+  get name() {
+    return this.#o.name;
+  }
+
+  /**
+   * The response headers for a decision of this limiter, as `Limiter.headers` gives them
+   * (the core's): `RateLimit-Policy`, `RateLimit`, `Retry-After` and `Cache-Control:
+   * no-store` when denied (and `X-RateLimit-*` with `legacy`); a stack's limits named
+   * `<name>.1`, ..., a fair share's tenant window `<name>.tenant`.
+   */
+  headers(decision, name = this.#o.name, options) {
+    const flat = this.#limits.headers(checkName(name), this.#each(decision), options?.legacy === true);
+    const out = {};
+    for (let i = 0; i < flat.length; i += 2) out[flat[i]] = flat[i + 1];
+    return out;
+  }
+
+  /** The body of a 429 for a denied decision (the core's application/problem+json); `undefined` when allowed. */
+  problem(decision, name = this.#o.name) {
+    return this.#limits.quotaExceeded(checkName(name), this.#each(decision));
+  }
+
+  /** Each limit's decision as the core reads it (a decision's `each`, always there in this limiter's). */
+  #each(decision) {
+    checkDecision(decision);
+    return eachNumbers(decision.each ?? [decision]);
   }
 
   /**
@@ -190,6 +235,64 @@ export class RedisLimiter {
    */
   throttle(fn, options) {
     return throttled(this, fn, options);
+  }
+
+  /**
+   * Reserves `estimate` for `key`: a decision that charges it as `check` does and, when
+   * admitted by Redis, carries the `reservation` to settle with the real cost (`settle`),
+   * in this process or any other of the same namespace and limits, Node or Rust
+   * (tollgate-redis). A denial, or an admission by the fallback (nothing was charged on
+   * Redis), carries none. A leaky queue refuses reserves (`not-settleable`).
+   */
+  async reserve(key, estimate) {
+    this.#limits.checkReservable();
+    const cost = checkCount("estimate", estimate);
+    const group = this.#group(key, undefined);
+    this.#limits.checkCost(cost, undefined);
+    const remembered = this.#rounds.remembered(group, cost);
+    if (remembered !== undefined) {
+      this.#limits.record(DENY_CACHE, false, remembered.limit, remembered.remaining, cost);
+      return remembered;
+    }
+    const reserve = { at: undefined };
+    const d = await this.#rounds.submit(group, OP_CHECK, cost, Infinity, reserve);
+    if (d.allowed && d.source === "redis" && reserve.at !== undefined) {
+      d.reservation = {
+        key,
+        id: String(reservationId()),
+        limiter: this.#issuer,
+        policies: this.#fingerprint,
+        keyHash: String(FleetLimits.stableHash(key)),
+        estimate: cost,
+        at: String(reserve.at),
+      };
+    }
+    return d;
+  }
+
+  /**
+   * Settles `reservation` (from `reserve`, by this process or another of the same namespace
+   * and limits) with the `actual` cost, at Redis's clock: gives back `estimate - actual` or
+   * charges `actual - estimate` by each limit's rule (the core's), all or nothing, recorded
+   * in Redis with the change so that it settles once in the fleet: settling it again, from
+   * any process, answers the first settle and charges nothing. Refused by name before any
+   * round trip: a reservation of another key, limits or namespace (`foreign-key`,
+   * `foreign-policy`, `foreign-limiter`), an `actual` that is not a whole number or above
+   * the core's bound. Rejects with a `RedisLimiterError` of code `settle-unknown` (`why`)
+   * when Redis is unavailable or its answer was lost (never settled by the fallback: settle
+   * again with the same reservation), `contended` after `retryFor` of conflicting writes.
+   */
+  async settle(reservation, actual, options) {
+    checkReservation(reservation);
+    const units = checkCount("actual", actual);
+    const upTo = upToLimit(options?.overage);
+    const r = reservation;
+    this.#limits.checkSettle(BigInt(this.#issuer), BigInt(r.limiter), BigInt(r.policies), BigInt(r.keyHash), r.key, units);
+    const group = this.#group(r.key, undefined);
+    const answer = await settleOnRedis(this.#rounds.ways, this.#limits, this.#o, group, r, units, upTo);
+    // A refund frees room: a denial remembered for the key may no longer hold.
+    if (answer.refunded > 0) this.#rounds.forget(r.key);
+    return answer;
   }
 
   /** Gives back `cost` (default 1) slots of the concurrency limits for `key`. */

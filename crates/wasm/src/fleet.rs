@@ -27,16 +27,18 @@ use tollgate::keyed::KeyedLimiter;
 use tollgate::metrics::Tally;
 use tollgate::store::fleet::{self, KeyWrite, Ttl};
 use tollgate::store::{Batch, DenyCache, Limits, Op};
-use tollgate::{DecideError, Policy, NANOS_PER_SEC};
+use tollgate::{DecideError, Nanos, Policy, State, NANOS_PER_SEC};
 use wasm_bindgen::prelude::*;
 
 use crate::{cost_units, errors, now_ns, spec, FAILED};
 
 mod counts;
 mod deny;
+mod headers;
 mod local;
 mod numbers;
 mod protocol;
+mod settle;
 
 use deny::{Denied, MAX_DENIALS};
 use local::local_limiter;
@@ -98,7 +100,66 @@ struct Io {
     /// In and out: a module reply's numbers, read in place ([`FleetLimits::module_reply`]).
     /// Only [`FleetLimits::module_buffer`] resizes it, so JavaScript keeps its address.
     module: Vec<f64>,
+    /// Out: the last [`FleetLimits::settle`]'s settle record (the core's
+    /// [`fleet::settled_record`]), which the settle script writes with the states.
+    record: Vec<u8>,
 }
+/// The clock as Redis `TIME` answers it (`secs`, `micros`), in ns.
+fn instant(secs: f64, micros: f64) -> Nanos {
+    (secs as u64)
+        .saturating_mul(NANOS_PER_SEC)
+        .saturating_add((micros as u64).saturating_mul(1_000))
+}
+
+/// The states of `slots` slots decoded from their values as read (`lens`: each value's
+/// length in `states`, one after the other; 0: absent). Throws a `TypeError` (`field:
+/// "state"`, `rule: "corrupt-state"`, `value`: the slot's index) for a value that is not a
+/// state's.
+fn loaded_states(states: &[u8], lens: &[f64], slots: usize) -> Result<Vec<Option<State>>, JsValue> {
+    let mut loaded = Vec::with_capacity(slots);
+    let mut at = 0usize;
+    for (i, len) in lens.iter().enumerate() {
+        let len = *len as usize;
+        let bytes = states.get(at..at + len).unwrap_or_default();
+        at += len;
+        let stored = fleet::decode_value(bytes).map_err(|e| {
+            let index = JsValue::from_f64(i as f64);
+            errors::option_error("state", &index, "corrupt-state", &e.to_string(), false)
+        })?;
+        loaded.push(stored.map(|s| s.state));
+    }
+    loaded.resize(slots, None);
+    Ok(loaded)
+}
+
+/// Appends the batch's writes to `out`, for each of its `slots` slots: action (0 keep, 1
+/// delete, 2 put), time to live in ms and the length of its value (a fresh write id and
+/// the state), which goes to `bytes`.
+fn put_writes(
+    out: &mut Vec<f64>,
+    bytes: &mut Vec<u8>,
+    batch: &Batch<'_>,
+    slots: usize,
+    ttl: Option<Ttl>,
+    ids: &mut fastrand::Rng,
+) {
+    let mut writes: Vec<Option<KeyWrite>> = vec![None; slots];
+    for (i, w) in fleet::key_writes(batch, ttl, || ids.u64(..)) {
+        writes[i] = Some(w);
+    }
+    bytes.clear();
+    for w in writes {
+        match w {
+            None => out.extend([0.0, 0.0, 0.0]),
+            Some(KeyWrite::Delete) => out.extend([1.0, 0.0, 0.0]),
+            Some(KeyWrite::Put { value, ttl_ms }) => {
+                bytes.extend_from_slice(&value);
+                out.extend([2.0, ttl_ms as f64, value.len() as f64]);
+            }
+        }
+    }
+}
+
 /// A request kind of [`FleetLimits::decide`]'s input as the core's [`Op`].
 fn op(kind: u32, cost: u64, max_delay_ms: f64) -> Option<Op> {
     Some(match kind {
@@ -268,22 +329,8 @@ impl FleetLimits {
         let io = &mut *self.io.borrow_mut();
         let n = slots.len().min(io.numbers.len());
         let (lens, ops) = io.numbers.split_at(n);
-        let mut loaded = Vec::with_capacity(slots.len());
-        let mut at = 0usize;
-        for (i, len) in lens.iter().enumerate() {
-            let len = *len as usize;
-            let bytes = io.states.get(at..at + len).unwrap_or_default();
-            at += len;
-            let stored = fleet::decode_value(bytes).map_err(|e| {
-                let index = JsValue::from_f64(i as f64);
-                errors::option_error("state", &index, "corrupt-state", &e.to_string(), false)
-            })?;
-            loaded.push(stored.map(|s| s.state));
-        }
-        loaded.resize(slots.len(), None);
-        let now = (secs as u64)
-            .saturating_mul(NANOS_PER_SEC)
-            .saturating_add((micros as u64).saturating_mul(1_000));
+        let loaded = loaded_states(&io.states, lens, slots.len())?;
+        let now = instant(secs, micros);
         let mut batch = Batch::new(&self.limits, &slots, loaded, now);
         let stride = 1 + 6 * (1 + slots.len());
         let out = &mut io.out;
@@ -309,22 +356,8 @@ impl FleetLimits {
             }
             out.resize(start + stride, 0.0);
         }
-        let mut writes: Vec<Option<KeyWrite>> = vec![None; slots.len()];
         let ids = &mut *self.ids.borrow_mut();
-        for (i, w) in fleet::key_writes(&batch, self.ttl.get(), || ids.u64(..)) {
-            writes[i] = Some(w);
-        }
-        io.bytes.clear();
-        for w in writes {
-            match w {
-                None => out.extend([0.0, 0.0, 0.0]),
-                Some(KeyWrite::Delete) => out.extend([1.0, 0.0, 0.0]),
-                Some(KeyWrite::Put { value, ttl_ms }) => {
-                    io.bytes.extend_from_slice(&value);
-                    out.extend([2.0, ttl_ms as f64, value.len() as f64]);
-                }
-            }
-        }
+        put_writes(out, &mut io.bytes, &batch, slots.len(), self.ttl.get(), ids);
         Ok(out.len())
     }
 

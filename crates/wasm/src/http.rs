@@ -58,6 +58,34 @@ pub fn decision(n: &[f64]) -> Decision {
     decision_from_ms(n[0] != 0.0, n[1], n[2], n[3], n[4])
 }
 
+/// The first of `policies` (a limiter's, in slot order; a fair share's tenant window last)
+/// that `each` has decisions for ([`crate::DECISION_LEN`] numbers per limit), with those
+/// decisions and every limit's name as the core names them
+/// ([`headers::limit_name`], [`headers::tenant_name`]).
+pub fn named(
+    name: &str,
+    mut policies: Vec<Policy>,
+    fair_share: bool,
+    each: &[f64],
+) -> (Vec<String>, Vec<Policy>, Vec<Decision>) {
+    let decisions: Vec<Decision> = each
+        .chunks_exact(crate::DECISION_LEN)
+        .map(decision)
+        .collect();
+    let count = policies.len() - fair_share as usize;
+    let names = (0..policies.len())
+        .map(|i| {
+            if fair_share && i == count {
+                headers::tenant_name(name)
+            } else {
+                headers::limit_name(name, i, count)
+            }
+        })
+        .collect::<Vec<String>>();
+    policies.truncate(decisions.len());
+    (names, policies, decisions)
+}
+
 /// One header item per limit: `names[i]`, `policies[i]` and `decisions[i]` (as many as
 /// `policies` has).
 pub fn items<'a>(

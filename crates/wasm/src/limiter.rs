@@ -70,7 +70,7 @@ fn check_part(field: &'static str, len: usize) -> Result<(), Failure> {
 
 /// A settlement as JS reads it: `refunded, charged, unpaid`, then each limit's three (a
 /// stack only).
-fn settlement_numbers(s: &Settlement) -> Vec<f64> {
+pub(crate) fn settlement_numbers(s: &Settlement) -> Vec<f64> {
     let total = [s.refunded, s.charged, s.unpaid];
     let each = s
         .each

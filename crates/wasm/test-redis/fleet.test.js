@@ -6,12 +6,10 @@
 // The processes start once and storm on command (a line on stdin), so the four start together.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { spawn } from "node:child_process";
 import { existsSync } from "node:fs";
 import { join } from "node:path";
-import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
-import { Server, FIFTY, repo } from "./support.js";
+import { Server, FIFTY, repo, lineClient as client } from "./support.js";
 
 const targetDir = process.env.CARGO_TARGET_DIR ?? join(repo, "target");
 const rustStorm = join(targetDir, "debug/examples/storm");
@@ -33,33 +31,6 @@ after(async () => {
   await Promise.all(clients.map((c) => c.stop()));
   await server?.stop();
 });
-
-/** A client process in serve mode: `run(line)` sends one storm and resolves with its result. */
-function client(command, args) {
-  const child = spawn(command, args, { stdio: ["pipe", "pipe", "inherit"] });
-  const lines = createInterface({ input: child.stdout });
-  const waiting = [];
-  let failed;
-  lines.on("line", (line) => waiting.shift()?.resolve(JSON.parse(line)));
-  const exited = new Promise((resolve) => child.once("exit", resolve));
-  child.on("exit", (code) => {
-    failed = new Error(`${command} ${args.join(" ")} exited with ${code}`);
-    for (const w of waiting.splice(0)) w.reject(failed);
-  });
-  const next = () => new Promise((resolve, reject) => (failed ? reject(failed) : waiting.push({ resolve, reject })));
-  return next().then(() => ({
-    run(line) {
-      const answer = next();
-      child.stdin.write(`${line}\n`);
-      return answer;
-    },
-    /** Ends its input; resolves when it exited (before the server stops under it). */
-    stop() {
-      child.stdin.end();
-      return exited;
-    },
-  }));
-}
 
 let clients = [];
 

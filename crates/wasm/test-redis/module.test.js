@@ -10,6 +10,7 @@ import Redis from "ioredis";
 import { createClient } from "redis";
 import { RedisLimiter, WaitTimeoutError, TESTING } from "tollgate/redis";
 import { Server, FIFTY, repo, assertDecision, closeAll } from "./support.js";
+import { replayOnRedis, settleVectors } from "./settle-vectors.js";
 
 const MODULE = join(process.env.CARGO_TARGET_DIR ?? join(repo, "target"), "debug/libtollgate_redis_module.so");
 
@@ -283,4 +284,52 @@ test("a module reply is read by the core's rule in wasm: the real replies as the
   };
   for (const [what, reply] of Object.entries(notDecisions)) assert.equal(replies.answer(reply), undefined, what);
   assert.deepEqual(replies.answer(stack), flat(stack), "read after replies that were not decisions");
+});
+
+for (const [name, connect] of [
+  ["ioredis", ioredis],
+  ["node-redis", nodeRedis],
+]) {
+  test(`the settle vectors replay through the module with the core's answers (${name}, test clock: NOW)`, async () => {
+    const client = await connect();
+    let steps = 0;
+    for (const v of settleVectors()) {
+      const r = await replayOnRedis(client, v, `module-settle-${name}`);
+      assert.deepEqual(r.failures, [], v.name);
+      steps += r.steps;
+    }
+    assert.ok(steps > 100, `only ${steps} steps`);
+  });
+}
+
+test("with the module, a reserve is one TOLLGATE.CHECK ... WITHTIME and a settle one TOLLGATE.SETTLE; a script client settles it again, once", async () => {
+  const c = ioredis();
+  const limiter = new RedisLimiter(c, "sliding-window 1000/1d", { namespace: "module-settle", fallback: "closed", denyCache: false });
+  await limiter.check("warm"); // the detection (COMMAND INFO), before
+  server.cli("CONFIG", "RESETSTAT");
+  const before = limiter.stats().roundTrips;
+  const d = await limiter.reserve("k", 800);
+  assert.equal(d.remaining, 200);
+  // The instant is Redis's clock in whole microseconds: exact, though ioredis rounds
+  // integers above 2^53.
+  assert.equal(BigInt(d.reservation.at) % 1000n, 0n);
+  const nowNs = BigInt(Date.now()) * 1_000_000n;
+  assert.ok(BigInt(d.reservation.at) <= nowNs + 1_000_000_000n && BigInt(d.reservation.at) > nowNs - 60_000_000_000n);
+  const done = await limiter.settle(d.reservation, 300);
+  assert.deepEqual(done, { refunded: 500, charged: 0, unpaid: 0 });
+  assert.equal(limiter.stats().roundTrips - before, 2, "1 + 1 round trips");
+  const calls = commandCalls();
+  assert.equal(calls["tollgate.check"], 1, JSON.stringify(calls));
+  assert.equal(calls["tollgate.settle"], 1, JSON.stringify(calls));
+  assert.equal(calls.evalsha, undefined, JSON.stringify(calls));
+  // The same record for the scripts: a client without the module answers the first settle.
+  const scripts = new RedisLimiter(await nodeRedis(), "sliding-window 1000/1d", { namespace: "module-settle", fallback: "closed", useModule: false });
+  assert.deepEqual(await scripts.settle(JSON.parse(JSON.stringify(d.reservation)), 100), done);
+  assert.equal((await scripts.peek("k")).remaining, 700, "800 reserved, 300 settled: charged 300, once");
+});
+
+test("the module's settle refusals are the core's errors: a concurrency limit cannot be settled", async () => {
+  const limiter = new RedisLimiter(ioredis(), "concurrency 5", { namespace: "module-settle-conc", fallback: "closed" });
+  const d = await limiter.reserve("k", 2);
+  await assert.rejects(limiter.settle(d.reservation, 1), { name: "RangeError", field: "policy", rule: "not-settleable" });
 });

@@ -4,25 +4,15 @@
 // stdin fires <checks> concurrent checks of cost 1 on <key> (a new limiter per line, one
 // connection) and prints {"admitted":n,...} as one JSON line.
 import { createInterface } from "node:readline";
-import Redis from "ioredis";
-import { createClient } from "redis";
 import { RedisLimiter } from "tollgate/redis";
+import { connectTo } from "./support.js";
 
 const [mode, url, namespace, ...flags] = process.argv.slice(2);
 if (mode !== "serve") {
   console.error("usage: node storm.js serve <redis url> <namespace> [--client ioredis|node-redis]");
   process.exit(2);
 }
-const kind = flags.includes("--client") ? flags[flags.indexOf("--client") + 1] : "ioredis";
-let client;
-if (kind === "node-redis") {
-  client = createClient({ url });
-  client.on("error", (e) => console.error(`storm: ${e.message}`));
-  await client.connect();
-} else {
-  client = new Redis(url);
-  await client.ping();
-}
+const { client, close } = await connectTo(url, flags.includes("--client") ? flags[flags.indexOf("--client") + 1] : "ioredis");
 
 async function storm(policy, key, checks) {
   const limiter = new RedisLimiter(client, policy, { namespace, fallback: "closed", timeout: 5000 });
@@ -49,5 +39,4 @@ for await (const line of createInterface({ input: process.stdin })) {
   const [policy, key, checks] = line.split("\t");
   console.log(JSON.stringify(await storm(policy, key, Number(checks))));
 }
-if (kind === "node-redis") await client.quit();
-else client.disconnect();
+await close();

@@ -1,12 +1,16 @@
 // Real redis-server processes for the tests of tollgate/redis: each on a free loopback port
 // with its own temporary directory, stopped (and the directory removed) by stop(). No mock.
+import { after, before } from "node:test";
 import { spawn, spawnSync } from "node:child_process";
+import { createInterface } from "node:readline";
 import { mkdtempSync, rmSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import assert from "node:assert/strict";
+import Redis from "ioredis";
+import { createClient } from "redis";
 
 export const repo = fileURLToPath(new URL("../../..", import.meta.url));
 
@@ -147,4 +151,85 @@ export async function closeAll(clients) {
       else await c.destroy();
     } catch {}
   }
+}
+
+/**
+ * A client process that answers each line of its stdin with one JSON line, after a first
+ * line once ready: `run(line)` sends a line and resolves with its answer; `stop()` ends its
+ * input and resolves when it exited (before the server stops under it); `kill()` kills it.
+ */
+export function lineClient(command, args) {
+  const child = spawn(command, args, { stdio: ["pipe", "pipe", "inherit"] });
+  const lines = createInterface({ input: child.stdout });
+  const waiting = [];
+  let failed;
+  lines.on("line", (line) => waiting.shift()?.resolve(JSON.parse(line)));
+  const exited = new Promise((resolve) => child.once("exit", resolve));
+  child.on("exit", (code) => {
+    failed = new Error(`${command} ${args.join(" ")} exited with ${code}`);
+    for (const w of waiting.splice(0)) w.reject(failed);
+  });
+  const next = () => new Promise((resolve, reject) => (failed ? reject(failed) : waiting.push({ resolve, reject })));
+  return next().then(() => ({
+    run(line) {
+      const answer = next();
+      child.stdin.write(`${line}\n`);
+      return answer;
+    },
+    stop() {
+      child.stdin.end();
+      return exited;
+    },
+    /** SIGKILL: the process ends at once, whatever it holds. */
+    kill() {
+      child.kill("SIGKILL");
+      return exited;
+    },
+  }));
+}
+
+/**
+ * A redis-server for the tests of one file (`extra`: its configuration arguments), started
+ * before them and stopped after them, with every client made by `ioredis(options)` and
+ * `nodeRedis()` (connected; errors reach the limiter through its calls).
+ */
+export function serverForTests(extra) {
+  const clients = [];
+  const shared = {
+    server: undefined,
+    ioredis(options = {}) {
+      const c = new Redis({ port: shared.server.port, host: "127.0.0.1", ...options });
+      c.on("error", () => {});
+      clients.push(c);
+      return c;
+    },
+    async nodeRedis() {
+      const c = createClient({ url: shared.server.url });
+      c.on("error", () => {});
+      await c.connect();
+      clients.push(c);
+      return c;
+    },
+  };
+  before(async () => {
+    shared.server = await Server.start(extra);
+  });
+  after(async () => {
+    await closeAll(clients);
+    await shared.server.stop();
+  });
+  return shared;
+}
+
+/** A connected client of `kind` (`ioredis` or `node-redis`) for a child process's `url`; `close()` ends it. */
+export async function connectTo(url, kind) {
+  if (kind === "node-redis") {
+    const client = createClient({ url });
+    client.on("error", (e) => console.error(`redis: ${e.message}`));
+    await client.connect();
+    return { client, close: () => client.quit() };
+  }
+  const client = new Redis(url);
+  await client.ping();
+  return { client, close: () => client.disconnect() };
 }

@@ -10,25 +10,10 @@ import { serve as honoServe } from "@hono/node-server";
 import { Limiter } from "tollgate";
 import { rateLimit } from "tollgate/express";
 import { rateLimiter } from "tollgate/hono";
+import { watchSettles } from "./watch-settles.js";
 
 /** A real limiter whose settles the test can wait for (the middleware settles after the response is sent). */
-function watched(policy) {
-  const l = new Limiter(policy);
-  const settles = [];
-  let wake = () => {};
-  const settle = l.settle.bind(l);
-  l.settle = (...args) => {
-    const s = settle(...args);
-    settles.push(s);
-    wake();
-    return s;
-  };
-  l.settled = async (n) => {
-    while (settles.length < n) await new Promise((r) => (wake = r));
-    return settles;
-  };
-  return l;
-}
+const watched = (policy) => watchSettles(new Limiter(policy));
 
 const express_ = {
   name: "Express",

@@ -15,7 +15,7 @@ function limiterFor(Limiter, spec) {
 }
 
 /** Whether `got` has every field of `want` with the same value (arrays: element by element, same length). */
-function matches(want, got) {
+export function matches(want, got) {
   if (Array.isArray(want)) {
     return Array.isArray(got) && want.length === got.length && want.every((w, i) => matches(w, got[i]));
   }

@@ -18,7 +18,9 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
 
 use redis::aio::ConnectionLike;
-use tollgate::settle::{check_reservable, fingerprint, Overage, Reservation, Settlement};
+use tollgate::settle::{
+    check_reservable, fingerprint, stable_hash, Overage, Reservation, Settlement,
+};
 use tollgate::store::fleet::settle_command::{self, SettleArgs};
 use tollgate::store::fleet::{self, Commit};
 use tollgate::store::Batch;
@@ -50,16 +52,6 @@ impl std::fmt::Display for NotSettled {
 }
 
 impl std::error::Error for NotSettled {}
-
-/// FNV-1a of `bytes`: a hash that is the same in every process (a reservation made by one
-/// process is settled by another, or by the same one after a restart).
-fn stable_hash(bytes: &[u8]) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in bytes {
-        h = (h ^ u64::from(*b)).wrapping_mul(0x0000_0100_0000_01b3);
-    }
-    h
-}
 
 impl<C> RedisLimiter<C>
 where

@@ -32,3 +32,10 @@ export class Unavailable extends Error {
     this.cause = cause;
   }
 }
+
+/** The core's `corrupt-state` error for a slot of `group` as the store's, naming the key; any other error as it is. */
+export function keyed(group, e) {
+  if (e?.rule !== "corrupt-state") return e;
+  const key = group.keys[e.value];
+  return new RedisLimiterError("corrupt-state", `key ${key}: ${e.message}`, { key });
+}

@@ -165,15 +165,8 @@ export function classify(e, write) {
  */
 export function decide(limits, group, read, round) {
   const n = group.keys.length;
-  limits.prepare(read.size, n + 3 * round.length);
+  const numbers = putRead(limits, read, n, 3 * round.length);
   const memory = views();
-  let at = limits.statesPtr();
-  for (const part of read.parts) {
-    memory.u8.set(part, at);
-    at += part.length;
-  }
-  const numbers = limits.numbersPtr() / 8;
-  for (let i = 0; i < n; i++) memory.f64[numbers + i] = read.lens[i];
   for (let i = 0; i < round.length; i++) {
     const op = numbers + n + 3 * i;
     memory.f64[op] = round[i].kind;
@@ -186,14 +179,43 @@ export function decide(limits, group, read, round) {
 }
 
 /**
- * The commit script's arguments for the last decision's writes (at `w` in `out`, with the
- * values at `bytesPtr`), or undefined when nothing changed: `cas` (or `blind`), then per
- * slot its version read, the action, the new value (a fresh write id and the state, made
- * by the core) and its time to live (the core's rule).
+ * Writes the states `read` of `n` slots into the limits' input buffers (their values, then
+ * their lengths, with room for `extra` numbers after them); returns where the numbers are
+ * (index of f64s in wasm memory).
  */
-export function commitArgs(limits, versions, out, w, blind) {
+function putRead(limits, read, n, extra) {
+  limits.prepare(read.size, n + extra);
+  const memory = views();
+  let at = limits.statesPtr();
+  for (const part of read.parts) {
+    memory.u8.set(part, at);
+    at += part.length;
+  }
+  const numbers = limits.numbersPtr() / 8;
+  for (let i = 0; i < n; i++) memory.f64[numbers + i] = read.lens[i];
+  return numbers;
+}
+
+/**
+ * FleetLimits.settle of a reservation (`estimate` charged at `at`, ns, a BigInt) with
+ * `actual` (`upTo`: an overage up to the limit only) on the states `read` of `n` slots: its
+ * output numbers (the settlement's count and numbers, then the writes, whose values stay at
+ * `bytesPtr` until the next call), or the core's error.
+ */
+export function settleAnswer(limits, read, n, estimate, at, actual, upTo) {
+  putRead(limits, read, n, 0);
+  return outNumbers(limits, limits.settle(read.secs, read.micros, estimate, at, actual, upTo));
+}
+
+/**
+ * The commit script's arguments for the last decision's writes (at `w` in `out`, with the
+ * values at `bytesPtr`), or undefined when nothing changed (unless `always`): `cas` (or
+ * `blind`), then per slot its version read, the action, the new value (a fresh write id and
+ * the state, made by the core) and its time to live (the core's rule).
+ */
+export function commitArgs(limits, versions, out, w, blind, always = false) {
   const n = versions.length;
-  let changed = false;
+  let changed = always;
   for (let i = 0; i < n; i++) if (out[w + 3 * i] !== 0) changed = true;
   if (!changed) return undefined;
   const args = [blind ? "blind" : "cas"];

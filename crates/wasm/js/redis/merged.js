@@ -1,14 +1,15 @@
-// tollgate/redis: the protocol's two scripts (crates/redis/lua/), sent by SHA1, and on one
+// tollgate/redis: the protocol's scripts (crates/redis/lua/), sent by SHA1, and on one
 // server the calls of several keys merged into one (see ../redis.js).
 
 import { createHash } from "node:crypto";
-import { READ_SCRIPT, COMMIT_SCRIPT } from "./scripts.js";
+import { READ_SCRIPT, COMMIT_SCRIPT, SETTLE_SCRIPT } from "./scripts.js";
 import { isReply, toBuffer, text } from "./clients.js";
 import { FleetLimits, SEND_BODY, VERSION_BYTES } from "./fleet.js";
 
 const sha1 = (text) => createHash("sha1").update(text).digest("hex");
 const READ_SHA = sha1(READ_SCRIPT);
 const COMMIT_SHA = sha1(COMMIT_SCRIPT);
+const SETTLE_SHA = sha1(SETTLE_SCRIPT);
 
 /**
  * The read and the commit script: by SHA1 (the server's script cache), and when Redis lost
@@ -35,6 +36,14 @@ export class Scripts {
   /** The commit script's reply for `keys` and `args` (the mode, then four per key). */
   commit(keys, args) {
     return this.#send(COMMIT_SHA, COMMIT_SCRIPT, keys, args);
+  }
+
+  /**
+   * The settle script's reply for `keys` (the slots, then the settle record) and `args`
+   * (the commit's, then the record and its time to live). Never merged: its reply is its own.
+   */
+  settle(keys, args) {
+    return this.#send(SETTLE_SHA, SETTLE_SCRIPT, keys, args);
   }
 
   async #send(sha, text, keys, args) {

@@ -1,10 +1,27 @@
 // tollgate/redis: the server's tollgate module (TOLLGATE.CHECK / TOLLGATE.PEEK /
-// TOLLGATE.RELEASE), when it has one: each request one command, decided atomically inside
-// Redis by the same core (see ../redis.js; rounds.js sends them).
+// TOLLGATE.RELEASE / TOLLGATE.SETTLE), when it has one: each request one command, decided
+// atomically inside Redis by the same core (see ../redis.js; rounds.js and settles.js send
+// them).
 
 import { LOOK } from "../web/waiting.js";
 import { RedisLimiterError, Unavailable, fatal } from "./errors.js";
 import { ModuleReplies, OP_ACQUIRE, OP_PEEK, OP_RELEASE, classify, releaseError } from "./fleet.js";
+import { settleError } from "./settles.js";
+
+/** Where a `WITHTIME` reply carries the instant decided at: after the six fields and each limit's. */
+const DECIDED_AT = 7;
+
+/**
+ * The instant of a `WITHTIME` reply (ns) as a BigInt. An integer reply above 2^53 reaches
+ * JavaScript rounded by ioredis (and node-redis, unless mapped to strings), by at most 128
+ * ns; the module decides at Redis's clock in whole microseconds (crates/redis-module,
+ * `server_now`; a test clock in whole ms), so the nearest whole microsecond is the exact
+ * instant.
+ */
+function instantOf(v) {
+  if (typeof v === "number" && Number.isFinite(v)) return BigInt(Math.round(v / 1000)) * 1000n;
+  return BigInt(String(v));
+}
 
 /** The module's command for each request kind. */
 const MODULE_COMMAND = ["TOLLGATE.CHECK", "TOLLGATE.PEEK", "TOLLGATE.RELEASE", "TOLLGATE.CHECK"];
@@ -70,6 +87,7 @@ export class Module {
       args[0] = "TOLLGATE.PEEK";
       if (p.cost === 1) args.push("COST", "1");
     } else if (p.kind === OP_ACQUIRE && p.maxDelay !== Infinity) args.push("MAXDELAY", String(p.maxDelay));
+    if (p.reserve !== undefined) args.push("WITHTIME"); // the instant, which the reservation carries
     if (now !== undefined) args.push("NOW", String(now)); // a server loaded with TESTCLOCK
     let value;
     try {
@@ -87,6 +105,34 @@ export class Module {
     if (p.kind === OP_RELEASE) return undefined;
     const out = this.#replies.answer(value);
     if (out === undefined) throw new RedisLimiterError("redis", "redis: unexpected module reply");
+    if (p.reserve !== undefined) p.reserve.at = instantOf(value[DECIDED_AT]);
     return out;
+  }
+
+  /**
+   * `TOLLGATE.SETTLE` for `group` with `args` (the core's five: id, at, estimate, actual,
+   * overage; FleetLimits.settleArgs) and the limiter's limits (`now`: a test clock's ms):
+   * resolves to its reply's settle record. Rejects with an `Unavailable` when it may have run
+   * but its answer was lost, else with the error for the caller (the core's own for a settle
+   * it refuses).
+   */
+  async settle(group, args, now) {
+    const command = ["TOLLGATE.SETTLE", group.base, ...args, ...this.limitArgs(undefined)];
+    if (now !== undefined) command.push("NOW", String(now));
+    let value;
+    try {
+      value = await this.#call(command);
+    } catch (error) {
+      const c = classify(error, true);
+      if (c instanceof Unavailable) throw c;
+      const message = String(error.message);
+      if (/unknown command/i.test(message)) this.#known = undefined;
+      // A settle the core refuses (a concurrency limit): its own error, as on the script path.
+      const [, at, estimate, actual, overage] = args;
+      const refused = /^(ERR )?[a-z-]+: /.test(message) ? settleError(this.#limits, group, Number(estimate), BigInt(at), Number(actual), overage === "UPTOLIMIT") : undefined;
+      throw refused ?? fatal(error);
+    }
+    if (!Array.isArray(value)) throw new RedisLimiterError("redis", "redis: unexpected module reply");
+    return value[0];
   }
 }

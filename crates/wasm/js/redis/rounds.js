@@ -6,12 +6,13 @@
 // serve, the declared fallback decides, and Redis is probed again after `probeEvery` ms.
 // Denials are remembered in the core's deny cache and answered without a round trip.
 
-import { Unavailable, RedisLimiterError } from "./errors.js";
+import { Unavailable, RedisLimiterError, keyed } from "./errors.js";
 import { text } from "./clients.js";
 import { DECISION_LEN } from "../web/decision.js";
 import {
   FAILED,
   FALLBACK,
+  FleetLimits,
   OP_ACQUIRE,
   OP_CHECK,
   OP_RELEASE,
@@ -93,10 +94,14 @@ export class Rounds {
     if (this.#o.denyCache && this.#o.clock === undefined) this.#denials = this.#limits.remember(group.key, group.tenant, cost, sent, numbers);
   }
 
-  /** Queues a request for its group; the first of an idle group runs the group's rounds. */
-  submit(group, kind, cost, maxDelay = Infinity) {
+  /**
+   * Queues a request for its group; the first of an idle group runs the group's rounds.
+   * `reserve` (a reserve's check): an object whose `at` is set to the instant decided at
+   * (ns, a BigInt) when Redis decided it.
+   */
+  submit(group, kind, cost, maxDelay = Infinity, reserve = undefined) {
     return new Promise((resolve, reject) => {
-      const pending = { kind, cost, maxDelay, resolve, reject };
+      const pending = { kind, cost, maxDelay, reserve, resolve, reject };
       const queue = this.#groups.get(group.id);
       if (queue !== undefined) {
         queue.push(pending);
@@ -150,10 +155,7 @@ export class Rounds {
       try {
         out = decide(this.#limits, group, read, round);
       } catch (e) {
-        if (e?.rule === "corrupt-state") {
-          throw new RedisLimiterError("corrupt-state", `key ${group.keys[e.value]}: ${e.message}`, { key: group.keys[e.value] });
-        }
-        throw e;
+        throw keyed(group, e);
       }
       // The errors of failed requests are taken now: the next round's decide replaces them.
       let errors;
@@ -191,6 +193,7 @@ export class Rounds {
       for (let i = 0; i < round.length; i++) {
         const p = round[i];
         const at = i * stride;
+        if (p.reserve !== undefined) p.reserve.at = FleetLimits.instant(read.secs, read.micros);
         const status = out[at];
         if (status === FAILED) p.reject(errors[i]);
         else if (status === RELEASED) p.resolve(undefined);
@@ -243,12 +246,32 @@ export class Rounds {
   }
 
   /**
+   * The way to Redis of a settle (settles.js), which never falls back: the scripts, the
+   * module (when `useModule`), the counts, whether Redis is taken as down, and how to count
+   * a failure and take it as down until the next probe.
+   */
+  get ways() {
+    return {
+      scripts: this.#scripts,
+      module: this.#module,
+      stats: this.#stats,
+      down: () => this.#downUntil !== 0 && performance.now() < this.#downUntil,
+      failed: (why) => this.#failed(why),
+    };
+  }
+
+  /** Counts a failure (`why`) and takes Redis as down until the next probe. */
+  #failed(why) {
+    this.#limits.recordFailure(behaviourIndex(this.#o.fallback), reasonIndex(why));
+    this.#downUntil = performance.now() + this.#o.probeEvery;
+  }
+
+  /**
    * Redis could not serve (`why`: unreachable, timeout, indeterminate): counts the failure,
    * takes Redis as down until the next probe, and decides `round` with the fallback.
    */
   #down(group, round, why) {
-    this.#limits.recordFailure(behaviourIndex(this.#o.fallback), reasonIndex(why));
-    this.#downUntil = performance.now() + this.#o.probeEvery;
+    this.#failed(why);
     return this.#fallBack(group, round, why);
   }
 

@@ -5,12 +5,12 @@ use tollgate::{Decision, Policy};
 use wasm_bindgen::prelude::*;
 
 use super::Core;
-use crate::{http, DECISION_LEN};
+use crate::http;
 
 #[wasm_bindgen]
 impl Core {
     /// The response headers for a decision of this limiter, flattened as `[name, value,
-    /// ...]`: `each` holds each limit's decision ([`DECISION_LEN`] numbers per limit, in
+    /// ...]`: `each` holds each limit's decision ([`crate::DECISION_LEN`] numbers per limit, in
     /// stack order; a fair share's tenant window last, when the request had one). Limits
     /// are named as [`tollgate::headers::limit_name`] and
     /// [`tollgate::headers::tenant_name`] say; the core chooses the binding one(s).
@@ -33,22 +33,6 @@ impl Core {
 
     /// The first limits of this limiter that `each` has decisions for, with their names.
     fn named(&self, name: &str, each: &[f64]) -> (Vec<String>, Vec<Policy>, Vec<Decision>) {
-        let mut policies = self.limiter.policies();
-        let decisions: Vec<Decision> = each
-            .chunks_exact(DECISION_LEN)
-            .map(http::decision)
-            .collect();
-        let count = policies.len() - self.fair_share as usize;
-        let names = (0..policies.len())
-            .map(|i| {
-                if self.fair_share && i == count {
-                    tollgate::headers::tenant_name(name)
-                } else {
-                    tollgate::headers::limit_name(name, i, count)
-                }
-            })
-            .collect::<Vec<String>>();
-        policies.truncate(decisions.len());
-        (names, policies, decisions)
+        http::named(name, self.limiter.policies(), self.fair_share, each)
     }
 }

@@ -75,8 +75,21 @@ async function fleetUse(): Promise<void> {
   } catch (e) {
     if (e instanceof RedisLimiterError && e.code === "corrupt-state") void e.key;
   }
+  const reserved = await fleet.reserve("llm", 800);
+  if (reserved.reservation !== undefined) {
+    const kept: string = JSON.stringify(reserved.reservation);
+    try {
+      const settled = await fleet.settle(JSON.parse(kept), 312, { overage: "up-to-limit" });
+      void [settled.refunded, settled.charged, settled.unpaid];
+    } catch (e) {
+      if (e instanceof RedisLimiterError && e.code === "settle-unknown") void e.why;
+    }
+  }
+  const h: Record<string, string> = fleet.headers(reserved, fleet.name, { legacy: true });
+  void [h, fleet.problem(reserved)];
 }
 void fleetUse;
+rateLimit({ limiter: fleet, cost: { estimate: () => 1000, actual: () => 120 } });
 
 // Counts (tollgate/metrics, tollgate/otel).
 import type { Counts } from "tollgate";
