@@ -141,3 +141,36 @@ test("on a phone: the chart's text is at least 12 px, no label clipped or overla
   assert.deepEqual(phone.problems, []);
   await phone.close();
 });
+
+test("a bad capacity or load is a RangeError naming the field and rule, and the run keeps its values", async () => {
+  const errors = await page.evaluate(async () => {
+    // The module the page initialised (same URL, same instance).
+    const { Simulation } = await import("/pkg/tollgate_wasm.js");
+    const caught = (f) => { try { f(); return null; } catch (e) { return `${e.name} ${e.field} ${e.rule}`; } };
+    const sim = new Simulation(100, 20000, false, 1);
+    const out = {
+      fraction: caught(() => { sim.workers = 2.5; }),
+      tooMany: caught(() => { sim.workers = 1001; }),
+      zero: caught(() => { sim.load = 0; }),
+      negative: caught(() => { sim.load = -5; }),
+      nan: caught(() => { sim.load = NaN; }),
+      tooMuch: caught(() => { sim.load = 1e9; }),
+      ticks: caught(() => sim.step(1001)),
+      constructed: caught(() => new Simulation(-1, 1000, false, 1)),
+      kept: [sim.workers, sim.load],
+    };
+    sim.free();
+    return out;
+  });
+  assert.deepEqual(errors, {
+    fraction: "RangeError workers out-of-range",
+    tooMany: "RangeError workers out-of-range",
+    zero: "RangeError load zero",
+    negative: "RangeError load negative",
+    nan: "RangeError load not-a-number",
+    tooMuch: "RangeError load too-large",
+    ticks: "RangeError ticks too-large",
+    constructed: "RangeError workers out-of-range",
+    kept: [100, 20000],
+  });
+});

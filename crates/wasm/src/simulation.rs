@@ -49,14 +49,20 @@ const MAX_TICKS: u32 = 1000;
 const MAX_LOAD: f64 = 2.0 * MAX_WORKERS as f64 * 100.0;
 
 fn check_load(load: f64) -> Result<f64, JsValue> {
-    if !(load.is_finite() && load > 0.0) {
-        return Err(option_error(
-            "load",
-            &load.into(),
-            "not-positive",
-            "must be a positive finite number of requests per second",
-            true,
-        ));
+    let broken = if !load.is_finite() {
+        Some((
+            "not-a-number",
+            "must be a finite number of requests per second",
+        ))
+    } else if load == 0.0 {
+        Some(("zero", "must be more than 0 requests per second"))
+    } else if load < 0.0 {
+        Some(("negative", "must be more than 0 requests per second"))
+    } else {
+        None
+    };
+    if let Some((rule, explanation)) = broken {
+        return Err(option_error("load", &load.into(), rule, explanation, true));
     }
     if load > MAX_LOAD {
         return Err(option_error(
@@ -70,7 +76,8 @@ fn check_load(load: f64) -> Result<f64, JsValue> {
     Ok(load)
 }
 
-/// The model's own refusal (the checks above come first, so this names what it says).
+/// The model's own refusal of a load [`check_load`] let through (none: its rule is the
+/// model's, positive and finite, checked first so that the error names the JS rule).
 fn sim_error(e: SimError) -> JsValue {
     option_error("load", &JsValue::UNDEFINED, "invalid", &e.to_string(), true)
 }
