@@ -17,7 +17,7 @@ echo "--- lint"
 cargo fmt -p tollgate-wasm --check
 cargo clippy -q -p tollgate-wasm --all-targets --target wasm32-unknown-unknown -- -D warnings
 cargo clippy -q -p tollgate-wasm --all-targets -- -D warnings
-cargo clippy -q -p tollgate-wasm --all-targets --features state-json --target wasm32-unknown-unknown -- -D warnings
+cargo clippy -q -p tollgate-wasm --all-targets --features state-json,adapt-sim --target wasm32-unknown-unknown -- -D warnings
 cargo clippy -q -p tollgate-wasm --all-targets --features store,metrics-text --target wasm32-unknown-unknown -- -D warnings
 cargo clippy -q -p tollgate-wasm --features uncounted --target wasm32-unknown-unknown -- -D warnings
 # The Redis entry's docs (its features; 70-package checks the default build's workspace docs).

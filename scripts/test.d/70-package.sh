@@ -24,7 +24,7 @@ repo=$PWD
 
 # The publishable crates, dependencies first. A new crate joins here (see the checklist in
 # the report of issue 28: versions on path dependencies, include, metadata, licenses).
-crates=(tollgate tollgate-http tollgate-config tollgate-redis tollgate-tower tollgate-redis-module tollgate-cli tollgate-rls)
+crates=(tollgate tollgate-http tollgate-config tollgate-adapt-sim tollgate-redis tollgate-tower tollgate-redis-module tollgate-cli tollgate-rls)
 version=$(sed -nE 's/^version = "([^"]+)"/\1/p' Cargo.toml | head -1)
 
 echo "--- cargo package (verified) of ${crates[*]}"

@@ -18,6 +18,8 @@
 //! * `fleet` (the `store` feature, `pkg/redis/` only): `FleetLimits`, the core's side of
 //!   `tollgate/redis`.
 //! * `stateless` (the `state-json` feature): `decide_state`.
+//! * `simulation` (the `adapt-sim` feature, the demo page's build only): [`Simulation`], the
+//!   adaptive concurrency simulator of `tollgate adapt simulate` stepped from JS.
 //!
 //! ## Crossing the boundary cheaply
 //! A decision is six numbers. Building a JS object in Rust per call would cost more than the
@@ -53,6 +55,8 @@ mod fleet;
 mod http;
 mod limiter;
 mod metrics;
+#[cfg(feature = "adapt-sim")]
+mod simulation;
 mod spec;
 #[cfg(feature = "state-json")]
 mod stateless;
@@ -73,6 +77,8 @@ pub use adaptive::AdaptiveCore;
 pub use fleet::FleetLimits;
 pub use http::{Backoff, *};
 pub use limiter::{Core, KEY_MAX, OUT_LEN, RESERVATION_LEN};
+#[cfg(feature = "adapt-sim")]
+pub use simulation::Simulation;
 #[cfg(feature = "state-json")]
 pub use stateless::decide_state;
 pub use wait::{wait_step, GIVE_UP};

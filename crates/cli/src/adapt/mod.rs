@@ -3,10 +3,11 @@
 //! gradient controller (the core's) against a static limit and Netflix's Gradient2 and
 //! Vegas and Envoy's gradient controller written from their published descriptions; one
 //! table per scenario, and an SVG of the limit and the latency over time.
+//!
+//! The model (the server, the controllers, the baselines, the random numbers) is the
+//! `tollgate-adapt-sim` crate's, shared with the demo page's build of the npm package;
+//! the scenarios, their bounds, the table and the plot are the CLI's.
 
-pub mod baselines;
-pub mod controller;
+pub use tollgate_adapt_sim::{baselines, controller, rng, sim};
 pub mod plot;
-pub mod rng;
 pub mod scenario;
-pub mod sim;

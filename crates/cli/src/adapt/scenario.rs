@@ -13,7 +13,7 @@ use tollgate::{Nanos, NANOS_PER_SEC};
 
 use crate::adapt::baselines::{Envoy, Gradient2, Vegas};
 use crate::adapt::controller::{Bounds, Controller, Static, Tollgate};
-use crate::adapt::sim::{run, Schedule, Service, Setup, Tick, TICK};
+use crate::adapt::sim::{percentile, run, Schedule, Service, Setup, SimError, Tick, TICK};
 
 const SEC: Nanos = NANOS_PER_SEC;
 const MS: Nanos = 1_000_000;
@@ -183,14 +183,6 @@ pub struct Report {
     pub lines: Vec<Line>,
 }
 
-fn percentile(values: &mut [u32], pct: usize) -> f64 {
-    if values.is_empty() {
-        return 0.0;
-    }
-    let i = ((values.len() * pct).div_ceil(100)).clamp(1, values.len()) - 1;
-    *values.select_nth_unstable(i).1 as f64 / 1000.0
-}
-
 /// The 1-second means of the limit and the 1-second p99s (ms), from `from`.
 fn seconds(ticks: &[Tick]) -> Vec<(f64, f64)> {
     ticks
@@ -203,9 +195,9 @@ fn seconds(ticks: &[Tick]) -> Vec<(f64, f64)> {
         .collect()
 }
 
-fn unloaded_p99(service: Service, seed: u64) -> Option<f64> {
+fn unloaded_p99(service: Service, seed: u64) -> Result<Option<f64>, SimError> {
     if service == Service::Hang {
-        return None;
+        return Ok(None);
     }
     let setup = Setup {
         workers: constant(WORKERS),
@@ -214,9 +206,9 @@ fn unloaded_p99(service: Service, seed: u64) -> Option<f64> {
         timeout: SEC,
         duration: 30 * SEC,
     };
-    let ticks = run(&setup, &mut Static::new(u64::MAX), seed);
+    let ticks = run(&setup, &mut Static::new(u64::MAX), seed)?;
     let mut all: Vec<u32> = ticks.iter().flat_map(|t| t.latencies.clone()).collect();
-    Some(percentile(&mut all, 99))
+    Ok(Some(percentile(&mut all, 99)))
 }
 
 /// The first second from which `ok` holds for every second up to `until` (an index), if
@@ -355,11 +347,32 @@ fn convergence(id: &str) -> &'static str {
     }
 }
 
+/// Why a scenario cannot run: a controller's parameters or the simulation's setup.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum ScenarioError {
+    /// A controller refused its parameters.
+    Controller(ParamError),
+    /// The simulator refused the setup.
+    Setup(SimError),
+}
+
+impl std::fmt::Display for ScenarioError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            // Each names its field already.
+            ScenarioError::Controller(e) => e.fmt(f),
+            ScenarioError::Setup(e) => e.fmt(f),
+        }
+    }
+}
+
+impl std::error::Error for ScenarioError {}
+
 /// Runs every controller on `scenario` (one thread each) with `seed`.
-pub fn run_scenario(scenario: &Scenario, seed: u64) -> Result<Report, ParamError> {
-    let unloaded = unloaded_p99(scenario.setup.service, seed);
+pub fn run_scenario(scenario: &Scenario, seed: u64) -> Result<Report, ScenarioError> {
+    let unloaded = unloaded_p99(scenario.setup.service, seed).map_err(ScenarioError::Setup)?;
     let p99_max = unloaded.map_or(f64::INFINITY, |p| 1.5 * p);
-    let controllers = controllers(seed)?;
+    let controllers = controllers(seed).map_err(ScenarioError::Controller)?;
     let from = (scenario.measure_from / TICK) as usize;
     let capacity: f64 = {
         let setup = &scenario.setup;
@@ -387,8 +400,10 @@ pub fn run_scenario(scenario: &Scenario, seed: u64) -> Result<Report, ParamError
         handles
             .into_iter()
             .map(|h| h.join().expect("a simulation thread does not panic"))
-            .collect::<Vec<_>>()
-    });
+            .map(|(name, ticks)| ticks.map(|t| (name, t)))
+            .collect::<Result<Vec<_>, _>>()
+    })
+    .map_err(ScenarioError::Setup)?;
     let lines = lines
         .into_iter()
         .map(|(name, ticks)| {

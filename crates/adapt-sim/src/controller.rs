@@ -1,6 +1,6 @@
 //! The controllers the simulator runs, behind one interface: tollgate's gradient
 //! controller (the core's, adapted, never re-implemented) and a static limit. The other
-//! baselines are in [`crate::adapt::baselines`].
+//! baselines are in [`crate::baselines`].
 
 use tollgate::adaptive::gradient::{self, Gradient, GradientParams, GradientState};
 use tollgate::adaptive::{Outcome, ParamError};

@@ -10,8 +10,8 @@
 use tollgate::adaptive::Outcome;
 use tollgate::Nanos;
 
-use crate::adapt::controller::{Bounds, Controller};
-use crate::adapt::rng::Rng;
+use crate::controller::{Bounds, Controller};
+use crate::rng::Rng;
 
 /// Concurrency-limits' exponential average: the plain mean of the first `warmup`
 /// samples, then `value += (sample - value) * 2 / (window + 1)`.
