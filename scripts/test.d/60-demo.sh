@@ -17,5 +17,5 @@ echo "--- build (www/pkg, www/data)"
 bash www/build.sh
 
 echo "--- page tests (static server), then live mode (wrangler dev)"
-node --test --test-concurrency=1 --test-reporter=spec www/test/page.test.mjs www/test/controls.test.mjs www/test/adaptive.test.mjs www/test/live.test.mjs
+node --test --test-concurrency=1 --test-reporter=spec www/test/page.test.mjs www/test/streams.test.mjs www/test/controls.test.mjs www/test/adaptive.test.mjs www/test/live.test.mjs
 echo "screenshots: $(ls artifacts/demo/*.png | wc -l) in artifacts/demo/"

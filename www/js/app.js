@@ -12,6 +12,7 @@ import { compare, parseTrace } from "./compare.js";
 import { Session, upperBound } from "./session.js";
 import { setupLive } from "./live.js";
 import { setupAdaptive } from "./adaptive.js";
+import { setupStreams } from "./streams.js";
 
 const $ = (id) => document.getElementById(id);
 const WINDOW_TEXT = { 500: "500ms", 1000: "s", 2000: "2s", 5000: "5s", 10000: "10s" };
@@ -449,6 +450,7 @@ async function main() {
   setupCompare();
   requestAnimationFrame(loop);
   await burstExperiment();
+  setupStreams();
   setupAdaptive();
   setupLive();
   $("boot").textContent = "Core loaded: decisions below are made by tollgate's WebAssembly build.";
