@@ -29,11 +29,14 @@ async function costOrigin() {
 }
 
 const config = {
-  settings: { deny_cache: false, stats_flush_ms: 3600000 },
+  // test_clock: the 200-stream scenario passes `now` to the check API.
+  settings: { deny_cache: false, stats_flush_ms: 3600000, test_clock: true },
   policies: {
     login: { limit: "fixed-window 3/h", key: "ip" },
     tokens: { limit: "fixed-window 1000/h", key: "ip" },
     api: { limit: "fixed-window 10/h", key: "ip" },
+    // The 200-stream scenario's budget (through the check API).
+    team: { limit: "fixed-window 10000/h", key: "ip" },
   },
   routes: [
     { path: "/login/", policies: ["login"], settle: { count_statuses: [401] } },
@@ -138,4 +141,43 @@ test("a check answered after the worker's timeout is settled to nothing", async 
     await edge.dispose();
     await origin.close();
   }
+});
+
+/** 200 streams (a fixed LCG): estimates 100-1,000 tokens, each using 30% to 100% of it. */
+function streams() {
+  let seed = 7n;
+  const next = (n) => {
+    seed = (seed * 6364136223846793005n + 1442695040888963407n) & 0xffffffffffffffffn;
+    return Number((seed >> 33n) % BigInt(n));
+  };
+  return Array.from({ length: 200 }, () => {
+    const estimate = 100 + next(901);
+    return { estimate, actual: Math.round((estimate * (30 + next(71))) / 100) };
+  });
+}
+
+test("200 concurrent streams reserve and settle on one budget of 10,000 exactly", async () => {
+  await withEdge(async (edge) => {
+    const at = { key: "team-1", policy: "team", now: 1_000 };
+    const list = streams();
+    // Every stream reserves at once: the object admits estimates while they fit.
+    const reserved = await Promise.all(list.map((s) => edge.api("/v1/reserve", { ...at, cost: s.estimate })));
+    for (const r of reserved) assert.equal(r.status, 200, JSON.stringify(r.body));
+    const admitted = list.map((s, i) => ({ ...s, id: reserved[i].body.reservation })).filter((s) => s.id);
+    assert.ok(admitted.length > 0 && admitted.length < list.length, `${admitted.length} admitted`);
+    // The budget is never passed: what was admitted fits in it.
+    assert.ok(admitted.reduce((n, s) => n + s.estimate, 0) <= 10_000);
+    // Every one settles at once, every fifth twice (a client retry): charged once.
+    const settles = admitted.flatMap((s, i) => {
+      const body = { ...at, reservation: s.id, actual: s.actual };
+      return i % 5 === 0 ? [body, body] : [body];
+    });
+    const settled = await Promise.all(settles.map((b) => edge.api("/v1/settle", b)));
+    for (const r of settled) assert.equal(r.status, 200, JSON.stringify(r.body));
+    // At rest the count is the admitted streams' actual costs, exactly.
+    const used = admitted.reduce((n, s) => n + s.actual, 0);
+    const peek = await edge.api("/v1/peek", at);
+    assert.equal(peek.status, 200, JSON.stringify(peek.body));
+    assert.equal(peek.body.remaining, 10_000 - used);
+  });
 });
