@@ -23,6 +23,7 @@
 //             adaptive/queue a route's waiting requests (leaf), adaptive/limit one
 //             route's controller, queue and permit (queue)
 mod adaptive;
+mod aimd;
 mod answer;
 mod body;
 mod builder;
@@ -48,6 +49,7 @@ mod target;
 pub use adaptive::{
     Adaptive, AdaptiveBuilder, AdaptiveFuture, AdaptiveLayer, MAX_QUEUE_DEADLINE, MAX_WAITING,
 };
+pub use aimd::{AimdLimit, AimdLimitLayer, BoxError, LimitFull};
 pub use body::ResponseBody;
 pub use builder::{Builder, MAX_OVERRIDES};
 pub use future::ResponseFuture;
