@@ -11,7 +11,7 @@
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { join } from "node:path";
-import { serveWww, launch, open, artifacts, labelProblems, smallestSvgText } from "./browser.mjs";
+import { serveWww, launch, open, artifacts, labelProblems, smallestSvgText, slide } from "./browser.mjs";
 
 let server, chrome, page, shots;
 
@@ -44,21 +44,11 @@ async function seconds(n) {
   return out;
 }
 
-/** Moves a slider by keyboard to `value` (its step at a time). */
-async function slide(id, value) {
-  await page.focus(`#${id}`);
-  for (let i = 0; i < 100; i++) {
-    const v = Number(await page.inputValue(`#${id}`));
-    if (v === value) return;
-    await page.keyboard.press(v < value ? "ArrowRight" : "ArrowLeft");
-  }
-  assert.fail(`${id} did not reach ${value}`);
-}
 
 test("the simulation follows a capacity halving within the CLI's scenario 2 bounds, and comes back", async () => {
   await page.$eval("#adaptive", (e) => e.scrollIntoView());
-  await slide("ad-workers", 100);
-  await slide("ad-load", 20000); // 2x the capacity of 100 workers at 10 ms
+  await slide(page, "ad-workers", 100);
+  await slide(page, "ad-load", 20000); // 2x the capacity of 100 workers at 10 ms
   assert.equal(await page.textContent("#ad-load-out"), "20,000/s = 2× capacity");
   await page.click("#ad-restart");
   assert.equal(await page.getAttribute("#ad-play", "aria-pressed"), "false", "paused: only the test moves time");
@@ -67,7 +57,7 @@ test("the simulation follows a capacity halving within the CLI's scenario 2 boun
   // Settled at the knee before the halving (scenario 1's band).
   assert.ok(first.slice(10).every((s) => s.limit >= 90 && s.limit <= 130), JSON.stringify(first.slice(10).map((s) => s.limit)));
 
-  await slide("ad-workers", 50);
+  await slide(page, "ad-workers", 50);
   assert.equal(await page.textContent("#ad-workers-out"), "50 workers = 5,000 requests/s");
   const halved = await seconds(30);
   const ok = (s) => s.limit <= 65 && s.p99 <= 1.5 * 10;
@@ -79,7 +69,7 @@ test("the simulation follows a capacity halving within the CLI's scenario 2 boun
   assert.ok(first.at(-1).limit > 65, `before the halving: ${first.at(-1).limit}`);
   assert.ok(halved.every((s) => s.limit > 5), `at the floor: ${JSON.stringify(halved.map((s) => s.limit))}`);
 
-  await slide("ad-workers", 100);
+  await slide(page, "ad-workers", 100);
   const back = await seconds(10);
   assert.ok(back.some((s) => s.limit >= 90), `back up within 10 s: ${JSON.stringify(back.map((s) => s.limit))}`);
   await (await page.$("#adaptive")).screenshot({ path: join(shots, "adaptive.png") });
@@ -90,9 +80,9 @@ test("the same slider moves at the same seed give the same run", async () => {
   const run = async () => {
     await page.click("#ad-restart");
     const a = await seconds(5);
-    await slide("ad-workers", 60);
+    await slide(page, "ad-workers", 60);
     const b = await seconds(5);
-    await slide("ad-workers", 100);
+    await slide(page, "ad-workers", 100);
     return [...a, ...b];
   };
   assert.deepEqual(await run(), await run());

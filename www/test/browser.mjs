@@ -131,3 +131,14 @@ export async function smallestSvgText(page, root = "body") {
     return min;
   }, root);
 }
+
+/** Moves the slider `#id` of `page` by keyboard (its step at a time) to `value`. */
+export async function slide(page, id, value) {
+  await page.focus(`#${id}`);
+  for (let i = 0; i < 100; i++) {
+    const v = Number(await page.inputValue(`#${id}`));
+    if (v === value) return;
+    await page.keyboard.press(v < value ? "ArrowRight" : "ArrowLeft");
+  }
+  throw new Error(`${id} did not reach ${value}`);
+}

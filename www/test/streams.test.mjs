@@ -8,7 +8,7 @@ import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
-import { serveWww, launch, open, artifacts, labelProblems, ROOT, WWW } from "./browser.mjs";
+import { serveWww, launch, open, artifacts, labelProblems, ROOT, WWW, slide } from "./browser.mjs";
 
 let server, chrome, page, shots;
 
@@ -30,21 +30,11 @@ async function rows() {
   return Object.fromEntries(list.map((r) => [r.way, { admitted: Number(r.admitted), spent: Number(r.spent), peak: Number(r.peak) }]));
 }
 
-/** Moves a slider by keyboard to `value`. */
-async function slide(id, value) {
-  await page.focus(`#${id}`);
-  for (let i = 0; i < 100; i++) {
-    const v = Number(await page.inputValue(`#${id}`));
-    if (v === value) return;
-    await page.keyboard.press(v < value ? "ArrowRight" : "ArrowLeft");
-  }
-  assert.fail(`${id} did not reach ${value}`);
-}
 
 test("reserve-then-settle holds the budget where charge-after overspends it", async () => {
   await page.$eval("#streams", (e) => e.scrollIntoView());
-  await slide("st-streams", 100);
-  await slide("st-estimate", 1000);
+  await slide(page, "st-streams", 100);
+  await slide(page, "st-estimate", 1000);
   const r = await rows();
   const settle = r["reserve-then-settle"], charge = r["charge-after"];
   assert.ok(settle.peak <= 10_000 && settle.spent <= 10_000, JSON.stringify(r));
@@ -56,8 +46,8 @@ test("reserve-then-settle holds the budget where charge-after overspends it", as
 });
 
 test("calls that all fit are charged the same both ways", async () => {
-  await slide("st-streams", 10);
-  await slide("st-estimate", 1000);
+  await slide(page, "st-streams", 10);
+  await slide(page, "st-estimate", 1000);
   const r = await rows();
   assert.equal(r["reserve-then-settle"].admitted, 10);
   assert.equal(r["charge-after"].admitted, 10);
@@ -65,8 +55,8 @@ test("calls that all fit are charged the same both ways", async () => {
 });
 
 test("the page's figures are the npm package's in Node for the same calls", async () => {
-  await slide("st-streams", 150);
-  await slide("st-estimate", 700);
+  await slide(page, "st-streams", 150);
+  await slide(page, "st-estimate", 700);
   const shown = await rows();
   const { Limiter } = await import(pathToFileURL(join(ROOT, "crates/wasm/pkg-state/node/index.js")));
   const { calls, run } = await import(pathToFileURL(join(WWW, "js/streams-model.js")));
