@@ -18,7 +18,7 @@
 //! * `fleet` (the `store` feature, `pkg/redis/` only): `FleetLimits`, the core's side of
 //!   `tollgate/redis`.
 //! * `stateless` (the `state-json` feature): `decide_state`.
-//! * `simulation` (the `adapt-sim` feature, the demo page's build only): [`Simulation`], the
+//! * `simulation` (the `adapt-sim` feature, the demo page's build only): `Simulation`, the
 //!   adaptive concurrency simulator of `tollgate adapt simulate` stepped from JS.
 //!
 //! ## Crossing the boundary cheaply
