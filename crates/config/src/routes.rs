@@ -212,7 +212,7 @@ fn settle(
                     .into(),
             ));
         }
-        for p in &entry.limits {
+        for p in entry.every_limit() {
             tollgate::settle::check_reservable(p).map_err(|e| refuse(e.to_string()))?;
             if p.holds_slots() {
                 return Err(refuse(
