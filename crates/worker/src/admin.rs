@@ -122,6 +122,7 @@ async fn key(req: &mut Request, env: &Env, cfg: &Config, reset: bool) -> worker:
     } else {
         let peek = Peek {
             limits: plan.limits.clone(),
+            spare: plan.spare.clone(),
             when: When::default(),
         };
         vec![ObjectRequest::Count, ObjectRequest::Peek(peek)]

@@ -156,6 +156,7 @@ pub async fn handle(
     let call = match endpoint {
         Endpoint::Check | Endpoint::Reserve => ObjectRequest::Check(Check {
             reservation: reservation.clone(),
+            spare: plan.spare.clone(),
             limits,
             cost: body.cost,
             lease: None,
@@ -163,7 +164,11 @@ pub async fn handle(
             route: None,
             when,
         }),
-        Endpoint::Peek => ObjectRequest::Peek(Peek { limits, when }),
+        Endpoint::Peek => ObjectRequest::Peek(Peek {
+            limits,
+            spare: plan.spare.clone(),
+            when,
+        }),
         Endpoint::Release => ObjectRequest::Release(Release {
             limits,
             cost: body.cost,

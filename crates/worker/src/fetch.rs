@@ -92,6 +92,7 @@ async fn limited(req: Request, env: &Env, ctx: &Context, cfg: &Config) -> worker
     let check = Check {
         reservation: reservation.clone(),
         limits: plan.limits,
+        spare: plan.spare,
         cost: route.cost,
         lease: admit::lease_for(&plan.names),
         lease_ms: cfg.settings.lease_ms,

@@ -20,6 +20,8 @@ pub struct Identity {
     pub api_key: Option<String>,
     /// The tenant, if one was sent.
     pub tenant: Option<String>,
+    /// The plan the key table gives the API key (`settings.api_keys`), if it names one.
+    pub plan: Option<String>,
 }
 
 /// Reads a request's headers through `get` (lower-case names).
@@ -57,10 +59,12 @@ pub fn identify(
                 .map(str::to_string)
         }),
     };
+    let mut plan = None;
     let api_key = match api_key {
         Some(v) if !v.is_empty() => {
             check(settings, &settings.api_key_header, &v)?;
             let hash = sha256_hex(v.as_bytes());
+            plan = settings.key_plans.get(&hash).cloned();
             // With a list of valid keys, an unknown key is no key: it counts by IP, so
             // invented keys cannot mint fresh buckets.
             (settings.api_keys.is_empty() || settings.api_keys.contains(&hash))
@@ -82,6 +86,7 @@ pub fn identify(
         ip,
         api_key,
         tenant,
+        plan,
     })
 }
 

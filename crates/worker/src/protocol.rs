@@ -66,6 +66,12 @@ pub struct When {
 pub struct Check {
     /// The limits, all charged or none.
     pub limits: Vec<Limit>,
+    /// The key's other slots of a policy of plans whose stack is in `limits`: the
+    /// positions past this plan's limits, up to the most limits a plan of that policy has.
+    /// Their states, written under another plan, carry into `limits` and are then deleted
+    /// (see [`crate::table`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub spare: Vec<String>,
     /// Cost units.
     pub cost: u64,
     /// Hold the concurrency slots this check acquires under this lease id, for `lease_ms`
@@ -93,6 +99,12 @@ pub struct Check {
 pub struct Peek {
     /// The limits to report.
     pub limits: Vec<Limit>,
+    /// The key's other slots of a policy of plans whose stack is in `limits`: the
+    /// positions past this plan's limits, up to the most limits a plan of that policy has.
+    /// Their states, written under another plan, carry into `limits` and are then deleted
+    /// (see [`crate::table`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub spare: Vec<String>,
     /// The test clock and the deadline.
     #[serde(default)]
     pub when: When,
@@ -228,6 +240,7 @@ mod tests {
             policy: "10/s".parse().unwrap(),
         }];
         let check = Check {
+            spare: Vec::new(),
             reservation: None,
             limits: limits.clone(),
             cost: 2,

@@ -1,5 +1,7 @@
 //! The object's SQLite storage as the table's [`Store`]: tables `limits` (a state per slot,
-//! with when it is back to fresh), `leases` (a slot's concurrency leases) and `tallies` (the
+//! the policy it was written under, in its compact text, and when it is back to fresh; the
+//! policy column was added later, [`migrate`], and a row without it is read as written under
+//! the policy asking), `leases` (a slot's concurrency leases) and `tallies` (the
 //! stats object's totals: a [`Tally`] per policy and route, as JSON; it replaced the
 //! `stats` table of five counters per policy, which objects made before keep, unread),
 //! `in_use` (a coordinator's own slots in use by series, one row) and `in_use_reports` (the
@@ -11,7 +13,7 @@ use std::collections::HashMap;
 
 use serde::Deserialize;
 use tollgate::metrics::Tally;
-use tollgate::State;
+use tollgate::{Policy, State};
 use worker::{SqlStorage, SqlStorageValue};
 
 use crate::counters::PolicyTally;
@@ -24,7 +26,8 @@ pub const SCHEMA: [&str; 6] = [
     "CREATE TABLE IF NOT EXISTS in_use (id INTEGER PRIMARY KEY, body TEXT NOT NULL)",
     "CREATE TABLE IF NOT EXISTS in_use_reports (object TEXT PRIMARY KEY, \
      version INTEGER NOT NULL, body TEXT NOT NULL)",
-    "CREATE TABLE IF NOT EXISTS limits (slot TEXT PRIMARY KEY, state TEXT NOT NULL, fresh_at INTEGER)",
+    "CREATE TABLE IF NOT EXISTS limits (slot TEXT PRIMARY KEY, state TEXT NOT NULL, fresh_at INTEGER, \
+     policy TEXT)",
     "CREATE INDEX IF NOT EXISTS limits_fresh_at ON limits (fresh_at)",
     "CREATE TABLE IF NOT EXISTS leases (slot TEXT PRIMARY KEY, body TEXT NOT NULL)",
     "CREATE TABLE IF NOT EXISTS tallies (policy TEXT NOT NULL, route TEXT NOT NULL, \
@@ -34,11 +37,25 @@ pub const SCHEMA: [&str; 6] = [
 #[derive(Deserialize)]
 struct StateRow {
     state: String,
+    policy: Option<String>,
 }
 
-/// A state written in memory and not yet in SQLite: the state (`None`: delete the row) and
-/// when it is back to fresh.
-pub type Write = (Option<State>, Option<u64>);
+/// Brings an object's tables made by an earlier version to [`SCHEMA`]: `limits` gains its
+/// `policy` column (its rows keep `NULL` there: written under the policy asking). Run once
+/// per object start, after [`SCHEMA`] (one read of the table's columns).
+pub fn migrate(sql: &SqlStorage) -> worker::Result<()> {
+    let columns = sql
+        .exec("SELECT * FROM limits LIMIT 0", None)?
+        .column_names();
+    if !columns.iter().any(|c| c == "policy") {
+        sql.exec("ALTER TABLE limits ADD COLUMN policy TEXT", None)?;
+    }
+    Ok(())
+}
+
+/// A state written in memory and not yet in SQLite: the state (`None`: delete the row), the
+/// policy it was written under, and when it is back to fresh.
+pub type Write = (Option<State>, Policy, Option<u64>);
 
 /// The object's SQLite storage as a [`Store`], remembering the first error. Saves go to
 /// `pending` (written to SQLite by [`write_pending`] at the object's flush, one transaction for many requests);
@@ -256,35 +273,50 @@ impl Store for SqlStore<'_> {
         }
     }
 
-    fn load(&mut self, slot: &str) -> Option<State> {
-        if let Some((state, _)) = self.pending.get(slot) {
-            return state.clone();
+    fn load(&mut self, slot: &str) -> (Option<State>, Option<Policy>) {
+        if let Some((state, policy, _)) = self.pending.get(slot) {
+            return (state.clone(), state.as_ref().map(|_| *policy));
         }
         let rows = self
             .sql
-            .exec("SELECT state FROM limits WHERE slot = ?", vec![slot.into()])
+            .exec(
+                "SELECT state, policy FROM limits WHERE slot = ?",
+                vec![slot.into()],
+            )
             .and_then(|c| c.to_array::<StateRow>());
-        match rows {
-            Ok(rows) => rows
-                .first()
-                .and_then(|r| match serde_json::from_str::<State>(&r.state) {
-                    Ok(s) => Some(s),
-                    Err(e) => {
-                        self.error
-                            .get_or_insert(format!("stored state of {slot}: {e}"));
-                        None
-                    }
-                }),
+        let row = match rows {
+            Ok(mut rows) => rows.pop(),
             Err(e) => {
                 self.error.get_or_insert(e.to_string());
                 None
             }
-        }
+        };
+        let Some(row) = row else {
+            return (None, None);
+        };
+        let state = match serde_json::from_str::<State>(&row.state) {
+            Ok(s) => s,
+            Err(e) => {
+                self.error
+                    .get_or_insert(format!("stored state of {slot}: {e}"));
+                return (None, None);
+            }
+        };
+        let policy = match row.policy.as_deref().map(str::parse::<Policy>) {
+            None => None,
+            Some(Ok(p)) => Some(p),
+            Some(Err(e)) => {
+                self.error
+                    .get_or_insert(format!("stored policy of {slot}: {e}"));
+                return (None, None);
+            }
+        };
+        (Some(state), policy)
     }
 
-    fn save(&mut self, slot: &str, state: Option<&State>, fresh_at: Option<u64>) {
+    fn save(&mut self, slot: &str, state: Option<&State>, policy: &Policy, fresh_at: Option<u64>) {
         self.pending
-            .insert(slot.to_string(), (state.cloned(), fresh_at));
+            .insert(slot.to_string(), (state.cloned(), *policy, fresh_at));
     }
 
     fn load_leases(&mut self, slot: &str) -> Vec<Lease> {
@@ -370,7 +402,7 @@ pub fn write_pending(
         }
     }
     let mut earliest: Option<u64> = None;
-    for (slot, (state, fresh_at)) in pending {
+    for (slot, (state, policy, fresh_at)) in pending {
         let result = match state {
             None => sql
                 .exec("DELETE FROM limits WHERE slot = ?", vec![slot.into()])
@@ -386,9 +418,10 @@ pub fn write_pending(
                     earliest = Some(earliest.map_or(t, |e| e.min(t)));
                 }
                 sql.exec(
-                    "INSERT INTO limits (slot, state, fresh_at) VALUES (?, ?, ?) \
-                     ON CONFLICT(slot) DO UPDATE SET state = excluded.state, fresh_at = excluded.fresh_at",
-                    vec![slot.into(), text.into(), at],
+                    "INSERT INTO limits (slot, state, fresh_at, policy) VALUES (?, ?, ?, ?) \
+                     ON CONFLICT(slot) DO UPDATE SET state = excluded.state, \
+                     fresh_at = excluded.fresh_at, policy = excluded.policy",
+                    vec![slot.into(), text.into(), at, policy.to_string().into()],
                 )
                 .map(|_| ())
             }

@@ -19,9 +19,10 @@
 
 use std::collections::HashMap;
 
+use tollgate::carry::{carry, carry_stack};
 use tollgate::settle::{self as core_settle, Charge, Overage, Settlement};
 use tollgate::store::{fresh_after, Batch, Limits, Write};
-use tollgate::{millis, Algorithm, DecideError, Nanos, State, NANOS_PER_MS};
+use tollgate::{millis, Algorithm, DecideError, Nanos, Policy, State, NANOS_PER_MS};
 
 use crate::counters::PolicyTally;
 use crate::in_use::{self, InUse, SeriesInUse};
@@ -32,12 +33,14 @@ use crate::protocol::{Check, Limit, ObjectRequest, ObjectResponse, Release, Sett
 /// Where an object keeps its states. `save` is called for every slot whose state changed,
 /// before the object answers.
 pub trait Store {
-    /// The stored state of `slot`, if any.
-    fn load(&mut self, slot: &str) -> Option<State>;
-    /// Stores (`Some`) or deletes (`None`) the state of `slot`; `fresh_at` (ms on the
-    /// object's clock) is when it will be back to fresh (None for a concurrency count, and
-    /// under the test clock: such states are never swept).
-    fn save(&mut self, slot: &str, state: Option<&State>, fresh_at: Option<u64>);
+    /// The stored state of `slot`, if any, and the policy it was written under (`None`: a
+    /// state stored before states named their policy, read as written under the policy
+    /// asking).
+    fn load(&mut self, slot: &str) -> (Option<State>, Option<Policy>);
+    /// Stores (`Some`) or deletes (`None`) the state of `slot`, written under `policy`;
+    /// `fresh_at` (ms on the object's clock) is when it will be back to fresh (None for a
+    /// concurrency count, and under the test clock: such states are never swept).
+    fn save(&mut self, slot: &str, state: Option<&State>, policy: &Policy, fresh_at: Option<u64>);
     /// How many states are stored.
     fn count(&mut self) -> u64;
     /// Adds tallies to the stored per-policy stats, keeps a coordinator's report of slots
@@ -97,6 +100,8 @@ impl Clock {
 #[derive(Default)]
 pub struct Table {
     cache: HashMap<String, Option<State>>,
+    /// The policy each cached state was written under, when the store said.
+    under: HashMap<String, Policy>,
     /// Leases of concurrency slots, read once per slot like the states.
     leases: HashMap<String, Vec<Lease>>,
     /// Slots in use by series, read from the store at the first change.
@@ -138,6 +143,7 @@ impl Table {
     /// Forgets cached slots swept by an alarm.
     pub fn forget(&mut self, slot: &str) {
         self.cache.remove(slot);
+        self.under.remove(slot);
     }
 
     /// Handles one request; `clock_ms` is the object's clock.
@@ -159,7 +165,7 @@ impl Table {
                 .map(|clock| self.counted(&c.limits, store, |t, s| t.check(c, clock, s))),
             ObjectRequest::Peek(p) => Clock::of(&p.when, clock_ms).map(|clock| {
                 self.counted(&p.limits, store, |t, s| {
-                    t.decide(&p.limits, 0, clock, s, true).0
+                    t.decide(&p.limits, &p.spare, 0, clock, s, true).0
                 })
             }),
             ObjectRequest::Settle(r) => Clock::of(&r.when, clock_ms)
@@ -232,7 +238,7 @@ impl Table {
     /// A check: decides and charges; an admitted check takes its lease on the concurrency
     /// slots.
     fn check(&mut self, c: &Check, clock: Clock, store: &mut impl Store) -> ObjectResponse {
-        let (answer, allowed) = self.decide(&c.limits, c.cost, clock, store, false);
+        let (answer, allowed) = self.decide(&c.limits, &c.spare, c.cost, clock, store, false);
         if let (Some(id), true) = (&c.reservation, allowed) {
             if self.reservations.len() >= MAX_OPEN {
                 self.reservations.retain(|_, r| r.settled.is_none());
@@ -268,17 +274,22 @@ impl Table {
         answer
     }
 
-    /// Decides `cost` over `limits` (after freeing their expired leases) and writes what
-    /// changed; answers the decision (with the states when `peek`) and whether it admitted.
+    /// Decides `cost` over `limits` (after carrying states written under other policies,
+    /// see [`Table::carry`], and freeing their expired leases) and writes what changed;
+    /// answers the decision (with the states when `peek`) and whether it admitted.
     fn decide(
         &mut self,
         limits: &[Limit],
+        spare: &[String],
         cost: u64,
         clock: Clock,
         store: &mut impl Store,
         peek: bool,
     ) -> (ObjectResponse, bool) {
         let mut loaded = self.load(limits, store);
+        if let Err(e) = self.carry(limits, spare, &mut loaded, clock, store) {
+            return (e.into(), false);
+        }
         self.expire_leases(limits, &mut loaded, clock, store);
         let policies: Vec<_> = limits.iter().map(|l| l.policy).collect();
         let stack = match Limits::stack(&policies) {
@@ -400,7 +411,8 @@ impl Table {
             let fresh_at = state
                 .as_ref()
                 .and_then(|s| clock.fresh_at(fresh_after(&l.policy, s, clock.nanos())));
-            store.save(&l.slot, state.as_ref(), fresh_at);
+            store.save(&l.slot, state.as_ref(), &l.policy, fresh_at);
+            self.under.insert(l.slot.clone(), l.policy);
             self.cache.insert(l.slot.clone(), state);
         }
         ObjectResponse::Settled {
@@ -417,9 +429,10 @@ impl Table {
         for (l, state) in limits.iter().zip(&states) {
             if state.is_some() {
                 found += 1;
-                store.save(&l.slot, None, None);
+                store.save(&l.slot, None, &l.policy, None);
             }
             self.cache.insert(l.slot.clone(), None);
+            self.under.remove(&l.slot);
             if is_concurrency(l) {
                 store.save_leases(&l.slot, &[]);
                 self.leases.insert(l.slot.clone(), Vec::new());
@@ -439,11 +452,114 @@ impl Table {
         }
         if self.cache.len() >= MAX_CACHED {
             self.cache.clear();
+            self.under.clear();
             self.leases.clear();
         }
-        let s = store.load(slot);
+        let (s, under) = store.load(slot);
         self.cache.insert(slot.to_string(), s.clone());
+        if let Some(p) = under {
+            self.under.insert(slot.to_string(), p);
+        }
         s
+    }
+
+    /// Carries the states of `limits` written under another policy to the policy asking,
+    /// by the core's rule ([`tollgate::carry`]): the counter belongs to the caller, so a
+    /// key whose plan (or own limits, or a deployed policy) changed keeps what it spent.
+    /// The limits of one policy entry for one key (slots `<policy>|<i>|<key>`, in order)
+    /// carry as a stack ([`carry_stack`]), together with `spare`: that key's slots of the
+    /// entry beyond this stack (a policy of plans whose plans have more limits than the
+    /// one asking), whose states are deleted once carried. Any other slot carries alone. A
+    /// state without a policy (stored before states named theirs) is read as written under
+    /// the policy asking; a layer with no state carries nothing, so the nearest layer with
+    /// one stands in for it (spent stays spent: never a fresh bucket). Each carried state
+    /// is written at once, so a denial that writes nothing keeps it.
+    fn carry(
+        &mut self,
+        limits: &[Limit],
+        spare: &[String],
+        loaded: &mut [Option<State>],
+        clock: Clock,
+        store: &mut impl Store,
+    ) -> Result<(), DecideError> {
+        let mut start = 0;
+        while start < limits.len() {
+            let group = stack_of(&limits[start..]);
+            let end = start + group.max(1);
+            let spares: Vec<&String> = match stack_slot(&limits[start].slot) {
+                Some((p, 0, key)) if group > 0 => spare
+                    .iter()
+                    .filter(|s| stack_slot(s).is_some_and(|(q, _, k)| q == p && k == key))
+                    .collect(),
+                _ => Vec::new(),
+            };
+            self.carry_group(
+                &limits[start..end],
+                &spares,
+                &mut loaded[start..end],
+                clock,
+                store,
+            )?;
+            start = end;
+        }
+        Ok(())
+    }
+
+    /// [`Table::carry`] of one group of slots.
+    fn carry_group(
+        &mut self,
+        limits: &[Limit],
+        spares: &[&String],
+        loaded: &mut [Option<State>],
+        clock: Clock,
+        store: &mut impl Store,
+    ) -> Result<(), DecideError> {
+        let mut from: Vec<Policy> = Vec::new();
+        let mut states: Vec<Option<State>> = Vec::new();
+        let mut changed = false;
+        for (l, state) in limits.iter().zip(loaded.iter()) {
+            let under = self.under.get(&l.slot).copied().unwrap_or(l.policy);
+            changed |= under != l.policy;
+            if state.is_some() {
+                from.push(under);
+                states.push(state.clone());
+            }
+        }
+        let mut stale = Vec::new();
+        for slot in spares {
+            let state = self.get(slot, store);
+            if state.is_some() {
+                stale.push(slot.to_string());
+                if let Some(p) = self.under.get(slot.as_str()) {
+                    from.push(*p);
+                    states.push(state);
+                }
+            }
+        }
+        if !changed && stale.is_empty() {
+            return Ok(());
+        }
+        let to: Vec<Policy> = limits.iter().map(|l| l.policy).collect();
+        let now = clock.nanos();
+        let carried = match (limits, &from[..]) {
+            ([_], [one]) => vec![carry(one, states.pop().flatten(), &to[0], now)?],
+            _ => carry_stack(&from, &states, &to, now)?,
+        };
+        for ((l, state), new) in limits.iter().zip(loaded.iter_mut()).zip(carried) {
+            let fresh_at = new
+                .as_ref()
+                .and_then(|s| clock.fresh_at(fresh_after(&l.policy, s, now)));
+            store.save(&l.slot, new.as_ref(), &l.policy, fresh_at);
+            self.under.insert(l.slot.clone(), l.policy);
+            self.cache.insert(l.slot.clone(), new.clone());
+            *state = new;
+        }
+        for slot in stale {
+            store.save(&slot, None, &limits[0].policy, None);
+            self.under.remove(&slot);
+            self.cache.insert(slot, None);
+        }
+        Ok(())
     }
 
     /// Hands the store every write of `batch` (the store contract's rule for what changed
@@ -455,7 +571,8 @@ impl Table {
                 Write::Put { state, fresh_after } => (Some(state), clock.fresh_at(fresh_after)),
             };
             let slot = &limits[i].slot;
-            store.save(slot, state.as_ref(), fresh_at);
+            store.save(slot, state.as_ref(), &limits[i].policy, fresh_at);
+            self.under.insert(slot.clone(), limits[i].policy);
             self.cache.insert(slot.clone(), state);
         }
     }
@@ -509,6 +626,28 @@ impl Table {
             self.release_slot(l, state, freed, clock, store);
         }
     }
+}
+
+/// `(policy, index, key)` of a stack's slot `<policy>|<index>|<key>` (not a tenant window's,
+/// `<policy>|t|...`).
+fn stack_slot(slot: &str) -> Option<(&str, usize, &str)> {
+    let mut parts = slot.splitn(3, '|');
+    let policy = parts.next()?;
+    let index = parts.next()?.parse().ok()?;
+    Some((policy, index, parts.next()?))
+}
+
+/// How many limits at the start of `limits` are one stack: the slots of one policy and
+/// key, numbered from 0 in order (0: the first is not a stack's slot).
+fn stack_of(limits: &[Limit]) -> usize {
+    let Some((p, 0, key)) = limits.first().and_then(|l| stack_slot(&l.slot)) else {
+        return 0;
+    };
+    limits
+        .iter()
+        .enumerate()
+        .take_while(|(i, l)| stack_slot(&l.slot) == Some((p, *i, key)))
+        .count()
 }
 
 fn bad_request(message: String) -> ObjectResponse {

@@ -6,6 +6,8 @@ use crate::protocol::Peek;
 #[derive(Default)]
 struct Mem {
     map: HashMap<String, (State, Option<u64>)>,
+    /// The policy each state was written under.
+    under: HashMap<String, Policy>,
     leases: HashMap<String, Vec<Lease>>,
     loads: usize,
     saves: usize,
@@ -15,9 +17,10 @@ struct Mem {
 }
 
 impl Store for Mem {
-    fn load(&mut self, slot: &str) -> Option<State> {
+    fn load(&mut self, slot: &str) -> (Option<State>, Option<Policy>) {
         self.loads += 1;
-        self.map.get(slot).map(|(s, _)| s.clone())
+        let state = self.map.get(slot).map(|(s, _)| s.clone());
+        (state, self.under.get(slot).copied())
     }
     fn count(&mut self) -> u64 {
         self.map.len() as u64
@@ -55,14 +58,16 @@ impl Store for Mem {
             self.leases.insert(slot.into(), leases.to_vec());
         }
     }
-    fn save(&mut self, slot: &str, state: Option<&State>, fresh_at: Option<u64>) {
+    fn save(&mut self, slot: &str, state: Option<&State>, policy: &Policy, fresh_at: Option<u64>) {
         self.saves += 1;
         match state {
             Some(s) => {
                 self.map.insert(slot.into(), (s.clone(), fresh_at));
+                self.under.insert(slot.into(), *policy);
             }
             None => {
                 self.map.remove(slot);
+                self.under.remove(slot);
             }
         }
     }
@@ -78,6 +83,7 @@ fn limit(slot: &str, p: &str) -> Limit {
 fn check_req(limits: &[Limit], cost: u64) -> Check {
     Check {
         reservation: None,
+        spare: Vec::new(),
         limits: limits.to_vec(),
         cost,
         lease: None,
@@ -90,6 +96,7 @@ fn check_req(limits: &[Limit], cost: u64) -> Check {
 fn peek(limits: &[Limit]) -> ObjectRequest {
     ObjectRequest::Peek(Peek {
         limits: limits.to_vec(),
+        spare: Vec::new(),
         when: When::default(),
     })
 }
@@ -171,22 +178,71 @@ fn errors_charge_nothing() {
 }
 
 #[test]
-fn a_changed_algorithm_starts_fresh() {
+fn a_changed_policy_keeps_what_was_spent() {
     let (mut t, mut m) = (Table::new(), Mem::default());
-    assert!(allowed(&check(
-        &mut t,
-        &mut m,
-        &[limit("s", "fixed-window 1/min")],
-        1,
-        0
-    )));
-    assert!(allowed(&check(
-        &mut t,
-        &mut m,
-        &[limit("s", "1/min")],
-        1,
-        0
-    )));
+    let fixed = [limit("s", "fixed-window 1/min")];
+    assert!(allowed(&check(&mut t, &mut m, &fixed, 1, 0)));
+    // Another algorithm: the spend of 1 carries, so the bucket of 1 is empty.
+    let bucket = [limit("s", "1/min")];
+    assert!(!allowed(&check(&mut t, &mut m, &bucket, 1, 0)));
+    assert_eq!(m.under["s"], bucket[0].policy, "the carry is stored");
+    assert!(allowed(&check(&mut t, &mut m, &bucket, 1, 60_000)));
+}
+
+#[test]
+fn a_state_stored_without_its_policy_is_read_under_the_policy_asking() {
+    let (mut t, mut m) = (Table::new(), Mem::default());
+    let ls = [limit("s", "fixed-window 2/min")];
+    assert!(allowed(&check(&mut t, &mut m, &ls, 2, 0)));
+    // A row from before states named their policy, read by a restarted object.
+    m.under.clear();
+    let mut t = Table::new();
+    let raised = [limit("s", "fixed-window 3/min")];
+    assert!(allowed(&check(&mut t, &mut m, &raised, 1, 0)));
+    assert!(!allowed(&check(&mut t, &mut m, &raised, 1, 0)));
+}
+
+/// Admits cost 1 over `limits` at `now` until the first denial; answers how many.
+fn admit_all(t: &mut Table, m: &mut Mem, limits: &[Limit], spare: &[&str], now: u64) -> u64 {
+    let mut n = 0;
+    loop {
+        let mut req = check_req(limits, 1);
+        req.spare = spare.iter().map(|s| s.to_string()).collect();
+        if !allowed(&t.handle(&ObjectRequest::Check(req), now, m)) {
+            return n;
+        }
+        n += 1;
+    }
+}
+
+#[test]
+fn free_pro_free_within_a_window_admits_no_more_than_pro() {
+    let (mut t, mut m) = (Table::new(), Mem::default());
+    let free = [limit("api|0|key:a", "100/min")];
+    let pro = [limit("api|0|key:a", "1000/min")];
+    let mut admitted = admit_all(&mut t, &mut m, &free, &[], 0);
+    assert_eq!(admitted, 100);
+    admitted += admit_all(&mut t, &mut m, &pro, &[], 1);
+    admitted += admit_all(&mut t, &mut m, &free, &[], 2);
+    admitted += admit_all(&mut t, &mut m, &pro, &[], 3);
+    assert_eq!(admitted, 1000, "pro's 1,000, not a fresh bucket per switch");
+}
+
+#[test]
+fn a_shorter_plan_carries_the_longer_stack_and_drops_its_spare_slots() {
+    let (mut t, mut m) = (Table::new(), Mem::default());
+    let pro = [
+        limit("api|0|key:a", "1000/min"),
+        limit("api|1|key:a", "50/s"),
+    ];
+    let free = [limit("api|0|key:a", "100/min")];
+    assert_eq!(admit_all(&mut t, &mut m, &pro, &[], 0), 50);
+    assert!(m.map.contains_key("api|1|key:a"));
+    // Free's 100/min takes the spend of pro's limit of the nearest window (1,000/min: 50).
+    assert_eq!(admit_all(&mut t, &mut m, &free, &["api|1|key:a"], 0), 50);
+    assert!(!m.map.contains_key("api|1|key:a"), "carried, then deleted");
+    // Back on pro: its 50/s takes free's spend of 100, a debt: nothing more this instant.
+    assert_eq!(admit_all(&mut t, &mut m, &pro, &[], 0), 0);
 }
 
 #[test]
