@@ -152,11 +152,12 @@ pub async fn handle(
         now_ms: body.now,
         deadline_ms: Some(lease::deadline(now_ms(), cfg.settings.timeout_ms)),
     };
-    let limits = plan.limits;
+    let limits = plan.limits.clone();
     let call = match endpoint {
         Endpoint::Check | Endpoint::Reserve => ObjectRequest::Check(Check {
             reservation: reservation.clone(),
             spare: plan.spare.clone(),
+            owner: plan.owner.clone(),
             limits,
             cost: body.cost,
             lease: None,
@@ -167,6 +168,7 @@ pub async fn handle(
         Endpoint::Peek => ObjectRequest::Peek(Peek {
             limits,
             spare: plan.spare.clone(),
+            owner: plan.owner.clone(),
             when,
         }),
         Endpoint::Release => ObjectRequest::Release(Release {
@@ -185,8 +187,13 @@ pub async fn handle(
             decision,
             each,
             now_ms,
+            overridden,
             ..
         }) => {
+            let names = match overridden {
+                Some(limits) => plan.overridden_names(cfg, &limits),
+                None => plan.names.clone(),
+            };
             if checking {
                 stats::decided(env, &entry.name, None, &decision, false, Source::Store);
                 if use_cache {
@@ -194,7 +201,7 @@ pub async fn handle(
                 }
             }
             let reserved = reservation.as_deref().filter(|_| decision.allowed);
-            decision_response(cfg, &plan.names, &decision, &each, reserved)
+            decision_response(cfg, &names, &decision, &each, reserved)
         }
         Ok(ObjectResponse::Settled {
             refunded,
@@ -214,9 +221,11 @@ pub async fn handle(
             degraded(env, &entry.name, Why::Timeout);
             unavailable("timed out")
         }
-        Ok(other @ (ObjectResponse::Count { .. } | ObjectResponse::Stats { .. })) => {
-            api_error(500, "unexpected", &format!("unexpected answer {other:?}"))
-        }
+        Ok(
+            other @ (ObjectResponse::Count { .. }
+            | ObjectResponse::Stats { .. }
+            | ObjectResponse::Override { .. }),
+        ) => api_error(500, "unexpected", &format!("unexpected answer {other:?}")),
         Err(f) => {
             console_error!("tollgate: check API object {}: {f}", plan.object);
             let why = match f {

@@ -232,7 +232,9 @@ impl Limiter {
         let mut pending = self.pending.borrow_mut();
         let mut pending_leases = self.pending_leases.borrow_mut();
         let mut pending_in_use = self.pending_in_use.borrow_mut();
+        let config = crate::env::config(&self.env);
         let mut store = SqlStore {
+            config: config.as_ref().as_ref().ok(),
             sql: self.sql().map_err(|e| e.to_string())?,
             error: None,
             pending: &mut pending,

@@ -23,7 +23,7 @@ use tollgate::Policy;
 
 use crate::config::{Config, KeyKind, PolicyEntry, Route};
 use crate::keying::{self, Identity};
-use crate::protocol::Limit;
+use crate::protocol::{Limit, Owner};
 
 /// One limit of a request, as the response names it.
 #[derive(Clone, Debug, PartialEq)]
@@ -97,6 +97,16 @@ pub fn object_name(config: &Config, group: usize, key: &str) -> String {
     }
 }
 
+/// The most limits a plan of `plans` has (a key's own limits may have no more).
+pub fn most_limits(plans: &crate::config::PolicyPlans) -> usize {
+    plans
+        .plans
+        .iter()
+        .map(|p| p.limits().layers().len())
+        .max()
+        .unwrap_or(0)
+}
+
 /// What one request asks of one object.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Plan {
@@ -109,6 +119,9 @@ pub struct Plan {
     /// The key's slots of its policies of plans past the plan's limits (see
     /// [`crate::protocol::Check::spare`]).
     pub spare: Vec<String>,
+    /// The key's stack of the (first) policy of plans among the limits, where its
+    /// override applies.
+    pub owner: Option<Owner>,
 }
 
 impl Plan {
@@ -158,15 +171,24 @@ impl Plan {
         let tenant = tenant.filter(|t| !skips_tenant_window(Some(t)));
         let names = limit_names(config, policies, tenant.is_some(), plan);
         let mut spare = Vec::new();
+        let mut owner = None;
+        let mut at = 0;
         for &k in policies {
             let e = &config.policies[k];
-            if let Some(plans) = &e.plans {
-                let most = plans.plans.iter().map(|p| p.limits().layers().len()).max();
+            let len = e.limits_of(plan).len();
+            if let (Some(plans), None) = (&e.plans, &owner) {
                 let key = key_of(e);
-                for i in e.limits_of(plan).len()..most.unwrap_or(0) {
+                for i in len..most_limits(plans) {
                     spare.push(slot(&e.name, i, &key));
                 }
+                owner = Some(Owner {
+                    policy: e.name.clone(),
+                    key,
+                    at,
+                    len,
+                });
             }
+            at += len;
         }
         let mut limits = Vec::with_capacity(names.len());
         let mut index = 0;
@@ -194,7 +216,30 @@ impl Plan {
             limits,
             object: object_name(config, group, &key_of(first)),
             spare,
+            owner,
         }
+    }
+
+    /// The names of the limits decided by when the key's override replaced its plan's
+    /// (`limits`, the object's [`crate::protocol::ObjectResponse::Decided::overridden`]): the
+    /// owner's named `<policy>` or `<policy>.<n>`, as any stack is.
+    pub fn overridden_names(&self, config: &Config, limits: &[Policy]) -> Vec<LimitName> {
+        let Some(owner) = &self.owner else {
+            return self.names.clone();
+        };
+        let n = (limits.len() + owner.len).saturating_sub(self.names.len());
+        let mut names = self.names[..owner.at].to_vec();
+        let k = config.policy(&owner.policy).map_or(0, |(k, _)| k);
+        for i in 0..n {
+            names.push(LimitName {
+                policy: k,
+                name: limit_name(&owner.policy, i, n),
+                limit: limits[owner.at + i],
+                tenant: false,
+            });
+        }
+        names.extend_from_slice(&self.names[owner.at + owner.len..]);
+        names
     }
 
     /// The deny-cache key of this plan for requests of one kind: `<kind>` then every slot,

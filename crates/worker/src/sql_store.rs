@@ -4,7 +4,8 @@
 //! the policy asking), `leases` (a slot's concurrency leases) and `tallies` (the
 //! stats object's totals: a [`Tally`] per policy and route, as JSON; it replaced the
 //! `stats` table of five counters per policy, which objects made before keep, unread),
-//! `in_use` (a coordinator's own slots in use by series, one row) and `in_use_reports` (the
+//! `overrides` (a key's override of its plan, [`tollgate::plans::Override`] as JSON, by
+//! `<policy>|<key>`), `in_use` (a coordinator's own slots in use by series, one row) and `in_use_reports` (the
 //! stats object's latest report of each coordinator, [`crate::in_use`]).
 //! Writes wait in memory for the object's next flush (one commit for many calls); reads
 //! see them first.
@@ -13,16 +14,19 @@ use std::collections::HashMap;
 
 use serde::Deserialize;
 use tollgate::metrics::Tally;
+use tollgate::plans::Override;
 use tollgate::{Policy, State};
 use worker::{SqlStorage, SqlStorageValue};
 
+use crate::config::Config;
 use crate::counters::PolicyTally;
 use crate::in_use::{self, InUse, SeriesInUse};
 use crate::lease::Lease;
 use crate::table::Store;
 
 /// The schema, created once per object.
-pub const SCHEMA: [&str; 6] = [
+pub const SCHEMA: [&str; 7] = [
+    "CREATE TABLE IF NOT EXISTS overrides (owner TEXT PRIMARY KEY, body TEXT NOT NULL)",
     "CREATE TABLE IF NOT EXISTS in_use (id INTEGER PRIMARY KEY, body TEXT NOT NULL)",
     "CREATE TABLE IF NOT EXISTS in_use_reports (object TEXT PRIMARY KEY, \
      version INTEGER NOT NULL, body TEXT NOT NULL)",
@@ -71,6 +75,9 @@ pub struct SqlStore<'a> {
     pub pending_leases: &'a mut HashMap<String, Vec<Lease>>,
     /// This object's slots in use, changed and not yet written.
     pub pending_in_use: &'a mut Option<InUse>,
+    /// The config running (to resolve a plan override; `None`: a bad config, overrides of
+    /// a plan are then not applied).
+    pub config: Option<&'a Config>,
 }
 
 #[derive(Deserialize)]
@@ -347,6 +354,72 @@ impl Store for SqlStore<'_> {
     fn save_leases(&mut self, slot: &str, leases: &[Lease]) {
         self.pending_leases
             .insert(slot.to_string(), leases.to_vec());
+    }
+
+    fn load_override(&mut self, owner: &str) -> Option<Override> {
+        let rows = self
+            .sql
+            .exec(
+                "SELECT body FROM overrides WHERE owner = ?",
+                vec![owner.into()],
+            )
+            .and_then(|c| c.to_array::<BodyRow>());
+        match rows {
+            Ok(rows) => match rows.first().map(|r| serde_json::from_str(&r.body)) {
+                None => None,
+                Some(Ok(o)) => Some(o),
+                Some(Err(e)) => {
+                    self.error
+                        .get_or_insert(format!("stored override of {owner}: {e}"));
+                    None
+                }
+            },
+            Err(e) => {
+                self.error.get_or_insert(e.to_string());
+                None
+            }
+        }
+    }
+
+    // Written at once, not pending: an admin call is rare, and the object's output gate
+    // holds its answer until this event's writes are committed.
+    fn save_override(&mut self, owner: &str, what: Option<&Override>) {
+        let result = match what {
+            None => self
+                .sql
+                .exec("DELETE FROM overrides WHERE owner = ?", vec![owner.into()]),
+            Some(o) => {
+                let body = serde_json::to_string(o).unwrap_or_default();
+                self.sql.exec(
+                    "INSERT INTO overrides (owner, body) VALUES (?, ?) \
+                     ON CONFLICT(owner) DO UPDATE SET body = excluded.body",
+                    vec![owner.into(), body.into()],
+                )
+            }
+        };
+        if let Err(e) = result {
+            self.error.get_or_insert(e.to_string());
+        }
+    }
+
+    fn count_overrides(&mut self) -> u64 {
+        match self
+            .sql
+            .exec("SELECT COUNT(*) AS rows FROM overrides", None)
+            .and_then(|c| c.to_array::<CountRow>())
+        {
+            Ok(rows) => rows.first().map(|r| r.rows as u64).unwrap_or(0),
+            Err(e) => {
+                self.error.get_or_insert(e.to_string());
+                0
+            }
+        }
+    }
+
+    fn plan_limits(&mut self, policy: &str, plan: &str) -> Option<Vec<Policy>> {
+        let (_, entry) = self.config?.policy(policy)?;
+        let plans = entry.plans.as_ref()?;
+        Some(plans.plans.get(plan).ok()?.layers().to_vec())
     }
 }
 

@@ -20,6 +20,7 @@
 use std::collections::HashMap;
 
 use tollgate::carry::{carry, carry_stack};
+use tollgate::plans::Override;
 use tollgate::settle::{self as core_settle, Charge, Overage, Settlement};
 use tollgate::store::{fresh_after, Batch, Limits, Write};
 use tollgate::{millis, Algorithm, DecideError, Nanos, Policy, State, NANOS_PER_MS};
@@ -28,7 +29,7 @@ use crate::counters::PolicyTally;
 use crate::in_use::{self, InUse, SeriesInUse};
 use crate::lease::{self, Grant, Lease};
 use crate::plan::policy_of_slot;
-use crate::protocol::{Check, Limit, ObjectRequest, ObjectResponse, Release, Settle, When};
+use crate::protocol::{Check, Limit, ObjectRequest, ObjectResponse, Owner, Release, Settle, When};
 
 /// Where an object keeps its states. `save` is called for every slot whose state changed,
 /// before the object answers.
@@ -59,7 +60,20 @@ pub trait Store {
     fn load_leases(&mut self, slot: &str) -> Vec<Lease>;
     /// Stores the leases of a concurrency slot (empty: delete them).
     fn save_leases(&mut self, slot: &str, leases: &[Lease]);
+    /// The override kept for `owner` ([`crate::protocol::override_name`]), if any.
+    fn load_override(&mut self, owner: &str) -> Option<Override>;
+    /// Keeps (`Some`) or removes (`None`) the override of `owner`.
+    fn save_override(&mut self, owner: &str, what: Option<&Override>);
+    /// How many overrides are kept.
+    fn count_overrides(&mut self) -> u64;
+    /// The limits of plan `plan` of the policy of plans `policy`, as the config running
+    /// now has them (`None`: no such plan now; the override is then not applied).
+    fn plan_limits(&mut self, policy: &str, plan: &str) -> Option<Vec<Policy>>;
 }
+
+/// A call that came after its deadline, at this instant of the object's clock (ms): answered
+/// [`ObjectResponse::Late`].
+struct Late(u64);
 
 /// The instant a call is decided at.
 #[derive(Clone, Copy)]
@@ -73,9 +87,9 @@ struct Clock {
 impl Clock {
     /// The clock of a call reaching the object at `clock_ms`, or the answer to a call that
     /// came after its deadline (not decided, nothing charged).
-    fn of(when: &When, clock_ms: u64) -> Result<Clock, ObjectResponse> {
+    fn of(when: &When, clock_ms: u64) -> Result<Clock, Late> {
         if lease::late(clock_ms, when.deadline_ms) {
-            return Err(ObjectResponse::Late { now_ms: clock_ms });
+            return Err(Late(clock_ms));
         }
         Ok(Clock {
             now_ms: when.now_ms.unwrap_or(clock_ms),
@@ -108,6 +122,8 @@ pub struct Table {
     in_use: Option<InUse>,
     /// Open reservations by id: what the check charged, and the slots it charged.
     reservations: HashMap<String, Open>,
+    /// Overrides by owner, read once each like the states.
+    overrides: HashMap<String, Option<Override>>,
 }
 
 /// A reservation: what a check charged, when, to which slots, and once settled, the
@@ -121,6 +137,11 @@ struct Open {
 /// The most reservations an object keeps, open or settled; a check admitted beyond it
 /// (with every kept one still open) is not kept, so it stays charged at the estimate.
 pub const MAX_OPEN: usize = 10_000;
+
+/// The most keys an object keeps an override for; setting one more is refused (an override
+/// is configuration: never evicted to make room). Keys are spread over a policy group's
+/// shards, so a group keeps up to `shards` times this many.
+pub const MAX_OVERRIDES: u64 = 10_000;
 
 /// Slots kept in memory before the cache is dropped (the store still has them).
 pub const MAX_CACHED: usize = 100_000;
@@ -161,13 +182,33 @@ impl Table {
                 let (tallies, in_use) = store.report(tallies, in_use.as_ref());
                 Ok(ObjectResponse::Stats { tallies, in_use })
             }
-            ObjectRequest::Check(c) => Clock::of(&c.when, clock_ms)
-                .map(|clock| self.counted(&c.limits, store, |t, s| t.check(c, clock, s))),
-            ObjectRequest::Peek(p) => Clock::of(&p.when, clock_ms).map(|clock| {
-                self.counted(&p.limits, store, |t, s| {
-                    t.decide(&p.limits, &p.spare, 0, clock, s, true).0
-                })
+            ObjectRequest::Check(c) => Clock::of(&c.when, clock_ms).map(|clock| {
+                let (limits, spare, overridden) =
+                    self.overridden(&c.limits, &c.spare, c.owner.as_ref(), store);
+                let answer =
+                    self.counted(&limits, store, |t, s| t.check(c, &limits, &spare, clock, s));
+                naming(answer, overridden)
             }),
+            ObjectRequest::Peek(p) => Clock::of(&p.when, clock_ms).map(|clock| {
+                let (limits, spare, overridden) =
+                    self.overridden(&p.limits, &p.spare, p.owner.as_ref(), store);
+                let answer = self.counted(&limits, store, |t, s| {
+                    t.decide(&limits, &spare, 0, clock, s, true).0
+                });
+                naming(answer, overridden)
+            }),
+            ObjectRequest::SetOverride { owner, what } => Ok(self.set_override(owner, what, store)),
+            ObjectRequest::GetOverride { owner } => Ok(ObjectResponse::Override {
+                what: self.override_of(owner, store),
+            }),
+            ObjectRequest::ClearOverride { owner } => {
+                let what = self.override_of(owner, store);
+                if what.is_some() {
+                    store.save_override(owner, None);
+                    self.overrides.insert(owner.clone(), None);
+                }
+                Ok(ObjectResponse::Override { what })
+            }
             ObjectRequest::Settle(r) => Clock::of(&r.when, clock_ms)
                 .map(|clock| self.counted(&r.limits, store, |t, s| t.settle(r, clock, s))),
             ObjectRequest::Release(r) => Clock::of(&r.when, clock_ms)
@@ -176,7 +217,7 @@ impl Table {
                 Ok(self.counted(limits, store, |t, s| t.reset(limits, s)))
             }
         };
-        answer.unwrap_or_else(|late| late)
+        answer.unwrap_or_else(|Late(now_ms)| ObjectResponse::Late { now_ms })
     }
 
     /// Frees the expired leases of `limits` (concurrency slots no call may name for a
@@ -235,10 +276,89 @@ impl Table {
         answer
     }
 
-    /// A check: decides and charges; an admitted check takes its lease on the concurrency
-    /// slots.
-    fn check(&mut self, c: &Check, clock: Clock, store: &mut impl Store) -> ObjectResponse {
-        let (answer, allowed) = self.decide(&c.limits, &c.spare, c.cost, clock, store, false);
+    /// The override of `owner`, read once from the store.
+    fn override_of(&mut self, owner: &str, store: &mut impl Store) -> Option<Override> {
+        if let Some(o) = self.overrides.get(owner) {
+            return o.clone();
+        }
+        let o = store.load_override(owner);
+        self.overrides.insert(owner.to_string(), o.clone());
+        o
+    }
+
+    /// Keeps `what` as the override of `owner`, unless [`MAX_OVERRIDES`] other keys have
+    /// one.
+    fn set_override(
+        &mut self,
+        owner: &str,
+        what: &Override,
+        store: &mut impl Store,
+    ) -> ObjectResponse {
+        if self.override_of(owner, store).is_none() && store.count_overrides() >= MAX_OVERRIDES {
+            return ObjectResponse::Error {
+                code: "too-many-overrides".into(),
+                message: format!(
+                    "overrides: this object keeps at most {MAX_OVERRIDES} keys' overrides; clear one first"
+                ),
+            };
+        }
+        store.save_override(owner, Some(what));
+        self.overrides.insert(owner.to_string(), Some(what.clone()));
+        ObjectResponse::Override {
+            what: Some(what.clone()),
+        }
+    }
+
+    /// The limits and spare slots a check or peek decides by: `limits`, with the owner's
+    /// replaced by its override's when it has one that resolves (a plan the running config
+    /// still has, or limits of its own), and then the limits decided by (for the answer's
+    /// names). The override's spare slots run to the most the request's plan and spare
+    /// reach (an override has no more limits than the policy's longest plan: the admin API
+    /// checks it).
+    fn overridden(
+        &mut self,
+        limits: &[Limit],
+        spare: &[String],
+        owner: Option<&Owner>,
+        store: &mut impl Store,
+    ) -> (Vec<Limit>, Vec<String>, Option<Vec<Policy>>) {
+        let unchanged = || (limits.to_vec(), spare.to_vec(), None);
+        let Some(owner) = owner.filter(|o| o.at + o.len <= limits.len()) else {
+            return unchanged();
+        };
+        let own = match self.override_of(&owner.name(), store) {
+            None => return unchanged(),
+            Some(Override::Plan(plan)) => match store.plan_limits(&owner.policy, &plan) {
+                Some(l) => l,
+                None => return unchanged(),
+            },
+            Some(Override::Limits(l)) => l,
+        };
+        let most = owner.len + spare.len();
+        let slot = |i: usize| crate::plan::slot(&owner.policy, i, &owner.key);
+        let mut out = limits[..owner.at].to_vec();
+        out.extend(own.iter().enumerate().map(|(i, p)| Limit {
+            slot: slot(i),
+            policy: *p,
+        }));
+        out.extend_from_slice(&limits[owner.at + owner.len..]);
+        let spare = (own.len()..most).map(slot).collect();
+        let decided = out.iter().map(|l| l.policy).collect();
+        (out, spare, Some(decided))
+    }
+
+    /// A check over `limits` (the request's, or with its override's, see
+    /// [`Table::overridden`]): decides and charges; an admitted check takes its lease on
+    /// the concurrency slots.
+    fn check(
+        &mut self,
+        c: &Check,
+        limits: &[Limit],
+        spare: &[String],
+        clock: Clock,
+        store: &mut impl Store,
+    ) -> ObjectResponse {
+        let (answer, allowed) = self.decide(limits, spare, c.cost, clock, store, false);
         if let (Some(id), true) = (&c.reservation, allowed) {
             if self.reservations.len() >= MAX_OPEN {
                 self.reservations.retain(|_, r| r.settled.is_none());
@@ -250,13 +370,13 @@ impl Table {
                         cost: c.cost,
                         at: clock.nanos(),
                     },
-                    slots: c.limits.iter().map(|l| l.slot.clone()).collect(),
+                    slots: limits.iter().map(|l| l.slot.clone()).collect(),
                 };
                 self.reservations.insert(id.clone(), open);
             }
         }
         if let (Some(id), true) = (&c.lease, allowed && c.cost > 0) {
-            for l in c.limits.iter().filter(|l| is_concurrency(l)) {
+            for l in limits.iter().filter(|l| is_concurrency(l)) {
                 let leases = self.leases_of(&l.slot, store);
                 let grant = Grant {
                     id,
@@ -311,6 +431,7 @@ impl Table {
             } else {
                 Vec::new()
             },
+            overridden: None,
         };
         (answer, d.decision.allowed)
     }
@@ -648,6 +769,26 @@ fn stack_of(limits: &[Limit]) -> usize {
         .enumerate()
         .take_while(|(i, l)| stack_slot(&l.slot) == Some((p, *i, key)))
         .count()
+}
+
+/// A decision with the limits it was decided by, when an override replaced the request's.
+fn naming(answer: ObjectResponse, limits: Option<Vec<Policy>>) -> ObjectResponse {
+    match answer {
+        ObjectResponse::Decided {
+            decision,
+            each,
+            now_ms,
+            states,
+            ..
+        } => ObjectResponse::Decided {
+            decision,
+            each,
+            now_ms,
+            states,
+            overridden: limits,
+        },
+        other => other,
+    }
 }
 
 fn bad_request(message: String) -> ObjectResponse {

@@ -1,7 +1,8 @@
 //! The object's table: all-or-nothing stacks, reads, writes, leases and deadlines.
 
 use super::*;
-use crate::protocol::Peek;
+use crate::protocol::{Owner, Peek};
+use tollgate::plans::Override;
 
 #[derive(Default)]
 struct Mem {
@@ -14,6 +15,7 @@ struct Mem {
     stats: crate::counters::Tallies,
     in_use: InUse,
     reports: HashMap<String, InUse>,
+    overrides: HashMap<String, Override>,
 }
 
 impl Store for Mem {
@@ -58,6 +60,27 @@ impl Store for Mem {
             self.leases.insert(slot.into(), leases.to_vec());
         }
     }
+    fn load_override(&mut self, owner: &str) -> Option<Override> {
+        self.overrides.get(owner).cloned()
+    }
+    fn save_override(&mut self, owner: &str, what: Option<&Override>) {
+        match what {
+            Some(o) => self.overrides.insert(owner.into(), o.clone()),
+            None => self.overrides.remove(owner),
+        };
+    }
+    fn count_overrides(&mut self) -> u64 {
+        self.overrides.len() as u64
+    }
+    /// The plans of these tests: policy `api`, plans `free` (100/min) and `pro` (1,000/min).
+    fn plan_limits(&mut self, policy: &str, plan: &str) -> Option<Vec<Policy>> {
+        let limit = match (policy, plan) {
+            ("api", "free") => "100/min",
+            ("api", "pro") => "1000/min",
+            _ => return None,
+        };
+        Some(vec![limit.parse().unwrap()])
+    }
     fn save(&mut self, slot: &str, state: Option<&State>, policy: &Policy, fresh_at: Option<u64>) {
         self.saves += 1;
         match state {
@@ -84,6 +107,7 @@ fn check_req(limits: &[Limit], cost: u64) -> Check {
     Check {
         reservation: None,
         spare: Vec::new(),
+        owner: None,
         limits: limits.to_vec(),
         cost,
         lease: None,
@@ -97,6 +121,7 @@ fn peek(limits: &[Limit]) -> ObjectRequest {
     ObjectRequest::Peek(Peek {
         limits: limits.to_vec(),
         spare: Vec::new(),
+        owner: None,
         when: When::default(),
     })
 }
@@ -653,4 +678,114 @@ fn a_refused_settle_changes_no_limit() {
         ObjectResponse::Error { code, .. } if code == "actual-too-large"
     ));
     assert_eq!(remaining(&mut t, &mut m, &ls, 1000), [6]);
+}
+
+fn owner_check(limits: &[Limit], owner: &str) -> ObjectRequest {
+    let mut req = check_req(limits, 1);
+    req.owner = Some(Owner {
+        policy: "api".into(),
+        key: owner.into(),
+        at: 0,
+        len: limits.len(),
+    });
+    ObjectRequest::Check(req)
+}
+
+#[test]
+fn an_override_applies_at_the_key_s_next_decision_and_is_gone_when_cleared() {
+    let (mut t, mut m) = (Table::new(), Mem::default());
+    let free = [limit("api|0|key:a", "fixed-window 2/min")];
+    let admit = |t: &mut Table, m: &mut Mem| {
+        (0..20)
+            .take_while(|_| allowed(&t.handle(&owner_check(&free, "key:a"), 0, m)))
+            .count()
+    };
+    assert_eq!(admit(&mut t, &mut m), 2);
+    let own = Override::Limits(vec!["fixed-window 5/min".parse().unwrap()]);
+    let set = ObjectRequest::SetOverride {
+        owner: "api|key:a".into(),
+        what: own.clone(),
+    };
+    assert_eq!(
+        t.handle(&set, 0, &mut m),
+        ObjectResponse::Override {
+            what: Some(own.clone())
+        }
+    );
+    // Its own 5/min, with the 2 already spent.
+    match t.handle(&owner_check(&free, "key:a"), 0, &mut m) {
+        ObjectResponse::Decided {
+            decision,
+            overridden,
+            ..
+        } => {
+            assert!(decision.allowed);
+            assert_eq!(
+                overridden,
+                Some(vec!["fixed-window 5/min".parse().unwrap()])
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(admit(&mut t, &mut m), 2);
+    let get = ObjectRequest::GetOverride {
+        owner: "api|key:a".into(),
+    };
+    assert_eq!(
+        t.handle(&get, 0, &mut m),
+        ObjectResponse::Override {
+            what: Some(own.clone())
+        }
+    );
+    let clear = ObjectRequest::ClearOverride {
+        owner: "api|key:a".into(),
+    };
+    assert_eq!(
+        t.handle(&clear, 0, &mut m),
+        ObjectResponse::Override { what: Some(own) }
+    );
+    assert_eq!(
+        t.handle(&get, 0, &mut m),
+        ObjectResponse::Override { what: None }
+    );
+    assert_eq!(admit(&mut t, &mut m), 0, "back on free, 5 spent");
+    assert_eq!(
+        admit(&mut Table::new(), &mut m),
+        0,
+        "cleared in the store too"
+    );
+}
+
+#[test]
+fn a_plan_override_takes_the_running_plan_s_limits_and_overrides_are_bounded() {
+    let (mut t, mut m) = (Table::new(), Mem::default());
+    let free = [limit("api|0|key:b", "100/min")];
+    let set = |who: &str, plan: &str| ObjectRequest::SetOverride {
+        owner: format!("api|{who}"),
+        what: Override::Plan(plan.into()),
+    };
+    t.handle(&set("key:b", "pro"), 0, &mut m);
+    let n = (0..2000)
+        .take_while(|_| allowed(&t.handle(&owner_check(&free, "key:b"), 0, &mut m)))
+        .count();
+    assert_eq!(n, 1000, "pro's limit");
+    // A plan the config no longer has: the key is decided by the plan it asks for.
+    t.handle(&set("key:b", "gold"), 0, &mut m);
+    assert!(!allowed(&t.handle(&owner_check(&free, "key:b"), 0, &mut m)));
+    for i in 0..MAX_OVERRIDES {
+        m.overrides
+            .insert(format!("api|key:{i}"), Override::Plan("pro".into()));
+    }
+    let refused = t.handle(&set("key:new", "pro"), 0, &mut m);
+    assert!(
+        matches!(&refused, ObjectResponse::Error { code, .. } if code == "too-many-overrides"),
+        "{refused:?}"
+    );
+    assert!(
+        matches!(
+            t.handle(&set("key:b", "free"), 0, &mut m),
+            ObjectResponse::Override { .. }
+        ),
+        "a key that has one may change it"
+    );
 }
