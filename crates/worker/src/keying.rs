@@ -233,7 +233,12 @@ mod tests {
     #[test]
     fn unknown_keys_count_by_ip_when_keys_are_listed() {
         let mut settings = Config::parse("").unwrap().settings;
-        settings.api_keys = [sha256_hex(b"live_key_1")].into_iter().collect();
+        settings.api_keys = [sha256_hex(b"live_key_1"), sha256_hex(b"pro_key")]
+            .into_iter()
+            .collect();
+        settings
+            .key_plans
+            .insert(sha256_hex(b"pro_key"), "pro".into());
         let id = |key: &str| {
             identify(&settings, |h| match h {
                 "cf-connecting-ip" => Some("203.0.113.1".into()),
@@ -247,8 +252,11 @@ mod tests {
             key_for(KeyKind::ApiKey, &known),
             format!("key:{}", sha256_hex(b"live_key_1"))
         );
+        assert_eq!(known.plan, None, "listed without a plan");
+        assert_eq!(id("pro_key").plan.as_deref(), Some("pro"));
         let invented = id("random-123");
         assert_eq!(invented.api_key, None);
+        assert_eq!(invented.plan, None);
         assert_eq!(
             key_for(KeyKind::ApiKey, &invented),
             key_for(KeyKind::Ip, &invented)
