@@ -5,14 +5,14 @@
 //! `/clear`), kept by the key's coordinator object so that its next decision uses it (at
 //! most [`crate::table::MAX_OVERRIDES`] keys per object).
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::json;
 use tollgate::MillisDecision;
 use tollgate_http::bounds;
 use worker::{console_log, Env, Method, Request, Response};
 
 use crate::config::Config;
-use crate::http::{api_error, authorise, json_ok, over_bound, problem, read_json};
+use crate::http::{api_error, authorise, json_ok, json_response, over_bound, problem, read_json};
 use crate::plan::{admin_key, most_limits, Plan};
 use crate::protocol::{override_name, ObjectRequest, ObjectResponse, Peek, When};
 use crate::{denial, report, rpc, stats};
@@ -43,6 +43,27 @@ struct OverrideBody {
     api_key: Option<String>,
     plan: Option<String>,
     limits: Option<Vec<String>>,
+}
+
+/// The answer of `/admin/v1/keys/read`.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct KeyRead<'a> {
+    policy: &'a str,
+    key: &'a str,
+    object: &'a str,
+    stored_rows: Option<u64>,
+    decision: MillisDecision,
+    limits: Vec<LimitRead<'a>>,
+}
+
+/// One limit of [`KeyRead`]: its name, policy, decision and stored state.
+#[derive(Serialize)]
+struct LimitRead<'a> {
+    name: &'a str,
+    policy: String,
+    decision: MillisDecision,
+    state: &'a Option<tollgate::State>,
 }
 
 /// Answers one admin call.
@@ -133,13 +154,24 @@ async fn key(req: &mut Request, env: &Env, cfg: &Config, reset: bool) -> worker:
         Ok(key) => key,
         Err(e) => return api_error(400, "invalid-key", &e),
     };
-    let plan = Plan::for_policy(cfg, k, &key, body.tenant.as_deref());
+    // A policy of plans: the API key's plan in the key table (else the default plan; the
+    // key's override applies in its object). A read carries nothing it stores.
+    let key_plan = body.api_key.as_deref().and_then(|k| {
+        let hash = crate::keying::sha256_hex(k.as_bytes());
+        cfg.settings.key_plans.get(&hash).map(String::as_str)
+    });
+    let plan = Plan::for_policy_in(cfg, k, &key, body.tenant.as_deref(), key_plan);
     let object = &plan.object;
     // A read also reports the object's stored rows (counted before the peek, which itself
     // drops states it finds fresh).
     let batch = if reset {
+        // Also the key's slots of its policy's longer plans (their states go too).
+        let spare = plan.spare.iter().map(|slot| crate::protocol::Limit {
+            slot: slot.clone(),
+            policy: plan.limits[0].policy,
+        });
         vec![ObjectRequest::Reset {
-            limits: plan.limits.clone(),
+            limits: plan.limits.iter().cloned().chain(spare).collect(),
         }]
     } else {
         let peek = Peek {
@@ -168,22 +200,37 @@ async fn key(req: &mut Request, env: &Env, cfg: &Config, reset: bool) -> worker:
             decision,
             each,
             states,
+            overridden,
             ..
         }) => {
-            let limits = plan.names.iter().zip(&each).zip(&states);
-            json_ok(&json!({
-                "policy": entry.name,
-                "key": key,
-                "object": object,
-                "storedRows": stored_rows,
-                "decision": MillisDecision::from(decision),
-                "limits": limits.map(|((n, d), s)| json!({
-                    "name": n.name,
-                    "policy": n.limit.to_string(),
-                    "decision": MillisDecision::from(*d),
-                    "state": s,
-                })).collect::<Vec<_>>(),
-            }))
+            let names = match overridden {
+                Some(limits) => plan.overridden_names(cfg, &limits),
+                None => plan.names.clone(),
+            };
+            let read = KeyRead {
+                policy: &entry.name,
+                key: &key,
+                object,
+                stored_rows,
+                decision: MillisDecision::from(decision),
+                limits: names
+                    .iter()
+                    .zip(&each)
+                    .zip(&states)
+                    .map(|((n, d), state)| LimitRead {
+                        name: &n.name,
+                        policy: n.limit.to_string(),
+                        decision: MillisDecision::from(*d),
+                        state,
+                    })
+                    .collect(),
+            };
+            // Written by serde_json's writer, which takes a state's 128-bit numbers (a
+            // GCRA's scaled TAT) whole; a `Value` holds at most 64 bits.
+            match serde_json::to_string(&read) {
+                Ok(body) => json_response(200, "application/json", body),
+                Err(e) => api_error(500, "unexpected", &e.to_string()),
+            }
         }
         Some(ObjectResponse::Error { code, message }) => api_error(422, &code, &message),
         Some(_) => api_error(500, "unexpected", "unexpected answer"),

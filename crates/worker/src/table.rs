@@ -71,6 +71,9 @@ pub trait Store {
     fn plan_limits(&mut self, policy: &str, plan: &str) -> Option<Vec<Policy>>;
 }
 
+/// What [`Table::carry_group`] carried: the states, and the spare slots to delete.
+type Carried = (Vec<Option<State>>, Vec<String>);
+
 /// A call that came after its deadline, at this instant of the object's clock (ms): answered
 /// [`ObjectResponse::Late`].
 struct Late(u64);
@@ -407,7 +410,7 @@ impl Table {
         peek: bool,
     ) -> (ObjectResponse, bool) {
         let mut loaded = self.load(limits, store);
-        if let Err(e) = self.carry(limits, spare, &mut loaded, clock, store) {
+        if let Err(e) = self.carry(limits, spare, &mut loaded, clock, store, !peek) {
             return (e.into(), false);
         }
         self.expire_leases(limits, &mut loaded, clock, store);
@@ -593,8 +596,9 @@ impl Table {
     /// one asking), whose states are deleted once carried. Any other slot carries alone. A
     /// state without a policy (stored before states named theirs) is read as written under
     /// the policy asking; a layer with no state carries nothing, so the nearest layer with
-    /// one stands in for it (spent stays spent: never a fresh bucket). Each carried state
-    /// is written at once, so a denial that writes nothing keeps it.
+    /// one stands in for it (spent stays spent: never a fresh bucket). When `keep`, each
+    /// carried state is written at once, so a denial that writes nothing keeps it; a peek
+    /// (an admin's read) carries only to answer, and changes nothing stored.
     fn carry(
         &mut self,
         limits: &[Limit],
@@ -602,6 +606,7 @@ impl Table {
         loaded: &mut [Option<State>],
         clock: Clock,
         store: &mut impl Store,
+        keep: bool,
     ) -> Result<(), DecideError> {
         let mut start = 0;
         while start < limits.len() {
@@ -614,31 +619,50 @@ impl Table {
                     .collect(),
                 _ => Vec::new(),
             };
-            self.carry_group(
-                &limits[start..end],
-                &spares,
-                &mut loaded[start..end],
-                clock,
-                store,
-            )?;
+            let group = &limits[start..end];
+            let now = clock.nanos();
+            let Some((carried, stale)) =
+                self.carry_group(group, &spares, &loaded[start..end], now, store)?
+            else {
+                start = end;
+                continue;
+            };
+            for ((l, state), new) in group.iter().zip(&mut loaded[start..end]).zip(carried) {
+                if keep {
+                    let fresh_at = new
+                        .as_ref()
+                        .and_then(|s| clock.fresh_at(fresh_after(&l.policy, s, now)));
+                    store.save(&l.slot, new.as_ref(), &l.policy, fresh_at);
+                    self.under.insert(l.slot.clone(), l.policy);
+                    self.cache.insert(l.slot.clone(), new.clone());
+                }
+                *state = new;
+            }
+            for slot in stale.into_iter().filter(|_| keep) {
+                store.save(&slot, None, &group[0].policy, None);
+                self.under.remove(&slot);
+                self.cache.insert(slot, None);
+            }
             start = end;
         }
         Ok(())
     }
 
-    /// [`Table::carry`] of one group of slots.
+    /// [`Table::carry`] of one group of slots: the states carried to `limits`' policies and
+    /// the spare slots holding a state, or `None` when nothing was written under another
+    /// policy.
     fn carry_group(
         &mut self,
         limits: &[Limit],
         spares: &[&String],
-        loaded: &mut [Option<State>],
-        clock: Clock,
+        loaded: &[Option<State>],
+        now: Nanos,
         store: &mut impl Store,
-    ) -> Result<(), DecideError> {
+    ) -> Result<Option<Carried>, DecideError> {
         let mut from: Vec<Policy> = Vec::new();
         let mut states: Vec<Option<State>> = Vec::new();
         let mut changed = false;
-        for (l, state) in limits.iter().zip(loaded.iter()) {
+        for (l, state) in limits.iter().zip(loaded) {
             let under = self.under.get(&l.slot).copied().unwrap_or(l.policy);
             changed |= under != l.policy;
             if state.is_some() {
@@ -658,29 +682,14 @@ impl Table {
             }
         }
         if !changed && stale.is_empty() {
-            return Ok(());
+            return Ok(None);
         }
         let to: Vec<Policy> = limits.iter().map(|l| l.policy).collect();
-        let now = clock.nanos();
         let carried = match (limits, &from[..]) {
             ([_], [one]) => vec![carry(one, states.pop().flatten(), &to[0], now)?],
             _ => carry_stack(&from, &states, &to, now)?,
         };
-        for ((l, state), new) in limits.iter().zip(loaded.iter_mut()).zip(carried) {
-            let fresh_at = new
-                .as_ref()
-                .and_then(|s| clock.fresh_at(fresh_after(&l.policy, s, now)));
-            store.save(&l.slot, new.as_ref(), &l.policy, fresh_at);
-            self.under.insert(l.slot.clone(), l.policy);
-            self.cache.insert(l.slot.clone(), new.clone());
-            *state = new;
-        }
-        for slot in stale {
-            store.save(&slot, None, &limits[0].policy, None);
-            self.under.remove(&slot);
-            self.cache.insert(slot, None);
-        }
-        Ok(())
+        Ok(Some((carried, stale)))
     }
 
     /// Hands the store every write of `batch` (the store contract's rule for what changed

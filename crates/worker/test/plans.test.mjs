@@ -67,6 +67,12 @@ test("a free key gets the free limit, a pro key its own, an unknown key counts b
   assert.equal(await admitted({ key: "pro_key" }), PRO);
   const r = await hit(edge, "/api/x", { ip: "203.0.113.91", headers: { "x-api-key": "pro_key" } });
   assert.equal(r.status, 429, "the pro key's own counter, whatever its IP");
+  // The admin's read of a key peeks under its plan, and changes nothing stored.
+  for (let i = 0; i < 2; i++) {
+    const read = await edge.admin("/admin/v1/keys/read", { policy: "api", apiKey: "pro_key" });
+    assert.equal(read.status, 200, JSON.stringify(read.body));
+    assert.deepEqual([read.body.decision.limit, read.body.decision.remaining], [PRO, 0]);
+  }
   const ip = "203.0.113.92";
   assert.equal(await admitted({ key: "invented", ip, max: 3 }), 3);
   assert.equal(await admitted({ ip }), FREE - 3, "one counter: the IP's, under free");

@@ -789,3 +789,23 @@ fn a_plan_override_takes_the_running_plan_s_limits_and_overrides_are_bounded() {
         "a key that has one may change it"
     );
 }
+
+#[test]
+fn a_peek_under_another_policy_carries_to_answer_and_stores_nothing() {
+    let (mut t, mut m) = (Table::new(), Mem::default());
+    let free = [limit("api|0|key:c", "100/min")];
+    let pro = [limit("api|0|key:c", "1000/min")];
+    assert!(allowed(&check(&mut t, &mut m, &free, 10, 0)));
+    let stored = m.map["api|0|key:c"].clone();
+    match t.handle(&peek(&pro), 0, &mut m) {
+        ObjectResponse::Decided { decision, .. } => {
+            assert_eq!(decision.remaining, 990, "pro, with free's 10 spent")
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(m.map["api|0|key:c"], stored);
+    assert_eq!(m.under["api|0|key:c"], free[0].policy);
+    // And memory: the next check under free still finds free's state.
+    assert!(allowed(&check(&mut t, &mut m, &free, 90, 0)));
+    assert!(!allowed(&check(&mut t, &mut m, &free, 1, 0)));
+}
