@@ -125,7 +125,10 @@ pub(super) fn validate(
             }
             (None, Some(raw)) => {
                 let plans = plans(&at, raw, p.default, p.key, p.tenant.is_some())?;
-                let default = plans.plans.get(&plans.default).expect("checked");
+                let default = plans
+                    .plans
+                    .get(&plans.default)
+                    .map_err(|e| ConfigError::new(format!("{at}.default"), e.to_string()))?;
                 (default.layers().to_vec(), Some(plans))
             }
             (Some(_), Some(_)) => {

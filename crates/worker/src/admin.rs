@@ -243,8 +243,8 @@ async fn key(req: &mut Request, env: &Env, cfg: &Config, reset: bool) -> worker:
 fn wanted(
     body: &OverrideBody,
     entry: &crate::config::PolicyEntry,
+    plans: &crate::config::PolicyPlans,
 ) -> Result<Override, (String, String)> {
-    let plans = entry.plans.as_ref().expect("checked by the caller");
     match (&body.plan, &body.limits) {
         (Some(plan), None) => match plans.plans.get(plan) {
             Ok(_) => Ok(Override::Plan(plan.clone())),
@@ -298,13 +298,13 @@ async fn overrides(
         let detail = format!("no policy named {:?}", body.policy);
         return api_error(404, "unknown-policy", &detail);
     };
-    if entry.plans.is_none() {
+    let Some(plans) = &entry.plans else {
         let detail = format!(
             "policy: {:?} has no plans (overrides are of a plan)",
             entry.name
         );
         return problem(400, "invalid-override", &detail, json!({"field": "policy"}));
-    }
+    };
     let key = match admin_key(
         cfg,
         entry,
@@ -317,7 +317,7 @@ async fn overrides(
     };
     let owner = override_name(&entry.name, &key);
     let call = match op {
-        "set" => match wanted(&body, entry) {
+        "set" => match wanted(&body, entry, plans) {
             Ok(what) => ObjectRequest::SetOverride { owner, what },
             Err((field, reason)) => {
                 let detail = format!("{field}: {reason}");
