@@ -279,6 +279,14 @@ fn plan_errors_name_the_field_and_reason() {
     assert!(e.reason.contains("no policy has plans"), "{e}");
     let by_ip = Config::parse(&format!("[policies.api]\n{FREE_PRO}\n")).unwrap_err();
     assert_eq!(by_ip.field, "policies.api.key");
+    let two = Config::parse(&format!(
+        "[settings]\napi_keys = [\"{hash}\"]\n[policies.a]\nkey = \"api-key\"\n{FREE_PRO}\n\
+         [policies.b]\nkey = \"api-key\"\n{FREE_PRO}\n\
+         [[routes]]\npath = \"/\"\npolicies = [\"a\", \"b\"]\n"
+    ))
+    .unwrap_err();
+    assert_eq!(two.field, "routes[0].policies[1]");
+    assert!(two.reason.contains("at most one policy of plans"), "{two}");
 }
 
 #[test]
