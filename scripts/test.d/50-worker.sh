@@ -25,5 +25,6 @@ node --test --test-concurrency=1 \
   crates/worker/test/timeout.test.mjs \
   crates/worker/test/settle.test.mjs \
   crates/worker/test/apikeys.test.mjs \
+  crates/worker/test/plans.test.mjs \
   crates/worker/test/metrics.test.mjs \
   crates/worker/test/wrangler.test.mjs

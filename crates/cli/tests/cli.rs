@@ -835,3 +835,35 @@ fn check_config_prints_the_workers_error_naming_the_field() {
     let err = String::from_utf8(out.stderr).unwrap();
     assert_eq!(err.trim_end(), format!("tollgate: {expected}"));
 }
+
+#[test]
+fn check_config_validates_plans_and_the_key_table() {
+    let hash = "ab".repeat(32);
+    let config = |plan: &str| {
+        format!(
+            "[settings]\napi_keys = [{{ sha256 = \"{hash}\", plan = \"{plan}\" }}]\n\
+             [policies.api]\nkey = \"api-key\"\ndefault = \"free\"\n\
+             plans = [{{ name = \"free\", limit = \"100/min\" }}, {{ name = \"pro\", limit = \"1000/min\" }}]\n\
+             [[routes]]\npath = \"/api/\"\npolicies = [\"api\"]\n"
+        )
+    };
+    let out = tollgate()
+        .args(["check-config", "-"])
+        .write_stdin(config("pro"))
+        .assert()
+        .success()
+        .get_output()
+        .clone();
+    assert!(String::from_utf8(out.stdout).unwrap().contains("valid ("));
+    let out = tollgate()
+        .args(["check-config", "-"])
+        .write_stdin(config("gold"))
+        .assert()
+        .code(2)
+        .get_output()
+        .clone();
+    assert_eq!(
+        String::from_utf8(out.stderr).unwrap().trim_end(),
+        "tollgate: invalid config: settings.api_keys[0].plan: no plan named \"gold\" in policies.api.plans"
+    );
+}

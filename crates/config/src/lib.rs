@@ -16,7 +16,7 @@ mod settings;
 mod tests;
 
 pub use groups::Group;
-pub use policies::{capacity, max_delay_ms, KeyKind, PolicyEntry};
+pub use policies::{capacity, max_delay_ms, KeyKind, PolicyEntry, PolicyPlans, MAX_PLANS};
 pub use routes::{Mode, OnError, PathMatch, Route, SettleRule};
 pub use settings::Settings;
 
@@ -82,8 +82,9 @@ impl Config {
     }
 
     fn validate(raw: RawConfig) -> Result<Config, ConfigError> {
-        let settings = settings::validate(raw.settings)?;
+        let (settings, key_plans) = settings::validate(raw.settings)?;
         let (mut policies, shard_wish) = policies::validate(raw.policies)?;
+        check_key_plans(&key_plans, &policies)?;
         let mut routes = routes::validate(raw.routes, &settings, &policies)?;
         let groups = groups::assign(&mut policies, &shard_wish, &mut routes, settings.shards);
         Ok(Config {
@@ -127,6 +128,37 @@ impl Config {
         }
         Ok(())
     }
+}
+
+/// Every plan the key table names (`(field, plan)`) is one of every policy of plans: a key
+/// table is shared by the policies of plans, so a plan missing from one of them would
+/// leave that policy without limits for the key.
+fn check_key_plans(
+    named: &[(String, String)],
+    policies: &[PolicyEntry],
+) -> Result<(), ConfigError> {
+    for (field, plan) in named {
+        let with_plans = policies
+            .iter()
+            .filter_map(|p| Some((&p.name, p.plans.as_ref()?)));
+        let mut any = false;
+        for (name, plans) in with_plans {
+            any = true;
+            if plans.plans.get(plan).is_err() {
+                return Err(ConfigError::new(
+                    field,
+                    format!("no plan named {plan:?} in policies.{name}.plans"),
+                ));
+            }
+        }
+        if !any {
+            return Err(ConfigError::new(
+                field,
+                "no policy has plans: give a policy plans, or list the key without one",
+            ));
+        }
+    }
+    Ok(())
 }
 
 fn valid_name(s: &str) -> bool {

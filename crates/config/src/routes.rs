@@ -137,6 +137,19 @@ fn route(
     if settings.api_keys.is_empty() {
         check_key_bypass(at, &ids, policies)?;
     }
+    // A key's override replaces the limits of one policy of plans (the object keeps one
+    // per key and policy; the route's first such policy is the one it applies to).
+    let mut with_plans = ids.iter().filter(|&&k| policies[k].plans.is_some());
+    if let Some(&second) = with_plans.nth(1) {
+        let j = ids.iter().position(|&k| k == second).unwrap_or(0);
+        return Err(ConfigError::new(
+            format!("{at}.policies[{j}]"),
+            format!(
+                "{:?}: a route stacks at most one policy of plans",
+                policies[second].name
+            ),
+        ));
+    }
     let cost = cost(at, r.cost.unwrap_or(1), &ids, settings, policies)?;
     let retry_after_s = in_range(
         &format!("{at}.retry_after_s"),
@@ -212,7 +225,7 @@ fn settle(
                     .into(),
             ));
         }
-        for p in &entry.limits {
+        for p in entry.every_limit() {
             tollgate::settle::check_reservable(p).map_err(|e| refuse(e.to_string()))?;
             if p.holds_slots() {
                 return Err(refuse(

@@ -1,6 +1,6 @@
 //! `[settings]`: what every route shares.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Deserialize;
 
@@ -23,7 +23,25 @@ pub(super) struct RawSettings {
     stats_flush_ms: Option<u64>,
     lease_ms: Option<u64>,
     max_delay_ms: Option<u64>,
-    api_keys: Option<Vec<String>>,
+    api_keys: Option<Vec<RawApiKey>>,
+}
+
+/// One entry of `settings.api_keys`: a key's SHA-256 alone (the default plan of every policy
+/// of plans), or with the plan it is given.
+#[derive(Deserialize)]
+#[serde(untagged)]
+pub(super) enum RawApiKey {
+    /// `"<sha-256>"`.
+    Hash(String),
+    /// `{ sha256 = "<sha-256>", plan = "pro" }`.
+    WithPlan(KeyWithPlan),
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct KeyWithPlan {
+    sha256: String,
+    plan: Option<String>,
 }
 
 /// Settings shared by every route.
@@ -67,6 +85,11 @@ pub struct Settings {
     /// not listed counts as having no key (by IP). When empty, every route keyed by API
     /// key must also stack a policy keyed by `ip` or `global`.
     pub api_keys: BTreeSet<String>,
+    /// The key table of the policies of plans: the plan of each listed key that names one,
+    /// by its SHA-256 (a listed key without a plan, or a request without a listed key, is
+    /// under each policy's default plan). Every plan named here is defined by every policy
+    /// of plans (checked with the policies).
+    pub key_plans: BTreeMap<String, String>,
 }
 
 fn valid_header_name(s: &str) -> bool {
@@ -87,24 +110,50 @@ fn header_name(field: &str, value: Option<String>, default: &str) -> Result<Stri
     Ok(name.to_ascii_lowercase())
 }
 
-/// `settings.api_keys`: SHA-256 digests, 64 hex digits each (stored lower-case).
-fn api_keys(listed: Option<Vec<String>>) -> Result<BTreeSet<String>, ConfigError> {
+/// The valid keys, their plans, and each plan named with its field.
+type KeyTable = (
+    BTreeSet<String>,
+    BTreeMap<String, String>,
+    Vec<(String, String)>,
+);
+
+/// `settings.api_keys`: SHA-256 digests, 64 hex digits each (stored lower-case), each
+/// listed once, alone or with a plan. Answers the valid keys, the plans of those that name
+/// one, and where each plan was named (for [`super::Config`] to check it against the
+/// policies of plans).
+fn api_keys(listed: Option<Vec<RawApiKey>>) -> Result<KeyTable, ConfigError> {
     let mut keys = BTreeSet::new();
-    for (i, h) in listed.unwrap_or_default().into_iter().enumerate() {
+    let mut plans = BTreeMap::new();
+    let mut named = Vec::new();
+    for (i, entry) in listed.unwrap_or_default().into_iter().enumerate() {
+        let (h, plan, field) = match entry {
+            RawApiKey::Hash(h) => (h, None, format!("settings.api_keys[{i}]")),
+            RawApiKey::WithPlan(k) => (k.sha256, k.plan, format!("settings.api_keys[{i}].sha256")),
+        };
         if h.len() != 64 || !h.bytes().all(|b| b.is_ascii_hexdigit()) {
             return Err(ConfigError::new(
-                format!("settings.api_keys[{i}]"),
+                field,
                 "a key is listed by its SHA-256, 64 hex digits (`printf %s KEY | sha256sum`)",
             ));
         }
-        keys.insert(h.to_ascii_lowercase());
+        let h = h.to_ascii_lowercase();
+        if !keys.insert(h.clone()) {
+            return Err(ConfigError::new(
+                field,
+                "listed twice: a key has one entry (and one plan)",
+            ));
+        }
+        if let Some(plan) = plan {
+            named.push((format!("settings.api_keys[{i}].plan"), plan.clone()));
+            plans.insert(h, plan);
+        }
     }
-    Ok(keys)
+    Ok((keys, plans, named))
 }
 
 /// Checks `[settings]` (in this order: the first broken field is the one named) and fills
-/// in the defaults.
-pub(super) fn validate(s: RawSettings) -> Result<Settings, ConfigError> {
+/// in the defaults; answers them with each plan the key table names, by field.
+pub(super) fn validate(s: RawSettings) -> Result<(Settings, Vec<(String, String)>), ConfigError> {
     let ipv6_prefix = in_range("settings.ipv6_prefix", s.ipv6_prefix.unwrap_or(64), 1..=128)?;
     let ipv4_prefix = in_range("settings.ipv4_prefix", s.ipv4_prefix.unwrap_or(32), 1..=32)?;
     let shards = s.shards.unwrap_or(8);
@@ -138,7 +187,8 @@ pub(super) fn validate(s: RawSettings) -> Result<Settings, ConfigError> {
             format!("{max_delay_ms} must be at most 60000"),
         ));
     }
-    Ok(Settings {
+    let (api_keys, key_plans, named) = api_keys(s.api_keys)?;
+    let settings = Settings {
         trust_forwarded_for: s.trust_forwarded_for.unwrap_or(false),
         ipv6_prefix: ipv6_prefix as u8,
         ipv4_prefix: ipv4_prefix as u8,
@@ -153,6 +203,8 @@ pub(super) fn validate(s: RawSettings) -> Result<Settings, ConfigError> {
         stats_flush_ms,
         lease_ms,
         max_delay_ms,
-        api_keys: api_keys(s.api_keys)?,
-    })
+        api_keys,
+        key_plans,
+    };
+    Ok((settings, named))
 }

@@ -188,3 +188,115 @@ fn settle_errors_name_the_field_and_reason() {
     let e = settle_config("leaky-queue 5/s", "count_statuses = [401]").unwrap_err();
     assert_eq!(e.field, "routes[0].settle");
 }
+
+/// A config with a policy of plans `plans` (TOML lines under `[policies.api]`), the key
+/// table `keys` (the value of `settings.api_keys`) and one route on it.
+fn plans_config(plans: &str, keys: &str) -> Result<Config, ConfigError> {
+    Config::parse(&format!(
+        "[settings]\napi_keys = {keys}\n[policies.api]\nkey = \"api-key\"\n{plans}\n\
+         [[routes]]\npath = \"/api/\"\npolicies = [\"api\"]\n"
+    ))
+}
+
+const FREE_PRO: &str = "default = \"free\"\nplans = [{ name = \"free\", limit = \"100/min\" }, \
+                        { name = \"pro\", limit = [\"1000/min\", \"50/s\"] }]";
+
+#[test]
+fn plans_are_read_with_a_key_table_of_plans_and_plain_hashes() {
+    let (a, b) = ("ab".repeat(32), "CD".repeat(32));
+    let c = plans_config(
+        FREE_PRO,
+        &format!("[{{ sha256 = \"{a}\", plan = \"pro\" }}, \"{b}\"]"),
+    )
+    .unwrap();
+    let entry = &c.policy("api").unwrap().1;
+    let plans = entry.plans.as_ref().unwrap();
+    assert_eq!(plans.default, "free");
+    assert_eq!(
+        entry.limits,
+        ["100/min".parse().unwrap()],
+        "the default plan's limits"
+    );
+    assert_eq!(entry.limits_of(Some("pro")).len(), 2);
+    assert_eq!(entry.limits_of(Some("gold")), &entry.limits[..]);
+    assert_eq!(
+        c.settings.key_plans.get(&a).map(String::as_str),
+        Some("pro")
+    );
+    let lower = "cd".repeat(32);
+    assert!(
+        c.settings.api_keys.contains(&lower),
+        "listed, plan-less, lower-cased"
+    );
+    assert!(!c.settings.key_plans.contains_key(&lower));
+    // The same document in JSON.
+    let json = format!(
+        r#"{{"settings": {{"api_keys": [{{"sha256": "{a}", "plan": "pro"}}, "{b}"]}},
+            "policies": {{"api": {{"key": "api-key", "default": "free",
+              "plans": [{{"name": "free", "limit": "100/min"}}, {{"name": "pro", "limit": ["1000/min", "50/s"]}}]}}}},
+            "routes": [{{"path": "/api/", "policies": ["api"]}}]}}"#
+    );
+    assert_eq!(Config::parse(&json).unwrap(), c);
+}
+
+#[test]
+fn plan_errors_name_the_field_and_reason() {
+    let hash = "ab".repeat(32);
+    let key = |plan: &str| format!("[{{ sha256 = \"{hash}\", plan = \"{plan}\" }}]");
+    let e = plans_config(FREE_PRO, &key("gold")).unwrap_err();
+    assert_eq!(e.field, "settings.api_keys[0].plan");
+    assert!(
+        e.reason
+            .contains("no plan named \"gold\" in policies.api.plans"),
+        "{e}"
+    );
+    let e = plans_config(
+        FREE_PRO,
+        &format!("[\"{hash}\", \"{}\"]", hash.to_uppercase()),
+    )
+    .unwrap_err();
+    assert_eq!(e.field, "settings.api_keys[1]");
+    assert!(e.reason.contains("listed twice"), "{e}");
+    let e = plans_config(FREE_PRO, "[{ sha256 = \"nope\", plan = \"pro\" }]").unwrap_err();
+    assert_eq!(e.field, "settings.api_keys[0].sha256");
+    let e = plans_config(
+        &FREE_PRO.replace("default = \"free\"", "default = \"gold\""),
+        "[]",
+    )
+    .unwrap_err();
+    assert_eq!(e.field, "policies.api.default");
+    let e = plans_config(&FREE_PRO.replace("\"pro\"", "\"free\""), "[]").unwrap_err();
+    assert_eq!(e.field, "policies.api.plans[1].name");
+    assert!(e.reason.contains("already defined"), "{e}");
+    let e = plans_config(&FREE_PRO.replace("\"50/s\"", "\"50/fortnight\""), "[]").unwrap_err();
+    assert_eq!(e.field, "policies.api.plans[1].limit[1]");
+    let e = plans_config(&format!("{FREE_PRO}\nlimit = \"1/s\""), "[]").unwrap_err();
+    assert_eq!(e.field, "policies.api.plans");
+    let e = plans_config(&FREE_PRO.replace("default = \"free\"", ""), "[]").unwrap_err();
+    assert_eq!(e.field, "policies.api.default");
+    let e = Config::parse(&format!("[settings]\napi_keys = {}\n", key("pro"))).unwrap_err();
+    assert_eq!(e.field, "settings.api_keys[0].plan");
+    assert!(e.reason.contains("no policy has plans"), "{e}");
+    let by_ip = Config::parse(&format!("[policies.api]\n{FREE_PRO}\n")).unwrap_err();
+    assert_eq!(by_ip.field, "policies.api.key");
+    let two = Config::parse(&format!(
+        "[settings]\napi_keys = [\"{hash}\"]\n[policies.a]\nkey = \"api-key\"\n{FREE_PRO}\n\
+         [policies.b]\nkey = \"api-key\"\n{FREE_PRO}\n\
+         [[routes]]\npath = \"/\"\npolicies = [\"a\", \"b\"]\n"
+    ))
+    .unwrap_err();
+    assert_eq!(two.field, "routes[0].policies[1]");
+    assert!(two.reason.contains("at most one policy of plans"), "{two}");
+}
+
+#[test]
+fn a_route_s_cost_fits_every_plan() {
+    let e = Config::parse(&format!(
+        "[settings]\napi_keys = [\"{}\"]\n[policies.api]\nkey = \"api-key\"\n{FREE_PRO}\n\
+         [[routes]]\npath = \"/api/\"\npolicies = [\"api\"]\ncost = 60\n",
+        "ab".repeat(32)
+    ))
+    .unwrap_err();
+    assert_eq!(e.field, "routes[0].cost");
+    assert!(e.reason.contains("capacity 50"), "the pro plan's 50/s: {e}");
+}

@@ -2,7 +2,9 @@
 //! `/v1/settle`, bearer `CHECK_SECRET`): other services use the edge as their limiter, by a
 //! key of their choosing. A reserve is a check whose charge the key's object keeps under
 //! the `reservation` id it answers; a settle of that id with the `actual` cost gives back
-//! or charges the difference (the core's rule, `tollgate::settle`), once.
+//! or charges the difference (the core's rule, `tollgate::settle`), once. For a policy of
+//! plans, `plan` names the caller's plan (default: the policy's default plan); the key's
+//! override, if its object keeps one, applies instead.
 
 use serde::Deserialize;
 use serde_json::json;
@@ -16,7 +18,8 @@ use worker::{console_error, Env, Method, Request, Response};
 use crate::config::Config;
 use crate::env::now_ms;
 use crate::http::{
-    api_error, authorise, json_ok, json_response, over_bound, read_json, set_all, unavailable,
+    api_error, authorise, json_ok, json_response, over_bound, problem, read_json, set_all,
+    unavailable,
 };
 use crate::plan::{LimitName, Plan};
 use crate::protocol::{Check, ObjectRequest, ObjectResponse, Peek, Release, When};
@@ -59,6 +62,7 @@ struct CheckBody {
     #[serde(default = "one")]
     cost: u64,
     tenant: Option<String>,
+    plan: Option<String>,
     now: Option<u64>,
     reservation: Option<String>,
     actual: Option<u64>,
@@ -122,6 +126,20 @@ pub async fn handle(
         return api_error(404, "unknown-policy", &detail);
     };
 
+    if let Some(name) = &body.plan {
+        let known = entry.plans.as_ref().map(|p| p.plans.get(name).is_ok());
+        if known != Some(true) {
+            let detail = match known {
+                None => format!("plan: policy {:?} has no plans", entry.name),
+                Some(_) => format!(
+                    "plan: no plan named {name:?} in policies.{}.plans",
+                    entry.name
+                ),
+            };
+            return problem(400, "invalid-plan", &detail, json!({"field": "plan"}));
+        }
+    }
+
     // The plan: only a check counts in a tenant's window.
     let key = keying::external_key(&body.key);
     let checking = matches!(endpoint, Endpoint::Check | Endpoint::Reserve);
@@ -129,8 +147,10 @@ pub async fn handle(
         .tenant
         .as_deref()
         .filter(|_| checking || endpoint == Endpoint::Settle);
-    let plan = Plan::for_policy(cfg, k, &key, tenant);
-    let cache_key = plan.cache_key(&format!("api\n{}", body.cost));
+    let plan = Plan::for_policy_in(cfg, k, &key, tenant, body.plan.as_deref());
+    // A denial holds for its cost and plan (a smaller cost, another plan, might pass).
+    let kind = format!("api\n{}\n{}", body.cost, body.plan.as_deref().unwrap_or(""));
+    let cache_key = plan.cache_key(&kind);
     let use_cache = endpoint == Endpoint::Check && body.now.is_none() && cfg.settings.deny_cache;
     if endpoint == Endpoint::Reserve {
         for l in &plan.limits {
@@ -152,10 +172,12 @@ pub async fn handle(
         now_ms: body.now,
         deadline_ms: Some(lease::deadline(now_ms(), cfg.settings.timeout_ms)),
     };
-    let limits = plan.limits;
+    let limits = plan.limits.clone();
     let call = match endpoint {
         Endpoint::Check | Endpoint::Reserve => ObjectRequest::Check(Check {
             reservation: reservation.clone(),
+            spare: plan.spare.clone(),
+            owner: plan.owner.clone(),
             limits,
             cost: body.cost,
             lease: None,
@@ -163,7 +185,12 @@ pub async fn handle(
             route: None,
             when,
         }),
-        Endpoint::Peek => ObjectRequest::Peek(Peek { limits, when }),
+        Endpoint::Peek => ObjectRequest::Peek(Peek {
+            limits,
+            spare: plan.spare.clone(),
+            owner: plan.owner.clone(),
+            when,
+        }),
         Endpoint::Release => ObjectRequest::Release(Release {
             limits,
             cost: body.cost,
@@ -180,8 +207,13 @@ pub async fn handle(
             decision,
             each,
             now_ms,
+            overridden,
             ..
         }) => {
+            let names = match overridden {
+                Some(limits) => plan.overridden_names(cfg, &limits),
+                None => plan.names.clone(),
+            };
             if checking {
                 stats::decided(env, &entry.name, None, &decision, false, Source::Store);
                 if use_cache {
@@ -189,7 +221,7 @@ pub async fn handle(
                 }
             }
             let reserved = reservation.as_deref().filter(|_| decision.allowed);
-            decision_response(cfg, &plan.names, &decision, &each, reserved)
+            decision_response(cfg, &names, &decision, &each, reserved)
         }
         Ok(ObjectResponse::Settled {
             refunded,
@@ -209,9 +241,11 @@ pub async fn handle(
             degraded(env, &entry.name, Why::Timeout);
             unavailable("timed out")
         }
-        Ok(other @ (ObjectResponse::Count { .. } | ObjectResponse::Stats { .. })) => {
-            api_error(500, "unexpected", &format!("unexpected answer {other:?}"))
-        }
+        Ok(
+            other @ (ObjectResponse::Count { .. }
+            | ObjectResponse::Stats { .. }
+            | ObjectResponse::Override { .. }),
+        ) => api_error(500, "unexpected", &format!("unexpected answer {other:?}")),
         Err(f) => {
             console_error!("tollgate: check API object {}: {f}", plan.object);
             let why = match f {

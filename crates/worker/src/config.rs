@@ -13,6 +13,28 @@ pub const BUNDLED: &str = include_str!("../config/tollgate.toml");
 mod tests {
     use super::*;
 
+    /// The README's plans example, as written: valid, and its key table gives `pro_key_1`
+    /// the pro plan.
+    #[test]
+    fn the_readme_s_plans_config_is_valid() {
+        let readme = include_str!("../README.md");
+        let section = &readme[readme.find("## Plans").unwrap()..];
+        let start = section.find("```toml\n").unwrap() + "```toml\n".len();
+        let toml = &section[start..start + section[start..].find("```").unwrap()];
+        let c = Config::parse(toml).unwrap();
+        let hash = crate::keying::sha256_hex(b"pro_key_1");
+        assert_eq!(
+            c.settings.key_plans.get(&hash).map(String::as_str),
+            Some("pro")
+        );
+        assert!(c
+            .settings
+            .api_keys
+            .contains(&crate::keying::sha256_hex(b"test")));
+        let (_, api) = c.policy("api").unwrap();
+        assert_eq!(api.limits_of(Some("pro")).len(), 2);
+    }
+
     #[test]
     fn bundled_config_is_valid() {
         let c = Config::parse(BUNDLED).unwrap();

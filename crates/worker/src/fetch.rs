@@ -91,7 +91,9 @@ async fn limited(req: Request, env: &Env, ctx: &Context, cfg: &Config) -> worker
     };
     let check = Check {
         reservation: reservation.clone(),
-        limits: plan.limits,
+        limits: plan.limits.clone(),
+        spare: plan.spare.clone(),
+        owner: plan.owner.clone(),
         cost: route.cost,
         lease: admit::lease_for(&plan.names),
         lease_ms: cfg.settings.lease_ms,
@@ -113,9 +115,14 @@ async fn limited(req: Request, env: &Env, ctx: &Context, cfg: &Config) -> worker
             decision,
             each,
             now_ms,
+            overridden,
             ..
         }) => {
-            let names = &plan.names;
+            // The key's override may have replaced its plan's limits: name those decided.
+            let names = &match overridden {
+                Some(limits) => plan.overridden_names(cfg, &limits),
+                None => plan.names.clone(),
+            };
             if decision.allowed {
                 stats::route_admitted(env, cfg, route, names, &each);
                 let fields = if enforce {

@@ -20,6 +20,8 @@ pub struct Identity {
     pub api_key: Option<String>,
     /// The tenant, if one was sent.
     pub tenant: Option<String>,
+    /// The plan the key table gives the API key (`settings.api_keys`), if it names one.
+    pub plan: Option<String>,
 }
 
 /// Reads a request's headers through `get` (lower-case names).
@@ -57,10 +59,12 @@ pub fn identify(
                 .map(str::to_string)
         }),
     };
+    let mut plan = None;
     let api_key = match api_key {
         Some(v) if !v.is_empty() => {
             check(settings, &settings.api_key_header, &v)?;
             let hash = sha256_hex(v.as_bytes());
+            plan = settings.key_plans.get(&hash).cloned();
             // With a list of valid keys, an unknown key is no key: it counts by IP, so
             // invented keys cannot mint fresh buckets.
             (settings.api_keys.is_empty() || settings.api_keys.contains(&hash))
@@ -82,6 +86,7 @@ pub fn identify(
         ip,
         api_key,
         tenant,
+        plan,
     })
 }
 
@@ -228,7 +233,12 @@ mod tests {
     #[test]
     fn unknown_keys_count_by_ip_when_keys_are_listed() {
         let mut settings = Config::parse("").unwrap().settings;
-        settings.api_keys = [sha256_hex(b"live_key_1")].into_iter().collect();
+        settings.api_keys = [sha256_hex(b"live_key_1"), sha256_hex(b"pro_key")]
+            .into_iter()
+            .collect();
+        settings
+            .key_plans
+            .insert(sha256_hex(b"pro_key"), "pro".into());
         let id = |key: &str| {
             identify(&settings, |h| match h {
                 "cf-connecting-ip" => Some("203.0.113.1".into()),
@@ -242,8 +252,11 @@ mod tests {
             key_for(KeyKind::ApiKey, &known),
             format!("key:{}", sha256_hex(b"live_key_1"))
         );
+        assert_eq!(known.plan, None, "listed without a plan");
+        assert_eq!(id("pro_key").plan.as_deref(), Some("pro"));
         let invented = id("random-123");
         assert_eq!(invented.api_key, None);
+        assert_eq!(invented.plan, None);
         assert_eq!(
             key_for(KeyKind::ApiKey, &invented),
             key_for(KeyKind::Ip, &invented)

@@ -44,7 +44,7 @@ use crate::in_use::{self, InUse};
 use crate::lease::{self, Lease};
 use crate::protocol::{Limit, ObjectRequest, ObjectResponse};
 use crate::rpc::send_batch;
-use crate::sql_store::{all_leases, write_pending, SqlStore, Write, SCHEMA};
+use crate::sql_store::{all_leases, migrate, write_pending, SqlStore, Write, SCHEMA};
 use crate::stats::STATS_OBJECT;
 use crate::table::Table;
 
@@ -112,6 +112,7 @@ impl Limiter {
         for statement in SCHEMA {
             sql.exec(statement, None)?;
         }
+        migrate(&sql)?;
         Ok(self.sql.get_or_init(|| sql))
     }
 
@@ -231,7 +232,9 @@ impl Limiter {
         let mut pending = self.pending.borrow_mut();
         let mut pending_leases = self.pending_leases.borrow_mut();
         let mut pending_in_use = self.pending_in_use.borrow_mut();
+        let config = crate::env::config(&self.env);
         let mut store = SqlStore {
+            config: config.as_ref().as_ref().ok(),
             sql: self.sql().map_err(|e| e.to_string())?,
             error: None,
             pending: &mut pending,

@@ -23,7 +23,7 @@ use tollgate::Policy;
 
 use crate::config::{Config, KeyKind, PolicyEntry, Route};
 use crate::keying::{self, Identity};
-use crate::protocol::Limit;
+use crate::protocol::{Limit, Owner};
 
 /// One limit of a request, as the response names it.
 #[derive(Clone, Debug, PartialEq)]
@@ -40,16 +40,22 @@ pub struct LimitName {
 }
 
 /// The limits of the policy entries `policies` (a route's stack, or one entry), in the
-/// order they are sent to the object: each entry's limits, then its tenant window when
-/// `with_tenant`.
-pub fn limit_names(config: &Config, policies: &[usize], with_tenant: bool) -> Vec<LimitName> {
+/// order they are sent to the object: each entry's limits (a policy of plans: the limits
+/// of `plan`, else its default plan's), then its tenant window when `with_tenant`.
+pub fn limit_names(
+    config: &Config,
+    policies: &[usize],
+    with_tenant: bool,
+    plan: Option<&str>,
+) -> Vec<LimitName> {
     let mut out = Vec::new();
     for &k in policies {
         let e = &config.policies[k];
-        for (i, p) in e.limits.iter().enumerate() {
+        let limits = e.limits_of(plan);
+        for (i, p) in limits.iter().enumerate() {
             out.push(LimitName {
                 policy: k,
-                name: limit_name(&e.name, i, e.limits.len()),
+                name: limit_name(&e.name, i, limits.len()),
                 limit: *p,
                 tenant: false,
             });
@@ -91,6 +97,16 @@ pub fn object_name(config: &Config, group: usize, key: &str) -> String {
     }
 }
 
+/// The most limits a plan of `plans` has (a key's own limits may have no more).
+pub fn most_limits(plans: &crate::config::PolicyPlans) -> usize {
+    plans
+        .plans
+        .iter()
+        .map(|p| p.limits().layers().len())
+        .max()
+        .unwrap_or(0)
+}
+
 /// What one request asks of one object.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Plan {
@@ -100,6 +116,12 @@ pub struct Plan {
     pub limits: Vec<Limit>,
     /// The object that decides them all.
     pub object: String,
+    /// The key's slots of its policies of plans past the plan's limits (see
+    /// [`crate::protocol::Check::spare`]).
+    pub spare: Vec<String>,
+    /// The key's stack of the (first) policy of plans among the limits, where its
+    /// override applies.
+    pub owner: Option<Owner>,
 }
 
 impl Plan {
@@ -108,16 +130,34 @@ impl Plan {
     pub fn for_route(config: &Config, route: &Route, id: &Identity) -> Option<Plan> {
         let group = route.group?;
         let tenant = id.tenant.as_deref();
-        Some(Plan::new(config, &route.policies, group, tenant, |e| {
-            keying::key_for(e.key, id)
-        }))
+        let plan = id.plan.as_deref();
+        Some(Plan::new(
+            config,
+            &route.policies,
+            group,
+            tenant,
+            plan,
+            |e| keying::key_for(e.key, id),
+        ))
     }
 
     /// The plan of the check and admin APIs: policy entry `k` for `key`, with the tenant
     /// window of `tenant` (a fair share's).
     pub fn for_policy(config: &Config, k: usize, key: &str, tenant: Option<&str>) -> Plan {
+        Plan::for_policy_in(config, k, key, tenant, None)
+    }
+
+    /// [`Plan::for_policy`] under the plan `plan` of a policy of plans (`None`: its
+    /// default plan).
+    pub fn for_policy_in(
+        config: &Config,
+        k: usize,
+        key: &str,
+        tenant: Option<&str>,
+        plan: Option<&str>,
+    ) -> Plan {
         let group = config.policies[k].group;
-        Plan::new(config, &[k], group, tenant, |_| key.to_string())
+        Plan::new(config, &[k], group, tenant, plan, |_| key.to_string())
     }
 
     fn new(
@@ -125,10 +165,31 @@ impl Plan {
         policies: &[usize],
         group: usize,
         tenant: Option<&str>,
+        plan: Option<&str>,
         key_of: impl Fn(&PolicyEntry) -> String,
     ) -> Plan {
         let tenant = tenant.filter(|t| !skips_tenant_window(Some(t)));
-        let names = limit_names(config, policies, tenant.is_some());
+        let names = limit_names(config, policies, tenant.is_some(), plan);
+        let mut spare = Vec::new();
+        let mut owner = None;
+        let mut at = 0;
+        for &k in policies {
+            let e = &config.policies[k];
+            let len = e.limits_of(plan).len();
+            if let (Some(plans), None) = (&e.plans, &owner) {
+                let key = key_of(e);
+                for i in len..most_limits(plans) {
+                    spare.push(slot(&e.name, i, &key));
+                }
+                owner = Some(Owner {
+                    policy: e.name.clone(),
+                    key,
+                    at,
+                    len,
+                });
+            }
+            at += len;
+        }
         let mut limits = Vec::with_capacity(names.len());
         let mut index = 0;
         let mut last = usize::MAX;
@@ -154,7 +215,31 @@ impl Plan {
             names,
             limits,
             object: object_name(config, group, &key_of(first)),
+            spare,
+            owner,
         }
+    }
+
+    /// The names of the limits decided by when the key's override replaced its plan's
+    /// (`limits`, the object's [`crate::protocol::ObjectResponse::Decided::overridden`]): the
+    /// owner's named `<policy>` or `<policy>.<n>`, as any stack is.
+    pub fn overridden_names(&self, config: &Config, limits: &[Policy]) -> Vec<LimitName> {
+        let Some(owner) = &self.owner else {
+            return self.names.clone();
+        };
+        let n = (limits.len() + owner.len).saturating_sub(self.names.len());
+        let mut names = self.names[..owner.at].to_vec();
+        let k = config.policy(&owner.policy).map_or(0, |(k, _)| k);
+        for i in 0..n {
+            names.push(LimitName {
+                policy: k,
+                name: limit_name(&owner.policy, i, n),
+                limit: limits[owner.at + i],
+                tenant: false,
+            });
+        }
+        names.extend_from_slice(&self.names[owner.at + owner.len..]);
+        names
     }
 
     /// The deny-cache key of this plan for requests of one kind: `<kind>` then every slot,
@@ -203,6 +288,7 @@ pub fn admin_key(
         ip,
         api_key: api_key.map(|k| tollgate_http::key::api_key_name(k.as_bytes())),
         tenant: None,
+        plan: None,
     };
     Ok(keying::key_for(entry.key, &id))
 }

@@ -3,6 +3,7 @@
 //! batch being a JSON array of requests answered by an array of answers in the same order.
 
 use serde::{Deserialize, Serialize};
+use tollgate::plans::Override;
 use tollgate::{DecideError, Decision, Policy, State};
 
 use crate::counters::PolicyTally;
@@ -36,6 +37,24 @@ pub enum ObjectRequest {
     },
     /// Count the object's stored rows (admin; sees the alarm's sweeps). Touches no slot.
     Count,
+    /// Keep `what` as the override of a key of a policy of plans (admin), replacing any;
+    /// refused past [`crate::table::MAX_OVERRIDES`] keys.
+    SetOverride {
+        /// [`override_name`] of the policy and key.
+        owner: String,
+        /// A plan of that policy, or limits of the key's own.
+        what: Override,
+    },
+    /// Answer a key's override (admin).
+    GetOverride {
+        /// [`override_name`] of the policy and key.
+        owner: String,
+    },
+    /// Remove a key's override (admin); answers the one removed.
+    ClearOverride {
+        /// [`override_name`] of the policy and key.
+        owner: String,
+    },
     /// Add an isolate's tallies to the object's per-policy stats, keep a coordinator's
     /// slots in use, and answer the totals (the stats object).
     Report {
@@ -61,11 +80,46 @@ pub struct When {
     pub deadline_ms: Option<u64>,
 }
 
+/// Whose limits part of a request is: one key of a policy of plans.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Owner {
+    /// The policy of plans' name.
+    pub policy: String,
+    /// The key.
+    pub key: String,
+    /// Where its limits start in the request's `limits` (slots `<policy>|<i>|<key>`).
+    pub at: usize,
+    /// How many there are (the plan's).
+    pub len: usize,
+}
+
+impl Owner {
+    /// The name its override is kept under: `<policy>|<key>`.
+    pub fn name(&self) -> String {
+        override_name(&self.policy, &self.key)
+    }
+}
+
+/// The name a key's override of a policy of plans is kept under: `<policy>|<key>`.
+pub fn override_name(policy: &str, key: &str) -> String {
+    format!("{policy}|{key}")
+}
+
 /// [`ObjectRequest::Check`].
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Check {
     /// The limits, all charged or none.
     pub limits: Vec<Limit>,
+    /// The key's other slots of a policy of plans whose stack is in `limits`: the
+    /// positions past this plan's limits, up to the most limits a plan of that policy has.
+    /// Their states, written under another plan, carry into `limits` and are then deleted
+    /// (see [`crate::table`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub spare: Vec<String>,
+    /// The key's stack of a policy of plans among `limits`, where the key's override, if
+    /// the object keeps one, replaces the plan's limits (see [`crate::table`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<Owner>,
     /// Cost units.
     pub cost: u64,
     /// Hold the concurrency slots this check acquires under this lease id, for `lease_ms`
@@ -93,6 +147,16 @@ pub struct Check {
 pub struct Peek {
     /// The limits to report.
     pub limits: Vec<Limit>,
+    /// The key's other slots of a policy of plans whose stack is in `limits`: the
+    /// positions past this plan's limits, up to the most limits a plan of that policy has.
+    /// Their states, written under another plan, carry into `limits` and are then deleted
+    /// (see [`crate::table`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub spare: Vec<String>,
+    /// The key's stack of a policy of plans among `limits`, where the key's override, if
+    /// the object keeps one, replaces the plan's limits (see [`crate::table`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<Owner>,
     /// The test clock and the deadline.
     #[serde(default)]
     pub when: When,
@@ -161,6 +225,15 @@ pub enum ObjectResponse {
         /// The stored states (peek only).
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         states: Vec<Option<State>>,
+        /// The limits decided by, when the key's override replaced its plan's ([`Owner`]):
+        /// the request's, with the owner's replaced.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        overridden: Option<Vec<Policy>>,
+    },
+    /// A key's override (`None`: it has none), after a set, get or clear.
+    Override {
+        /// The override.
+        what: Option<Override>,
     },
     /// Slots released.
     Released,
@@ -228,6 +301,8 @@ mod tests {
             policy: "10/s".parse().unwrap(),
         }];
         let check = Check {
+            spare: Vec::new(),
+            owner: None,
             reservation: None,
             limits: limits.clone(),
             cost: 2,

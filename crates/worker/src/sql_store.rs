@@ -1,8 +1,11 @@
 //! The object's SQLite storage as the table's [`Store`]: tables `limits` (a state per slot,
-//! with when it is back to fresh), `leases` (a slot's concurrency leases) and `tallies` (the
+//! the policy it was written under, in its compact text, and when it is back to fresh; the
+//! policy column was added later, [`migrate`], and a row without it is read as written under
+//! the policy asking), `leases` (a slot's concurrency leases) and `tallies` (the
 //! stats object's totals: a [`Tally`] per policy and route, as JSON; it replaced the
 //! `stats` table of five counters per policy, which objects made before keep, unread),
-//! `in_use` (a coordinator's own slots in use by series, one row) and `in_use_reports` (the
+//! `overrides` (a key's override of its plan, [`tollgate::plans::Override`] as JSON, by
+//! `<policy>|<key>`), `in_use` (a coordinator's own slots in use by series, one row) and `in_use_reports` (the
 //! stats object's latest report of each coordinator, [`crate::in_use`]).
 //! Writes wait in memory for the object's next flush (one commit for many calls); reads
 //! see them first.
@@ -11,20 +14,24 @@ use std::collections::HashMap;
 
 use serde::Deserialize;
 use tollgate::metrics::Tally;
-use tollgate::State;
+use tollgate::plans::Override;
+use tollgate::{Policy, State};
 use worker::{SqlStorage, SqlStorageValue};
 
+use crate::config::Config;
 use crate::counters::PolicyTally;
 use crate::in_use::{self, InUse, SeriesInUse};
 use crate::lease::Lease;
 use crate::table::Store;
 
 /// The schema, created once per object.
-pub const SCHEMA: [&str; 6] = [
+pub const SCHEMA: [&str; 7] = [
+    "CREATE TABLE IF NOT EXISTS overrides (owner TEXT PRIMARY KEY, body TEXT NOT NULL)",
     "CREATE TABLE IF NOT EXISTS in_use (id INTEGER PRIMARY KEY, body TEXT NOT NULL)",
     "CREATE TABLE IF NOT EXISTS in_use_reports (object TEXT PRIMARY KEY, \
      version INTEGER NOT NULL, body TEXT NOT NULL)",
-    "CREATE TABLE IF NOT EXISTS limits (slot TEXT PRIMARY KEY, state TEXT NOT NULL, fresh_at INTEGER)",
+    "CREATE TABLE IF NOT EXISTS limits (slot TEXT PRIMARY KEY, state TEXT NOT NULL, fresh_at INTEGER, \
+     policy TEXT)",
     "CREATE INDEX IF NOT EXISTS limits_fresh_at ON limits (fresh_at)",
     "CREATE TABLE IF NOT EXISTS leases (slot TEXT PRIMARY KEY, body TEXT NOT NULL)",
     "CREATE TABLE IF NOT EXISTS tallies (policy TEXT NOT NULL, route TEXT NOT NULL, \
@@ -34,11 +41,25 @@ pub const SCHEMA: [&str; 6] = [
 #[derive(Deserialize)]
 struct StateRow {
     state: String,
+    policy: Option<String>,
 }
 
-/// A state written in memory and not yet in SQLite: the state (`None`: delete the row) and
-/// when it is back to fresh.
-pub type Write = (Option<State>, Option<u64>);
+/// Brings an object's tables made by an earlier version to [`SCHEMA`]: `limits` gains its
+/// `policy` column (its rows keep `NULL` there: written under the policy asking). Run once
+/// per object start, after [`SCHEMA`] (one read of the table's columns).
+pub fn migrate(sql: &SqlStorage) -> worker::Result<()> {
+    let columns = sql
+        .exec("SELECT * FROM limits LIMIT 0", None)?
+        .column_names();
+    if !columns.iter().any(|c| c == "policy") {
+        sql.exec("ALTER TABLE limits ADD COLUMN policy TEXT", None)?;
+    }
+    Ok(())
+}
+
+/// A state written in memory and not yet in SQLite: the state (`None`: delete the row), the
+/// policy it was written under, and when it is back to fresh.
+pub type Write = (Option<State>, Policy, Option<u64>);
 
 /// The object's SQLite storage as a [`Store`], remembering the first error. Saves go to
 /// `pending` (written to SQLite by [`write_pending`] at the object's flush, one transaction for many requests);
@@ -54,6 +75,9 @@ pub struct SqlStore<'a> {
     pub pending_leases: &'a mut HashMap<String, Vec<Lease>>,
     /// This object's slots in use, changed and not yet written.
     pub pending_in_use: &'a mut Option<InUse>,
+    /// The config running (to resolve a plan override; `None`: a bad config, overrides of
+    /// a plan are then not applied).
+    pub config: Option<&'a Config>,
 }
 
 #[derive(Deserialize)]
@@ -256,35 +280,50 @@ impl Store for SqlStore<'_> {
         }
     }
 
-    fn load(&mut self, slot: &str) -> Option<State> {
-        if let Some((state, _)) = self.pending.get(slot) {
-            return state.clone();
+    fn load(&mut self, slot: &str) -> (Option<State>, Option<Policy>) {
+        if let Some((state, policy, _)) = self.pending.get(slot) {
+            return (state.clone(), state.as_ref().map(|_| *policy));
         }
         let rows = self
             .sql
-            .exec("SELECT state FROM limits WHERE slot = ?", vec![slot.into()])
+            .exec(
+                "SELECT state, policy FROM limits WHERE slot = ?",
+                vec![slot.into()],
+            )
             .and_then(|c| c.to_array::<StateRow>());
-        match rows {
-            Ok(rows) => rows
-                .first()
-                .and_then(|r| match serde_json::from_str::<State>(&r.state) {
-                    Ok(s) => Some(s),
-                    Err(e) => {
-                        self.error
-                            .get_or_insert(format!("stored state of {slot}: {e}"));
-                        None
-                    }
-                }),
+        let row = match rows {
+            Ok(mut rows) => rows.pop(),
             Err(e) => {
                 self.error.get_or_insert(e.to_string());
                 None
             }
-        }
+        };
+        let Some(row) = row else {
+            return (None, None);
+        };
+        let state = match serde_json::from_str::<State>(&row.state) {
+            Ok(s) => s,
+            Err(e) => {
+                self.error
+                    .get_or_insert(format!("stored state of {slot}: {e}"));
+                return (None, None);
+            }
+        };
+        let policy = match row.policy.as_deref().map(str::parse::<Policy>) {
+            None => None,
+            Some(Ok(p)) => Some(p),
+            Some(Err(e)) => {
+                self.error
+                    .get_or_insert(format!("stored policy of {slot}: {e}"));
+                return (None, None);
+            }
+        };
+        (Some(state), policy)
     }
 
-    fn save(&mut self, slot: &str, state: Option<&State>, fresh_at: Option<u64>) {
+    fn save(&mut self, slot: &str, state: Option<&State>, policy: &Policy, fresh_at: Option<u64>) {
         self.pending
-            .insert(slot.to_string(), (state.cloned(), fresh_at));
+            .insert(slot.to_string(), (state.cloned(), *policy, fresh_at));
     }
 
     fn load_leases(&mut self, slot: &str) -> Vec<Lease> {
@@ -315,6 +354,72 @@ impl Store for SqlStore<'_> {
     fn save_leases(&mut self, slot: &str, leases: &[Lease]) {
         self.pending_leases
             .insert(slot.to_string(), leases.to_vec());
+    }
+
+    fn load_override(&mut self, owner: &str) -> Option<Override> {
+        let rows = self
+            .sql
+            .exec(
+                "SELECT body FROM overrides WHERE owner = ?",
+                vec![owner.into()],
+            )
+            .and_then(|c| c.to_array::<BodyRow>());
+        match rows {
+            Ok(rows) => match rows.first().map(|r| serde_json::from_str(&r.body)) {
+                None => None,
+                Some(Ok(o)) => Some(o),
+                Some(Err(e)) => {
+                    self.error
+                        .get_or_insert(format!("stored override of {owner}: {e}"));
+                    None
+                }
+            },
+            Err(e) => {
+                self.error.get_or_insert(e.to_string());
+                None
+            }
+        }
+    }
+
+    // Written at once, not pending: an admin call is rare, and the object's output gate
+    // holds its answer until this event's writes are committed.
+    fn save_override(&mut self, owner: &str, what: Option<&Override>) {
+        let result = match what {
+            None => self
+                .sql
+                .exec("DELETE FROM overrides WHERE owner = ?", vec![owner.into()]),
+            Some(o) => {
+                let body = serde_json::to_string(o).unwrap_or_default();
+                self.sql.exec(
+                    "INSERT INTO overrides (owner, body) VALUES (?, ?) \
+                     ON CONFLICT(owner) DO UPDATE SET body = excluded.body",
+                    vec![owner.into(), body.into()],
+                )
+            }
+        };
+        if let Err(e) = result {
+            self.error.get_or_insert(e.to_string());
+        }
+    }
+
+    fn count_overrides(&mut self) -> u64 {
+        match self
+            .sql
+            .exec("SELECT COUNT(*) AS rows FROM overrides", None)
+            .and_then(|c| c.to_array::<CountRow>())
+        {
+            Ok(rows) => rows.first().map(|r| r.rows as u64).unwrap_or(0),
+            Err(e) => {
+                self.error.get_or_insert(e.to_string());
+                0
+            }
+        }
+    }
+
+    fn plan_limits(&mut self, policy: &str, plan: &str) -> Option<Vec<Policy>> {
+        let (_, entry) = self.config?.policy(policy)?;
+        let plans = entry.plans.as_ref()?;
+        Some(plans.plans.get(plan).ok()?.layers().to_vec())
     }
 }
 
@@ -370,7 +475,7 @@ pub fn write_pending(
         }
     }
     let mut earliest: Option<u64> = None;
-    for (slot, (state, fresh_at)) in pending {
+    for (slot, (state, policy, fresh_at)) in pending {
         let result = match state {
             None => sql
                 .exec("DELETE FROM limits WHERE slot = ?", vec![slot.into()])
@@ -386,9 +491,10 @@ pub fn write_pending(
                     earliest = Some(earliest.map_or(t, |e| e.min(t)));
                 }
                 sql.exec(
-                    "INSERT INTO limits (slot, state, fresh_at) VALUES (?, ?, ?) \
-                     ON CONFLICT(slot) DO UPDATE SET state = excluded.state, fresh_at = excluded.fresh_at",
-                    vec![slot.into(), text.into(), at],
+                    "INSERT INTO limits (slot, state, fresh_at, policy) VALUES (?, ?, ?, ?) \
+                     ON CONFLICT(slot) DO UPDATE SET state = excluded.state, \
+                     fresh_at = excluded.fresh_at, policy = excluded.policy",
+                    vec![slot.into(), text.into(), at, policy.to_string().into()],
                 )
                 .map(|_| ())
             }

@@ -21,6 +21,13 @@ const settleFiles = fs.existsSync(SETTLE)
   ? fs.readdirSync(SETTLE).filter((f) => f.endsWith(".json")).sort()
       .map((f) => [`settle/${f}`, JSON.parse(fs.readFileSync(path.join(SETTLE, f), "utf8"))])
   : [];
+// The plan vectors (tests/vectors/plans/): a policy of plans each, the plan named in each
+// check (`plan` of /v1/check), overrides through the admin API; named `plans/<file>`.
+const PLANS = path.join(DIR, "plans");
+const planFiles = fs.existsSync(PLANS)
+  ? fs.readdirSync(PLANS).filter((f) => f.endsWith(".json")).sort()
+      .map((f) => [`plans/${f}`, JSON.parse(fs.readFileSync(path.join(PLANS, f), "utf8"))])
+  : [];
 const FIELDS = ["allowed", "limit", "remaining", "resetAfter", "retryAfter", "delay"];
 
 function policyOf(limiter) {
@@ -36,11 +43,15 @@ before(async () => {
   assert.ok(limiters.length > 0, `no vectors in ${DIR}`);
   const all = [...limiters, ...settleFiles];
   const policies = Object.fromEntries(all.map(([f, v]) => [nameOf(f), policyOf(v.limiter)]));
+  for (const [f, v] of planFiles) {
+    const plans = v.plans.map((p) => ({ name: p.name, limit: p.policies }));
+    policies[nameOf(f)] = { key: "api-key", default: plans[0].name, plans };
+  }
   edge = await start({ config: { settings: { test_clock: true }, policies, routes: [] } });
 });
 after(async () => { await edge?.dispose(); });
 
-for (const [file, vector] of [...limiters, ...settleFiles]) {
+for (const [file, vector] of [...limiters, ...settleFiles, ...planFiles]) {
   test(`vector ${file}: ${vector.description ?? vector.name}`, async () => {
     const policy = nameOf(file);
     // A reservation's name in the vector (`as`) -> the id the edge answered.
@@ -56,8 +67,26 @@ for (const [file, vector] of [...limiters, ...settleFiles]) {
           res = await edge.api("/v1/check", {
             key: step.key, policy, cost: step.cost ?? 1, now: step.t,
             ...(step.tenant !== undefined ? { tenant: step.tenant } : {}),
+            ...(step.plan !== undefined ? { plan: step.plan } : {}),
           });
           break;
+        // Overrides (plan vectors): the admin API, whose refusals are a 400 naming the
+        // field (the core's codes, `unknown-plan`, `invalid-policy`, are the in-process
+        // limiter's).
+        case "set":
+        case "get":
+        case "clear": {
+          const op = { set: "set", get: "read", clear: "clear" }[step.op];
+          res = await edge.admin(`/admin/v1/overrides/${op}`, { policy, key: step.key, ...(step.override ?? {}) });
+          if (step.expect?.error) {
+            assert.equal(res.status, 400, `${where}: ${JSON.stringify(res.body)}`);
+            continue;
+          }
+          assert.equal(res.status, 200, `${where}: ${JSON.stringify(res.body)}`);
+          if (step.op === "get") assert.deepEqual(res.body.override, step.expect, where);
+          if (step.op === "clear") assert.equal(res.body.override !== null, step.expect, where);
+          continue;
+        }
         case "reserve":
           res = await edge.api("/v1/reserve", { key: step.key, policy, cost: step.cost ?? 1, now: step.t });
           if (res.body.reservation) reservations.set(step.as, res.body.reservation);
@@ -97,8 +126,11 @@ for (const [file, vector] of [...limiters, ...settleFiles]) {
           assert.fail(`${where}: unknown op`);
       }
       if (step.expect?.error) {
-        assert.equal(res.status, 422, `${where}: ${JSON.stringify(res.body)}`);
-        assert.equal(res.body.error, step.expect.error, where);
+        // A check naming a plan the policy lacks is a bad request at the edge (400
+        // `invalid-plan`, field `plan`), where the core's limiter answers `unknown-plan`.
+        const [status, error] = step.expect.error === "unknown-plan" ? [400, "invalid-plan"] : [422, step.expect.error];
+        assert.equal(res.status, status, `${where}: ${JSON.stringify(res.body)}`);
+        assert.equal(res.body.error, error, where);
         continue;
       }
       assert.equal(res.status, 200, `${where}: ${JSON.stringify(res.body)}`);

@@ -40,6 +40,7 @@ fn client(tenant: Option<&str>) -> Identity {
         ip: "ip4:192.0.2.1".into(),
         api_key: Some("key:abc".into()),
         tenant: tenant.map(str::to_string),
+        plan: None,
     }
 }
 
@@ -187,4 +188,42 @@ fn the_bearer_must_match_exactly() {
     assert!(!bearer_ok(Some("Bearer S3cret"), "s3cret"));
     assert!(!bearer_ok(Some("s3cret"), "s3cret"));
     assert!(!bearer_ok(None, "s3cret"));
+}
+
+#[test]
+fn a_key_s_plan_chooses_its_limits_and_names_the_longer_plans_slots_spare() {
+    let pro_hash = "ab".repeat(32);
+    let c = Config::parse(&format!(
+        r#"
+        [settings]
+        api_keys = [{{ sha256 = "{pro_hash}", plan = "pro" }}]
+        [policies.api]
+        key = "api-key"
+        default = "free"
+        plans = [{{ name = "free", limit = "100/min" }}, {{ name = "pro", limit = ["1000/min", "50/s"] }}]
+        [[routes]]
+        path = "/api/"
+        policies = ["api"]
+        "#
+    ))
+    .unwrap();
+    let id = |plan: Option<&str>| Identity {
+        ip: "ip4:192.0.2.1".into(),
+        api_key: Some("key:k".into()),
+        tenant: None,
+        plan: plan.map(str::to_string),
+    };
+    let pro = Plan::for_route(&c, &c.routes[0], &id(Some("pro"))).unwrap();
+    let slots: Vec<&str> = pro.limits.iter().map(|l| l.slot.as_str()).collect();
+    assert_eq!(slots, ["api|0|key:k", "api|1|key:k"]);
+    assert_eq!(pro.limits[1].policy, "50/s".parse().unwrap());
+    assert!(pro.spare.is_empty());
+    let free = Plan::for_route(&c, &c.routes[0], &id(None)).unwrap();
+    assert_eq!(free.limits.len(), 1);
+    assert_eq!(free.limits[0].policy, "100/min".parse().unwrap());
+    assert_eq!(free.spare, ["api|1|key:k"]);
+    assert_eq!(
+        free.object, pro.object,
+        "the key's object, whatever its plan"
+    );
 }

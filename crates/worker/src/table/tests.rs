@@ -1,23 +1,28 @@
 //! The object's table: all-or-nothing stacks, reads, writes, leases and deadlines.
 
 use super::*;
-use crate::protocol::Peek;
+use crate::protocol::{Owner, Peek};
+use tollgate::plans::Override;
 
 #[derive(Default)]
 struct Mem {
     map: HashMap<String, (State, Option<u64>)>,
+    /// The policy each state was written under.
+    under: HashMap<String, Policy>,
     leases: HashMap<String, Vec<Lease>>,
     loads: usize,
     saves: usize,
     stats: crate::counters::Tallies,
     in_use: InUse,
     reports: HashMap<String, InUse>,
+    overrides: HashMap<String, Override>,
 }
 
 impl Store for Mem {
-    fn load(&mut self, slot: &str) -> Option<State> {
+    fn load(&mut self, slot: &str) -> (Option<State>, Option<Policy>) {
         self.loads += 1;
-        self.map.get(slot).map(|(s, _)| s.clone())
+        let state = self.map.get(slot).map(|(s, _)| s.clone());
+        (state, self.under.get(slot).copied())
     }
     fn count(&mut self) -> u64 {
         self.map.len() as u64
@@ -55,14 +60,37 @@ impl Store for Mem {
             self.leases.insert(slot.into(), leases.to_vec());
         }
     }
-    fn save(&mut self, slot: &str, state: Option<&State>, fresh_at: Option<u64>) {
+    fn load_override(&mut self, owner: &str) -> Option<Override> {
+        self.overrides.get(owner).cloned()
+    }
+    fn save_override(&mut self, owner: &str, what: Option<&Override>) {
+        match what {
+            Some(o) => self.overrides.insert(owner.into(), o.clone()),
+            None => self.overrides.remove(owner),
+        };
+    }
+    fn count_overrides(&mut self) -> u64 {
+        self.overrides.len() as u64
+    }
+    /// The plans of these tests: policy `api`, plans `free` (100/min) and `pro` (1,000/min).
+    fn plan_limits(&mut self, policy: &str, plan: &str) -> Option<Vec<Policy>> {
+        let limit = match (policy, plan) {
+            ("api", "free") => "100/min",
+            ("api", "pro") => "1000/min",
+            _ => return None,
+        };
+        Some(vec![limit.parse().unwrap()])
+    }
+    fn save(&mut self, slot: &str, state: Option<&State>, policy: &Policy, fresh_at: Option<u64>) {
         self.saves += 1;
         match state {
             Some(s) => {
                 self.map.insert(slot.into(), (s.clone(), fresh_at));
+                self.under.insert(slot.into(), *policy);
             }
             None => {
                 self.map.remove(slot);
+                self.under.remove(slot);
             }
         }
     }
@@ -78,6 +106,8 @@ fn limit(slot: &str, p: &str) -> Limit {
 fn check_req(limits: &[Limit], cost: u64) -> Check {
     Check {
         reservation: None,
+        spare: Vec::new(),
+        owner: None,
         limits: limits.to_vec(),
         cost,
         lease: None,
@@ -90,6 +120,8 @@ fn check_req(limits: &[Limit], cost: u64) -> Check {
 fn peek(limits: &[Limit]) -> ObjectRequest {
     ObjectRequest::Peek(Peek {
         limits: limits.to_vec(),
+        spare: Vec::new(),
+        owner: None,
         when: When::default(),
     })
 }
@@ -171,22 +203,71 @@ fn errors_charge_nothing() {
 }
 
 #[test]
-fn a_changed_algorithm_starts_fresh() {
+fn a_changed_policy_keeps_what_was_spent() {
     let (mut t, mut m) = (Table::new(), Mem::default());
-    assert!(allowed(&check(
-        &mut t,
-        &mut m,
-        &[limit("s", "fixed-window 1/min")],
-        1,
-        0
-    )));
-    assert!(allowed(&check(
-        &mut t,
-        &mut m,
-        &[limit("s", "1/min")],
-        1,
-        0
-    )));
+    let fixed = [limit("s", "fixed-window 1/min")];
+    assert!(allowed(&check(&mut t, &mut m, &fixed, 1, 0)));
+    // Another algorithm: the spend of 1 carries, so the bucket of 1 is empty.
+    let bucket = [limit("s", "1/min")];
+    assert!(!allowed(&check(&mut t, &mut m, &bucket, 1, 0)));
+    assert_eq!(m.under["s"], bucket[0].policy, "the carry is stored");
+    assert!(allowed(&check(&mut t, &mut m, &bucket, 1, 60_000)));
+}
+
+#[test]
+fn a_state_stored_without_its_policy_is_read_under_the_policy_asking() {
+    let (mut t, mut m) = (Table::new(), Mem::default());
+    let ls = [limit("s", "fixed-window 2/min")];
+    assert!(allowed(&check(&mut t, &mut m, &ls, 2, 0)));
+    // A row from before states named their policy, read by a restarted object.
+    m.under.clear();
+    let mut t = Table::new();
+    let raised = [limit("s", "fixed-window 3/min")];
+    assert!(allowed(&check(&mut t, &mut m, &raised, 1, 0)));
+    assert!(!allowed(&check(&mut t, &mut m, &raised, 1, 0)));
+}
+
+/// Admits cost 1 over `limits` at `now` until the first denial; answers how many.
+fn admit_all(t: &mut Table, m: &mut Mem, limits: &[Limit], spare: &[&str], now: u64) -> u64 {
+    let mut n = 0;
+    loop {
+        let mut req = check_req(limits, 1);
+        req.spare = spare.iter().map(|s| s.to_string()).collect();
+        if !allowed(&t.handle(&ObjectRequest::Check(req), now, m)) {
+            return n;
+        }
+        n += 1;
+    }
+}
+
+#[test]
+fn free_pro_free_within_a_window_admits_no_more_than_pro() {
+    let (mut t, mut m) = (Table::new(), Mem::default());
+    let free = [limit("api|0|key:a", "100/min")];
+    let pro = [limit("api|0|key:a", "1000/min")];
+    let mut admitted = admit_all(&mut t, &mut m, &free, &[], 0);
+    assert_eq!(admitted, 100);
+    admitted += admit_all(&mut t, &mut m, &pro, &[], 1);
+    admitted += admit_all(&mut t, &mut m, &free, &[], 2);
+    admitted += admit_all(&mut t, &mut m, &pro, &[], 3);
+    assert_eq!(admitted, 1000, "pro's 1,000, not a fresh bucket per switch");
+}
+
+#[test]
+fn a_shorter_plan_carries_the_longer_stack_and_drops_its_spare_slots() {
+    let (mut t, mut m) = (Table::new(), Mem::default());
+    let pro = [
+        limit("api|0|key:a", "1000/min"),
+        limit("api|1|key:a", "50/s"),
+    ];
+    let free = [limit("api|0|key:a", "100/min")];
+    assert_eq!(admit_all(&mut t, &mut m, &pro, &[], 0), 50);
+    assert!(m.map.contains_key("api|1|key:a"));
+    // Free's 100/min takes the spend of pro's limit of the nearest window (1,000/min: 50).
+    assert_eq!(admit_all(&mut t, &mut m, &free, &["api|1|key:a"], 0), 50);
+    assert!(!m.map.contains_key("api|1|key:a"), "carried, then deleted");
+    // Back on pro: its 50/s takes free's spend of 100, a debt: nothing more this instant.
+    assert_eq!(admit_all(&mut t, &mut m, &pro, &[], 0), 0);
 }
 
 #[test]
@@ -597,4 +678,134 @@ fn a_refused_settle_changes_no_limit() {
         ObjectResponse::Error { code, .. } if code == "actual-too-large"
     ));
     assert_eq!(remaining(&mut t, &mut m, &ls, 1000), [6]);
+}
+
+fn owner_check(limits: &[Limit], owner: &str) -> ObjectRequest {
+    let mut req = check_req(limits, 1);
+    req.owner = Some(Owner {
+        policy: "api".into(),
+        key: owner.into(),
+        at: 0,
+        len: limits.len(),
+    });
+    ObjectRequest::Check(req)
+}
+
+#[test]
+fn an_override_applies_at_the_key_s_next_decision_and_is_gone_when_cleared() {
+    let (mut t, mut m) = (Table::new(), Mem::default());
+    let free = [limit("api|0|key:a", "fixed-window 2/min")];
+    let admit = |t: &mut Table, m: &mut Mem| {
+        (0..20)
+            .take_while(|_| allowed(&t.handle(&owner_check(&free, "key:a"), 0, m)))
+            .count()
+    };
+    assert_eq!(admit(&mut t, &mut m), 2);
+    let own = Override::Limits(vec!["fixed-window 5/min".parse().unwrap()]);
+    let set = ObjectRequest::SetOverride {
+        owner: "api|key:a".into(),
+        what: own.clone(),
+    };
+    assert_eq!(
+        t.handle(&set, 0, &mut m),
+        ObjectResponse::Override {
+            what: Some(own.clone())
+        }
+    );
+    // Its own 5/min, with the 2 already spent.
+    match t.handle(&owner_check(&free, "key:a"), 0, &mut m) {
+        ObjectResponse::Decided {
+            decision,
+            overridden,
+            ..
+        } => {
+            assert!(decision.allowed);
+            assert_eq!(
+                overridden,
+                Some(vec!["fixed-window 5/min".parse().unwrap()])
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(admit(&mut t, &mut m), 2);
+    let get = ObjectRequest::GetOverride {
+        owner: "api|key:a".into(),
+    };
+    assert_eq!(
+        t.handle(&get, 0, &mut m),
+        ObjectResponse::Override {
+            what: Some(own.clone())
+        }
+    );
+    let clear = ObjectRequest::ClearOverride {
+        owner: "api|key:a".into(),
+    };
+    assert_eq!(
+        t.handle(&clear, 0, &mut m),
+        ObjectResponse::Override { what: Some(own) }
+    );
+    assert_eq!(
+        t.handle(&get, 0, &mut m),
+        ObjectResponse::Override { what: None }
+    );
+    assert_eq!(admit(&mut t, &mut m), 0, "back on free, 5 spent");
+    assert_eq!(
+        admit(&mut Table::new(), &mut m),
+        0,
+        "cleared in the store too"
+    );
+}
+
+#[test]
+fn a_plan_override_takes_the_running_plan_s_limits_and_overrides_are_bounded() {
+    let (mut t, mut m) = (Table::new(), Mem::default());
+    let free = [limit("api|0|key:b", "100/min")];
+    let set = |who: &str, plan: &str| ObjectRequest::SetOverride {
+        owner: format!("api|{who}"),
+        what: Override::Plan(plan.into()),
+    };
+    t.handle(&set("key:b", "pro"), 0, &mut m);
+    let n = (0..2000)
+        .take_while(|_| allowed(&t.handle(&owner_check(&free, "key:b"), 0, &mut m)))
+        .count();
+    assert_eq!(n, 1000, "pro's limit");
+    // A plan the config no longer has: the key is decided by the plan it asks for.
+    t.handle(&set("key:b", "gold"), 0, &mut m);
+    assert!(!allowed(&t.handle(&owner_check(&free, "key:b"), 0, &mut m)));
+    for i in 0..MAX_OVERRIDES {
+        m.overrides
+            .insert(format!("api|key:{i}"), Override::Plan("pro".into()));
+    }
+    let refused = t.handle(&set("key:new", "pro"), 0, &mut m);
+    assert!(
+        matches!(&refused, ObjectResponse::Error { code, .. } if code == "too-many-overrides"),
+        "{refused:?}"
+    );
+    assert!(
+        matches!(
+            t.handle(&set("key:b", "free"), 0, &mut m),
+            ObjectResponse::Override { .. }
+        ),
+        "a key that has one may change it"
+    );
+}
+
+#[test]
+fn a_peek_under_another_policy_carries_to_answer_and_stores_nothing() {
+    let (mut t, mut m) = (Table::new(), Mem::default());
+    let free = [limit("api|0|key:c", "100/min")];
+    let pro = [limit("api|0|key:c", "1000/min")];
+    assert!(allowed(&check(&mut t, &mut m, &free, 10, 0)));
+    let stored = m.map["api|0|key:c"].clone();
+    match t.handle(&peek(&pro), 0, &mut m) {
+        ObjectResponse::Decided { decision, .. } => {
+            assert_eq!(decision.remaining, 990, "pro, with free's 10 spent")
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(m.map["api|0|key:c"], stored);
+    assert_eq!(m.under["api|0|key:c"], free[0].policy);
+    // And memory: the next check under free still finds free's state.
+    assert!(allowed(&check(&mut t, &mut m, &free, 90, 0)));
+    assert!(!allowed(&check(&mut t, &mut m, &free, 1, 0)));
 }
