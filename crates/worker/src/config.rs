@@ -22,7 +22,7 @@ mod tests {
         let start = section.find("```toml\n").unwrap() + "```toml\n".len();
         let toml = &section[start..start + section[start..].find("```").unwrap()];
         let c = Config::parse(toml).unwrap();
-        let hash = crate::keying::sha256_hex(b"pro_key_1");
+        let hash = tollgate_http::client::sha256_hex(b"pro_key_1");
         assert_eq!(
             c.settings.key_plans.get(&hash).map(String::as_str),
             Some("pro")
@@ -30,7 +30,7 @@ mod tests {
         assert!(c
             .settings
             .api_keys
-            .contains(&crate::keying::sha256_hex(b"test")));
+            .contains(&tollgate_http::client::sha256_hex(b"test")));
         let (_, api) = c.policy("api").unwrap();
         assert_eq!(api.limits_of(Some("pro")).len(), 2);
     }
