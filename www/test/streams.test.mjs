@@ -58,7 +58,7 @@ test("the page's figures are the npm package's in Node for the same calls", asyn
   await slide(page, "st-streams", 150);
   await slide(page, "st-estimate", 700);
   const shown = await rows();
-  const { Limiter } = await import(pathToFileURL(join(ROOT, "crates/wasm/pkg-state/node/index.js")));
+  const { Limiter } = await import(pathToFileURL(join(ROOT, "crates/wasm/pkg-page/node/index.js")));
   const { calls, run } = await import(pathToFileURL(join(WWW, "js/streams-model.js")));
   const list = calls(150, 700);
   for (const way of ["charge-after", "reserve-then-settle"]) {
