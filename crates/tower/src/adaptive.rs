@@ -7,7 +7,7 @@
 //! A limit is per process by nature: it measures what this process's requests see, so it
 //! has no fleet store (unlike [`crate::RateLimitLayer`]'s policies).
 
-mod limit;
+pub(crate) mod limit;
 mod queue;
 
 use std::future::Future;

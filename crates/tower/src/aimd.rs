@@ -2,7 +2,7 @@
 //! tower `Service` answering `http::Response`s: hyper-util's client, a tonic channel, a
 //! reqwest-tower stack) and caps its calls in flight at a limit the core's AIMD controller
 //! ([`tollgate::adaptive::aimd`]) moves: one more per limit's worth of successes, a cut
-//! (to `backoff`%, 90% by default) when the upstream answers 429 or 503 or the call fails.
+//! (to `backoff`%, 90% by default) when the upstream answers 429 or a 5xx or the call fails.
 //! One cut per episode: the calls already in flight when the upstream said "too much"
 //! come back with the same news.
 //!
@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll};
 use std::time::Instant;
 
-use http::{Response, StatusCode};
+use http::Response;
 use tollgate::adaptive::aimd::{self, Aimd, AimdParams, AimdState};
 use tollgate::adaptive::{Outcome, ParamError};
 use tollgate::Nanos;
@@ -113,19 +113,12 @@ pub struct AimdLimit<S> {
     shared: Arc<Shared>,
 }
 
-/// The outcome of a call for the controller: 429 and 503 are the upstream saying "too
-/// much"; a failed call (no answer) counts as a timeout; any other answer is a success.
+/// The outcome of a call for the controller: an answer counts as the adaptive layer's
+/// ([`crate::adaptive::limit::outcome_of`]: a 429 or a 5xx is the upstream saying "too
+/// much"); a failed call (no answer) counts as a timeout.
 fn outcome<B, E>(result: &Result<Response<B>, E>) -> Outcome {
     match result {
-        Ok(r)
-            if matches!(
-                r.status(),
-                StatusCode::TOO_MANY_REQUESTS | StatusCode::SERVICE_UNAVAILABLE
-            ) =>
-        {
-            Outcome::Overload
-        }
-        Ok(_) => Outcome::Success,
+        Ok(r) => crate::adaptive::limit::outcome_of(r.status()),
         Err(_) => Outcome::Timeout,
     }
 }

@@ -12,11 +12,10 @@
 //!
 //! **A verified token is not verified again** until it expires: a bounded cache
 //! ([`MAX_VERIFIED`] tokens, [`MAX_VERIFIED_BYTES`] of them in all) keeps its caller. A
-//! signature check costs far more than a rate-limit decision (an RS256 verify is tens of
-//! microseconds), and the same client sends the same token with every request. The cache
-//! is keyed by the token itself, compared whole, under a randomly seeded hash (foldhash,
-//! as the core's keyed limiter): a SHA-256 of each token cost about 3,000 instructions a
-//! request more (`scripts/counts.sh tower-jwt-10k`, PERF.md).
+//! signature check costs far more than a rate-limit decision, and the same client sends the
+//! same token with every request. The cache is keyed by the token itself, compared whole,
+//! under a randomly seeded hash (foldhash, as the core's keyed limiter): a SHA-256 of each
+//! token cost more than the rest of the request (PERF.md, "Plans by a verified JWT").
 
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{SystemTime, UNIX_EPOCH};
