@@ -173,3 +173,76 @@ async fn a_plan_change_keeps_what_the_key_has_spent_and_an_override_applies_at_o
     clock.advance(60 * tollgate::NANOS_PER_SEC);
     assert_eq!(admitted(&c, addr, &u1, 101).await.0, 97);
 }
+
+/// What the README's authentication layer puts in the request's extensions.
+#[derive(Clone)]
+struct Caller {
+    user: String,
+    plan: String,
+}
+
+/// The README's shape: an axum authentication layer in front (added after the limit, so it
+/// runs first) verifies the credential, answers 401 to a bad one, and leaves the caller in
+/// the request's extensions, from which `PlanChoice::custom` takes key and plan.
+async fn authenticate(
+    mut req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Result<axum::response::Response, StatusCode> {
+    if let Some(header) = req.headers().get("authorization") {
+        let caller = match header.to_str().map_err(|_| StatusCode::UNAUTHORIZED)? {
+            "Bearer token-of-alice" => Caller {
+                user: "alice".into(),
+                plan: "pro".into(),
+            },
+            "Bearer token-of-bob" => Caller {
+                user: "bob".into(),
+                plan: "free".into(),
+            },
+            _ => return Err(StatusCode::UNAUTHORIZED),
+        };
+        req.extensions_mut().insert(caller);
+    }
+    Ok(next.run(req).await)
+}
+
+#[tokio::test]
+async fn an_authentication_layer_in_front_chooses_the_plan_and_its_refusals_count_nothing() {
+    let clock = ManualClock::new(0);
+    let choice = PlanChoice::custom(
+        |parts| {
+            let c = parts.extensions.get::<Caller>()?;
+            Some((c.user.clone(), c.plan.clone()))
+        },
+        "anonymous",
+    );
+    let layer = builder(&clock)
+        .plans("api", PLANS, choice)
+        .route(Route::new("/api").policy("api"))
+        .build()
+        .unwrap();
+    let app = Router::new()
+        .route("/{*rest}", any(|| async { "ok" }))
+        .layer(layer)
+        .layer(axum::middleware::from_fn(authenticate));
+    let addr = common::serve(app, "127.0.0.1".parse().unwrap()).await;
+    let c = client();
+
+    let alice = [("authorization", "Bearer token-of-alice")];
+    let (ok, policy, _) = admitted(&c, addr, &alice, 1_005).await;
+    assert_eq!((ok, policy.as_str()), (1_000, "\"pro\";q=1000;w=60"));
+    let bob = [("authorization", "Bearer token-of-bob")];
+    let (ok, policy, _) = admitted(&c, addr, &bob, 105).await;
+    assert_eq!((ok, policy.as_str()), (100, "\"free\";q=100;w=60"));
+    // A forged credential is the authentication layer's 401: the limit never sees it, so
+    // the anonymous bucket (this client's address) still has all of its 10.
+    for _ in 0..20 {
+        let req = Request::get(format!("http://{addr}/api/x"))
+            .header("authorization", "Bearer forged")
+            .body(Full::default())
+            .unwrap();
+        let resp = c.request(req).await.unwrap();
+        assert_eq!(resp.status(), StatusCode::UNAUTHORIZED);
+    }
+    let (ok, policy, _) = admitted(&c, addr, &[], 12).await;
+    assert_eq!((ok, policy.as_str()), (10, "\"anonymous\";q=10;w=60"));
+}
