@@ -240,7 +240,14 @@ pub async fn storm_child() {
         assert_eq!(o.source, Source::Redis);
         admitted += o.decision.allowed as u64;
     }
-    let conflicts = l.stats().conflicts;
+    let stats = l.stats();
+    // The way asked for decided: one command each in the module; by the scripts a read
+    // each, and a commit for each admission (a denial writes nothing).
+    match module == "1" {
+        true => assert_eq!(stats.round_trips, 700),
+        false => assert!(stats.round_trips >= 700 + admitted, "{stats:?}"),
+    }
+    let conflicts = stats.conflicts;
     println!("admitted {admitted} after {conflicts} conflicts");
 }
 
