@@ -356,8 +356,9 @@ pub enum Error {
         /// Why Redis did not answer.
         why: Why,
     },
-    /// A plan that does not exist, or an override the plans refuse ([`RedisPlans`]).
-    Plan(PlanError),
+    /// A plan that does not exist, or an override the plans refuse ([`RedisPlans`]); boxed,
+    /// as its names are kept in place (the other errors stay small).
+    Plan(Box<PlanError>),
     /// A caller's stored plan value or override is not one this build can read
     /// ([`RedisPlans`]).
     CorruptPlan {

@@ -118,7 +118,7 @@ where
     pub fn new(conn: C, plans: Plans, options: Options) -> Result<Self, Error> {
         let layout = KeyLayout::new(&options.prefix, &options.namespace)?;
         options.check()?;
-        plan::check_plans(&plans).map_err(Error::Plan)?;
+        plan::check_plans(&plans).map_err(plan_error)?;
         let link = Link::new(
             conn,
             options.timeout,
@@ -168,7 +168,7 @@ where
     pub async fn check(&self, key: &str, plan: &str, cost: u64) -> Result<PlanOutcome, Error> {
         let s = &*self.inner;
         bounded(key)?;
-        let asking = s.plans.get(plan).map_err(Error::Plan)?;
+        let asking = s.plans.get(plan).map_err(plan_error)?;
         let base = s.layout.base(key);
         let decided = match s.link.ready().await {
             Ready::Down => Err(Stop::FallBack(Why::Unreachable)),
@@ -205,7 +205,7 @@ where
         let s = &*self.inner;
         bounded(key)?;
         let value =
-            plan::encode_override(fastrand::u64(..), &what, &s.plans).map_err(Error::Plan)?;
+            plan::encode_override(fastrand::u64(..), &what, &s.plans).map_err(plan_error)?;
         let mut cmd = redis::cmd("SET");
         cmd.arg(s.layout.override_key(key)).arg(value);
         s.admin::<()>(cmd).await
@@ -239,6 +239,10 @@ where
 fn bounded(key: &str) -> Result<(), Error> {
     tollgate::store::bounds::check_key(key.as_bytes())
         .map_err(|over| Error::OverBound { field: "key", over })
+}
+
+fn plan_error(e: tollgate::plans::PlanError) -> Error {
+    Error::Plan(Box::new(e))
 }
 
 fn millis(d: Duration) -> u64 {
@@ -392,7 +396,7 @@ where
                     .map_err(|e| match e {
                         PlanCheckError::Decide(e) => Error::Decide(e),
                         PlanCheckError::UnknownPlan { name } => {
-                            Error::Plan(tollgate::plans::PlanError::UnknownPlan { name })
+                            plan_error(tollgate::plans::PlanError::UnknownPlan { name })
                         }
                     })?
             }
@@ -422,19 +426,17 @@ where
     }
 }
 
-/// Each key's version (empty when absent), the slots' values, and the caller's override
-/// (the last key); a value that is neither is an error naming its key, never read as fresh.
-fn decode(
-    keys: &[String],
-    values: &[Vec<u8>],
-) -> Result<
-    (
-        Vec<Vec<u8>>,
-        Vec<Option<Written>>,
-        Option<plan::StoredOverride>,
-    ),
-    Error,
-> {
+/// What one read of a caller holds: each key's version (empty when absent), the slots'
+/// values, and the caller's override.
+type Read = (
+    Vec<Vec<u8>>,
+    Vec<Option<Written>>,
+    Option<plan::StoredOverride>,
+);
+
+/// The [`Read`] of a caller's values (its override the last); a value that is neither
+/// layout is an error naming its key, never read as fresh.
+fn decode(keys: &[String], values: &[Vec<u8>]) -> Result<Read, Error> {
     let corrupt = |i: usize| {
         let key = keys[i].clone();
         move |reason: PlanValueError| Error::CorruptPlan { key, reason }

@@ -207,10 +207,10 @@ pub async fn override_applies_at_the_next_check(url: &str, module: bool, other_m
         "50/min".parse().unwrap(),
         "500/h".parse().unwrap(),
     ]);
-    assert!(matches!(
-        b.set("alice", three).await,
-        Err(Error::Plan(PlanError::TooManyLayers { max: 1 }))
-    ));
+    match b.set("alice", three).await {
+        Err(Error::Plan(e)) => assert_eq!(*e, PlanError::TooManyLayers { max: 1 }),
+        other => panic!("{other:?}"),
+    }
 }
 
 /// The environment variable that makes the storm's child test run (`<url> <module 0|1>`).
