@@ -121,13 +121,10 @@ impl core::error::Error for PlanValueError {}
 /// The value to store for `state`, written under `policy` with the fresh id `write_id`
 /// (the layout of the module docs).
 pub fn encode_value_under(write_id: u64, policy: &Policy, state: &State) -> Vec<u8> {
-    let text = policy.to_string();
-    let mut value = Vec::with_capacity(VERSION_BYTES + 2 + text.len() + 34);
+    let mut value = Vec::with_capacity(VERSION_BYTES + 2 + 32 + 34);
     value.extend_from_slice(&write_id.to_le_bytes());
     value.push(UNDER_LAYOUT);
-    // A policy's canonical text is a few dozen bytes (an algorithm's name and two numbers).
-    value.push(u8::try_from(text.len()).unwrap_or(u8::MAX));
-    value.extend_from_slice(&text.as_bytes()[..text.len().min(255)]);
+    push_policy(&mut value, policy);
     state.write_bytes(&mut value);
     value
 }
@@ -155,6 +152,16 @@ pub fn decode_value_under(value: &[u8]) -> Result<Option<Written>, PlanValueErro
         state,
         under: Some(policy),
     }))
+}
+
+/// Appends `policy`'s canonical text with its length in one byte. The text is a few dozen
+/// bytes (an algorithm's name, two numbers and a unit, perhaps a burst): the longest the
+/// grammar writes is well under 255 (`a_policy_text_fits_its_length_byte`).
+fn push_policy(out: &mut Vec<u8>, policy: &Policy) {
+    let text = policy.to_string();
+    let n = text.len().min(usize::from(u8::MAX));
+    out.push(n as u8);
+    out.extend_from_slice(&text.as_bytes()[..n]);
 }
 
 /// One length-prefixed policy text at the start of `bytes`, and the bytes after it.
@@ -187,7 +194,8 @@ pub fn encode_override(
     plans: &Plans,
 ) -> Result<Vec<u8>, PlanError> {
     let limits = given.resolve(plans)?;
-    let max = longest(plans);
+    // The count is one byte: never above MAX_LAYERS, whatever the plans.
+    let max = longest(plans).min(MAX_LAYERS);
     if limits.layers().len() > max {
         return Err(PlanError::TooManyLayers { max });
     }
@@ -199,9 +207,7 @@ pub fn encode_override(
     value.extend_from_slice(&write_id.to_le_bytes());
     value.push(limits.layers().len() as u8);
     for p in limits.layers() {
-        let text = p.to_string();
-        value.push(u8::try_from(text.len()).unwrap_or(u8::MAX));
-        value.extend_from_slice(&text.as_bytes()[..text.len().min(255)]);
+        push_policy(&mut value, p);
     }
     value.extend_from_slice(name.as_bytes());
     Ok(value)
@@ -480,6 +486,24 @@ mod tests {
                 .code(),
             "unknown-plan"
         );
+    }
+
+    #[test]
+    fn a_policy_text_fits_its_length_byte() {
+        // The largest counts the grammar takes, with a long window and a burst.
+        let max = crate::MAX_COUNT;
+        for text in [
+            alloc::format!("leaky-queue {max}/31622400000ms burst {max}"),
+            alloc::format!("token-bucket {max}/31622400000ms burst {max}"),
+            alloc::format!("sliding-window {max}/31622400000ms"),
+            alloc::format!("concurrency {max}"),
+        ] {
+            let p: Policy = text.parse().unwrap();
+            let mut out = Vec::new();
+            push_policy(&mut out, &p);
+            assert!(out[0] < u8::MAX, "{text}: {} bytes", out[0]);
+            assert_eq!(policy_field(&out), Some((p, &[][..])), "{text}");
+        }
     }
 
     #[test]
