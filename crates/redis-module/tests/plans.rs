@@ -49,6 +49,13 @@ async fn free_pro_free_within_a_minute_keeps_the_spend_in_the_module() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shorter_stack_takes_the_nearest_window_and_drops_the_spare_slot_in_the_module() {
+    let server = with_module();
+    plans::a_shorter_stack_takes_the_nearest_window_and_drops_the_spare_slot(&server.url(), true)
+        .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_override_set_by_one_client_applies_at_another_clients_next_check_in_the_module() {
     let server = with_module();
     plans::override_applies_at_the_next_check(&server.url(), true, true).await;

@@ -30,6 +30,13 @@ async fn free_pro_free_within_a_minute_keeps_the_spend() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shorter_stack_takes_the_nearest_window_and_drops_the_spare_slot() {
+    let server = Server::start();
+    plans::a_shorter_stack_takes_the_nearest_window_and_drops_the_spare_slot(&server.url(), false)
+        .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_override_set_by_one_client_applies_at_another_clients_next_check() {
     let server = Server::start();
     plans::override_applies_at_the_next_check(&server.url(), false, false).await;

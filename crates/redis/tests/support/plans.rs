@@ -302,3 +302,38 @@ pub fn storm_across_two_processes(url: &str, module: bool, test: &str) {
     println!("admitted by each process: {said:?} (module: {module})");
     assert_eq!(each.iter().sum::<u64>(), 1_000, "{each:?}");
 }
+
+/// Plans of different stack lengths: free [2/s, 100/min], pro [1,000/min]. A caller has two
+/// slots; on pro, the per-minute spend of free's second slot carries to pro's only limit,
+/// and the spare slot is deleted, so a key's spend is never split or left behind.
+pub async fn a_shorter_stack_takes_the_nearest_window_and_drops_the_spare_slot(
+    url: &str,
+    module: bool,
+) {
+    let plans = Plans::parse(&[("free", &["2/s", "100/min"]), ("pro", &["1000/min"])]).unwrap();
+    let clock = Arc::new(AtomicU64::new(0));
+    let l = limiter(url, "stacks", plans, &clock, module).await;
+    let conn = connect(url).await;
+    let spare = l
+        .layout()
+        .slot_key("k", None, tollgate::store::Slot::Layer(1));
+    for _ in 0..2 {
+        assert!(l.check("k", "free", 1).await.unwrap().decision.allowed);
+    }
+    let exists = || {
+        let mut cmd = redis::cmd("EXISTS");
+        cmd.arg(&spare);
+        let mut conn = conn.clone();
+        async move { cmd.query_async::<u64>(&mut conn).await.unwrap() }
+    };
+    assert_eq!(exists().await, 1, "free's per-minute slot");
+    // 2 spent on free's per-minute limit (the nearest window to pro's): 998 left, less 1.
+    let o = l.check("k", "pro", 1).await.unwrap();
+    assert_eq!((o.decision.limit, o.decision.remaining), (1000, 997));
+    assert_eq!(exists().await, 0, "the spare slot deleted once carried");
+    // Back on free at once: 3 spent, above 2/s: denied by the per-second limit.
+    let o = l.check("k", "free", 1).await.unwrap();
+    assert!(!o.decision.allowed);
+    assert_eq!(o.each.len(), 2);
+    assert!(!o.each[0].allowed && o.each[0].limit == 2, "{o:?}");
+}
