@@ -114,11 +114,23 @@ where
 {
     /// A limiter over `plans` on the connection `conn`, with `options` (its namespace names
     /// the callers' keys). Errors: a plan whose stack is longer than a fleet store keeps
-    /// ([`Error::Plan`]), an invalid option.
+    /// ([`Error::Plan`]), a plan with a concurrency limit (no release yet: [`Error::Config`]),
+    /// an invalid option.
     pub fn new(conn: C, plans: Plans, options: Options) -> Result<Self, Error> {
         let layout = KeyLayout::new(&options.prefix, &options.namespace)?;
         options.check()?;
         plan::check_plans(&plans).map_err(plan_error)?;
+        // A concurrency limit's slots are freed by a release, which plans have not yet: they
+        // would stay taken until the key's lease ran out.
+        if let Some(p) = plans.iter().find(|p| p.limits().holds_slots()) {
+            return Err(Error::Config {
+                field: "plans",
+                reason: format!(
+                    "plan \"{}\" has a concurrency limit, which RedisPlans cannot release yet",
+                    p.name()
+                ),
+            });
+        }
         let link = Link::new(
             conn,
             options.timeout,

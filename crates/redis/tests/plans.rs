@@ -156,3 +156,18 @@ async fn plans_and_overrides_work_on_a_cluster() {
     }
     assert_eq!(l.stats().fallback, 0);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plan_with_a_concurrency_limit_is_refused_by_name() {
+    let server = Server::start();
+    let plans =
+        Plans::parse(&[("free", &["10/s"]), ("batch", &["10/s", "concurrency 2"])]).unwrap();
+    let options = Options::new("refused", Fallback::Closed);
+    let e = RedisPlans::new(support::connect(&server.url()).await, plans, options)
+        .err()
+        .expect("refused");
+    assert_eq!(
+        e.to_string(),
+        "invalid option plans: plan \"batch\" has a concurrency limit, which RedisPlans cannot release yet"
+    );
+}
