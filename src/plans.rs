@@ -244,6 +244,13 @@ pub enum PlanError {
         /// The bound.
         max: usize,
     },
+    /// A key's own limits, or a plan, have more limits than a store keeps for one key: on
+    /// a fleet store, the longest plan's stack (every caller has that many slots), and at
+    /// most [`crate::store::fleet::plan::MAX_LAYERS`].
+    TooManyLayers {
+        /// The bound.
+        max: usize,
+    },
 }
 
 impl PlanError {
@@ -256,6 +263,7 @@ impl PlanError {
             PlanError::UnknownPlan { .. } => "unknown-plan",
             PlanError::Policy { .. } => "invalid-policy",
             PlanError::TooManyOverrides { .. } => "too-many-overrides",
+            PlanError::TooManyLayers { .. } => "too-many-layers",
         }
     }
 }
@@ -282,6 +290,10 @@ impl fmt::Display for PlanError {
             PlanError::TooManyOverrides { max } => write!(
                 f,
                 "overrides: at most {max} keys can have an override; clear one first"
+            ),
+            PlanError::TooManyLayers { max } => write!(
+                f,
+                "limits: at most {max} policies (the longest plan's stack)"
             ),
         }
     }

@@ -26,6 +26,8 @@ use core::fmt;
 use super::{Batch, Limits, StateBytesError, Write};
 
 mod failure;
+pub mod plan;
+pub mod plan_command;
 pub mod settle_command;
 
 use crate::settle::{Settled, Settlement};

@@ -5,6 +5,7 @@
 //! ```text
 //! <prefix>:{<namespace>:<key>}:<i>           the stack's limit i (0 for a single policy)
 //! <prefix>:{<namespace>:<key>}:t:<tenant>    a fair share's tenant window
+//! <prefix>:{<namespace>:<key>}:o             the key's override of its plan (fleet::plan)
 //! ```
 //!
 //! Every slot of one key shares the hash tag `{<namespace>:<key>}`, so Redis Cluster keeps
@@ -168,6 +169,23 @@ impl KeyLayout {
         name
     }
 
+    /// The key of `key`'s override of its plan ([`super::fleet::plan`]): `<base>:o`, in the
+    /// key's hash tag, so that it is read in the same script (on the same node) as the
+    /// key's states.
+    ///
+    /// ```
+    /// use tollgate::store::KeyLayout;
+    /// let layout = KeyLayout::new("tollgate", "api").unwrap();
+    /// assert_eq!(layout.override_key("alice"), "tollgate:{api:alice}:o");
+    /// let base = layout.base("alice");
+    /// assert_eq!(tollgate::store::override_name(base.as_bytes()), b"tollgate:{api:alice}:o");
+    /// ```
+    pub fn override_key(&self, key: &str) -> String {
+        let mut name = self.base(key);
+        name.push_str(OVERRIDE_SUFFIX);
+        name
+    }
+
     /// The key of `slot` for `key` (and `tenant`, for the tenant slot).
     pub fn slot_key(&self, key: &str, tenant: Option<&str>, slot: Slot) -> String {
         let mut name = self.base(key);
@@ -184,6 +202,15 @@ pub fn settled_name(base: &[u8], id: u64) -> Vec<u8> {
     let mut name = base.to_vec();
     name.extend_from_slice(alloc::format!(":s:{id:x}").as_bytes());
     name
+}
+
+/// What a key's override's name adds to its base.
+const OVERRIDE_SUFFIX: &str = ":o";
+
+/// The key of the override under `base` (a name made by [`KeyLayout::base`], as bytes: the
+/// Redis module takes it from its arguments); the same name as [`KeyLayout::override_key`].
+pub fn override_name(base: &[u8]) -> Vec<u8> {
+    [base, OVERRIDE_SUFFIX.as_bytes()].concat()
 }
 
 /// The key of `slot` under `base` (a name made by [`KeyLayout::base`], as bytes: the Redis

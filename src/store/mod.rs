@@ -79,7 +79,7 @@ pub mod request;
 pub use bytes::{StateBytesError, STATE_BYTES_VERSION};
 #[cfg(feature = "fleet")]
 pub use deny::DenyCache;
-pub use keys::{key_part, settled_name, slot_name, KeyLayout, LayoutError};
+pub use keys::{key_part, override_name, settled_name, slot_name, KeyLayout, LayoutError};
 
 /// What a limiter decides over: a single policy, an all-or-nothing stack, or a fair share
 /// (a shared policy and a per-tenant policy on top).

@@ -8,6 +8,8 @@ use std::sync::{LazyLock, Mutex};
 use tollgate::fair_share::FairShare;
 use tollgate::stack::combine;
 use tollgate::store::fleet;
+use tollgate::store::fleet::plan::{self, PlanRound, StoredOverride, Written};
+use tollgate::store::fleet::plan_command;
 use tollgate::store::request::{self, command, Counted};
 use tollgate::store::{Batch, Limits, Op as BatchOp, Slot};
 use tollgate::{millis, Decision, Nanos, Policy, State, MAX_COUNT};
@@ -318,6 +320,50 @@ pub fn run_keys(
     Ok(KeysOutcome {
         decided: (decision, outcome.each),
         writes,
+    })
+}
+
+/// `TOLLGATE.PLAN`'s arguments after the base, parsed by the core's layout
+/// ([`tollgate::store::fleet::plan_command`]), with the policy cache.
+pub fn parse_plan(args: &[&[u8]], test_clock: bool) -> Result<plan_command::PlanArgs, ArgError> {
+    plan_command::parse(args, test_clock, |p| {
+        // The cache's errors already read "ERR ...".
+        policy(p).map_err(|e| e.trim_start_matches("ERR ").to_string())
+    })
+    .map_err(|e| format!("ERR {e}"))
+}
+
+/// A caller's stored override (`None`: it has none); `key` names it in errors.
+pub fn decode_override(
+    key: &[u8],
+    value: Option<&[u8]>,
+) -> Result<Option<StoredOverride>, ArgError> {
+    plan::decode_override(value.unwrap_or_default())
+        .map_err(|e| format!("ERR key {}: {e}", String::from_utf8_lossy(key)))
+}
+
+/// A caller's stored slot value, of either layout ([`plan::decode_value_under`]); `key`
+/// names it in errors.
+pub fn decode_under(key: &[u8], value: Option<&[u8]>) -> Result<Option<Written>, ArgError> {
+    plan::decode_value_under(value.unwrap_or_default())
+        .map_err(|e| format!("ERR key {}: {e}", String::from_utf8_lossy(key)))
+}
+
+/// Runs one plan check of `cost` under `limits` (the override's or the plan's) over a
+/// caller's stored slots, by the core's round ([`PlanRound`]: the states carried first).
+/// Errors (a cost above the capacity) write nothing.
+pub fn run_plan(
+    limits: &Limits,
+    stored: &[Option<Written>],
+    cost: u64,
+    now: Nanos,
+    ttl: Option<Ttl>,
+) -> Result<Outcome, ArgError> {
+    let mut round = PlanRound::new(limits, stored, now).map_err(decide_error)?;
+    let d = round.batch().decide(cost).map_err(decide_error)?;
+    Ok(Outcome {
+        decided: Some((d.decision, d.each)),
+        writes: round.key_writes(ttl, || fastrand::u64(..)),
     })
 }
 

@@ -402,6 +402,64 @@ fn settle(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
     ]))
 }
 
+/// `TOLLGATE.PLAN <base> <slots> <cost> <n> <policy>*n [NOW ms]` (the layout is the core's,
+/// [`fleet::plan_command`]): a check of one caller under the limits its call names, or its
+/// override's (`<base>:o`, read here), its states carried to them first by the core's
+/// round ([`fleet::plan::PlanRound`]). Replies a decision, then 1 when the override decided.
+fn plan_check(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
+    if args.len() < 6 {
+        return Err(counted(ErrorKind::Arity)(RedisError::WrongArity));
+    }
+    let base = args[1].as_slice();
+    if base.is_empty() {
+        let e = RedisError::Str("ERR the key must not be empty");
+        return Err(counted(ErrorKind::Argument)(e));
+    }
+    let rest: Vec<&[u8]> = args[2..].iter().map(|a| a.as_slice()).collect();
+    let req = command::parse_plan(&rest, TEST_CLOCK.load(Relaxed))
+        .map_err(err)
+        .map_err(counted(ErrorKind::Argument))?;
+    let over_key = StateKey::open(ctx, &tollgate::store::override_name(base), false);
+    let stored = over_key.read().map_err(counted(ErrorKind::WrongType))?;
+    let over = command::decode_override(over_key.name.as_slice(), stored)
+        .map_err(err)
+        .map_err(counted(ErrorKind::State))?;
+    let limits = fleet::plan::limits_for(&req.limits, over.as_ref());
+    let n = req.slots.max(limits.layers().len());
+    let keys: Vec<StateKey> = (0..n)
+        .map(|i| {
+            let name = slot_key(base, None, tollgate::store::Slot::Layer(i));
+            StateKey::open(ctx, &name, true)
+        })
+        .collect();
+    let written = keys
+        .iter()
+        .map(|key| {
+            let stored = key.read().map_err(counted(ErrorKind::WrongType))?;
+            command::decode_under(key.name.as_slice(), stored)
+                .map_err(err)
+                .map_err(counted(ErrorKind::State))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let wall = server_now();
+    let now = req.now_ms.map_or(wall, millis);
+    let ttl = req.now_ms.is_none().then(|| Ttl {
+        grace_ms: GRACE_MS.load(Relaxed),
+        lease_ms: LEASE_MS.load(Relaxed),
+    });
+    let outcome = command::run_plan(limits, &written, req.cost, now, ttl)
+        .map_err(err)
+        .map_err(counted(ErrorKind::Decision))?;
+    apply_writes(ctx, &keys, &outcome.writes, wall)?;
+    info::decided(Op::Check, outcome.decided.as_ref().map(|(d, _)| d));
+    let (decision, each) = outcome.decided.unwrap_or_default();
+    let mut reply = decisions_reply(&decision, &each);
+    if let RedisValue::Array(fields) = &mut reply {
+        fields.push(RedisValue::Integer(over.is_some() as i64));
+    }
+    Ok(reply)
+}
+
 fn check(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
     decide(ctx, args, Op::Check)
 }
@@ -450,7 +508,7 @@ fn reset_keys(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
 #[cfg(not(test))]
 #[allow(missing_docs)]
 mod registration {
-    use super::{check, init, keys_request, peek, release, reset, settle};
+    use super::{check, init, keys_request, peek, plan_check, release, reset, settle};
     use redis_module::redis_module;
 
     redis_module! {
@@ -466,6 +524,7 @@ mod registration {
             ["tollgate.reset", reset, "write", 1, 1, 1, ""],
             ["tollgate.request", keys_request, "write deny-oom", 1, 1, 1, ""],
             ["tollgate.settle", settle, "write deny-oom", 1, 1, 1, ""],
+            ["tollgate.plan", plan_check, "write deny-oom", 1, 1, 1, ""],
         ],
     }
 }

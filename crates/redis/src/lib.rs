@@ -8,6 +8,7 @@ mod link;
 #[cfg(feature = "metrics")]
 pub mod metrics;
 pub mod namespaces;
+mod plans;
 mod requests;
 
 use std::fmt;
@@ -15,13 +16,16 @@ use std::num::NonZeroUsize;
 use std::sync::Arc;
 use std::time::Duration;
 
+use tollgate::plans::PlanError;
 use tollgate::store::bounds::OverBound;
+use tollgate::store::fleet::plan::PlanValueError;
 use tollgate::store::StateBytesError;
 use tollgate::{DecideError, Decision, PolicyError, ReservationError};
 
 pub use keys::KeyLayout;
 pub use limiter::{module_decision, NotSettled, RedisLimiter, Stats};
 pub use link::handling;
+pub use plans::{PlanOutcome, RedisPlans};
 pub use requests::{Answer, RedisRequests};
 
 /// The most denials a deny cache remembers by default; past it the memory is cleared (it
@@ -352,6 +356,17 @@ pub enum Error {
         /// Why Redis did not answer.
         why: Why,
     },
+    /// A plan that does not exist, or an override the plans refuse ([`RedisPlans`]); boxed,
+    /// as its names are kept in place (the other errors stay small).
+    Plan(Box<PlanError>),
+    /// A caller's stored plan value or override is not one this build can read
+    /// ([`RedisPlans`]).
+    CorruptPlan {
+        /// The Redis key.
+        key: String,
+        /// What is wrong with it.
+        reason: PlanValueError,
+    },
 }
 
 impl fmt::Display for Error {
@@ -388,6 +403,8 @@ impl fmt::Display for Error {
                 f,
                 "settle not confirmed ({why:?}): retry it with the same reservation"
             ),
+            Error::Plan(e) => write!(f, "{e}"),
+            Error::CorruptPlan { key, reason } => write!(f, "key {key}: {reason}"),
         }
     }
 }
