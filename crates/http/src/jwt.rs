@@ -708,5 +708,4 @@ mod tests {
         assert!(cache.get("live", 1, NOW, 0).is_some());
         assert!(cache.get("new", 1, NOW, 0).is_some());
     }
-
 }

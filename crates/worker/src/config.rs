@@ -35,6 +35,28 @@ mod tests {
         assert_eq!(api.limits_of(Some("pro")).len(), 2);
     }
 
+    /// The README's JWT example, as written: valid, its keys pinned, its secret by name.
+    #[test]
+    fn the_readme_s_jwt_config_is_valid() {
+        let readme = include_str!("../README.md");
+        let section = &readme[readme.find("### Plans by a verified JWT").unwrap()..];
+        let start = section.find("```toml\n").unwrap() + "```toml\n".len();
+        let toml = &section[start..start + section[start..].find("```").unwrap()];
+        let jwt = Config::parse(toml).unwrap().settings.jwt.unwrap();
+        let pinned: Vec<_> = jwt.keys.iter().map(|k| (k.kid.as_deref(), k.alg)).collect();
+        use tollgate_http::jwt::Alg;
+        assert_eq!(
+            pinned,
+            [(Some("ed-2026"), Alg::EdDsa), (Some("hs-1"), Alg::Hs256)]
+        );
+        assert_eq!(
+            jwt.keys[1].data,
+            JwtKeyData::SecretBinding("JWT_SECRET".into())
+        );
+        assert_eq!(jwt.rules.plan_claim.as_deref(), Some("plan"));
+        assert_eq!(jwt.on_invalid, InvalidToken::Anonymous);
+    }
+
     #[test]
     fn bundled_config_is_valid() {
         let c = Config::parse(BUNDLED).unwrap();

@@ -33,7 +33,11 @@ pub const MAX_VERIFIED_BYTES: usize = 2 << 20;
 
 /// A key of a JWKS document, pinned to its algorithm: its `kid`, and its public members
 /// (what WebCrypto imports).
-pub type JwksKey = (Option<String>, Alg, serde_json::Map<String, serde_json::Value>);
+pub type JwksKey = (
+    Option<String>,
+    Alg,
+    serde_json::Map<String, serde_json::Value>,
+);
 
 /// The signing keys of a JWKS document (`{"keys": [...]}`), each pinned by
 /// [`tollgate_config::jwk_key`]. Keys a front end cannot use are skipped, not fatal (an
@@ -149,11 +153,20 @@ mod tests {
     #[test]
     fn a_jwks_that_is_not_one_or_too_large_is_refused() {
         assert!(jwks_keys("<html>").unwrap_err().starts_with("not JSON"));
-        assert!(jwks_keys("{\"keys\": 3}").unwrap_err().contains("no keys array"));
+        assert!(jwks_keys("{\"keys\": 3}")
+            .unwrap_err()
+            .contains("no keys array"));
         let many = json!({ "keys": vec![json!({}); MAX_JWT_KEYS + 1] }).to_string();
-        assert!(jwks_keys(&many).unwrap_err().contains("keys, over the bound"));
-        let big = format!("{{\"keys\": [], \"pad\": \"{}\"}}", "x".repeat(MAX_JWKS_BYTES));
-        assert!(jwks_keys(&big).unwrap_err().contains("bytes, over the bound"));
+        assert!(jwks_keys(&many)
+            .unwrap_err()
+            .contains("keys, over the bound"));
+        let big = format!(
+            "{{\"keys\": [], \"pad\": \"{}\"}}",
+            "x".repeat(MAX_JWKS_BYTES)
+        );
+        assert!(jwks_keys(&big)
+            .unwrap_err()
+            .contains("bytes, over the bound"));
     }
 
     #[test]
@@ -164,7 +177,10 @@ mod tests {
             fetched_ms: Some(1_000_000),
             tried_ms: Some(1_000_000),
         };
-        assert!(!t.due(&jwt, 1_000_000 + 29_999, true), "an unknown kid, too soon");
+        assert!(
+            !t.due(&jwt, 1_000_000 + 29_999, true),
+            "an unknown kid, too soon"
+        );
         assert!(t.due(&jwt, 1_000_000 + 30_000, true));
         assert!(!t.due(&jwt, 1_000_000 + 299_999, false), "fresh");
         assert!(t.due(&jwt, 1_000_000 + 300_000, false), "stale");

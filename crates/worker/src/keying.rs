@@ -200,9 +200,18 @@ mod tests {
         assert_eq!(b.api_key.unwrap(), k);
         // With a JWT section, a bearer value is a token (read by `crate::jwt`), never a key.
         let j = settings("[settings.jwt]\njwks_url = \"https://id.example/jwks\"");
-        assert_eq!(id(&j, &[("authorization", "Bearer secret-key-1")]).unwrap().api_key, None);
+        assert_eq!(
+            id(&j, &[("authorization", "Bearer secret-key-1")])
+                .unwrap()
+                .api_key,
+            None
+        );
         let c = id(&j, &[("x-api-key", "secret-key-1")]).unwrap();
-        assert_eq!(c.api_key.unwrap(), k, "the API key header still carries a key");
+        assert_eq!(
+            c.api_key.unwrap(),
+            k,
+            "the API key header still carries a key"
+        );
     }
 
     #[test]
