@@ -19,7 +19,7 @@
 
 use tollgate::store::bounds::MAX_KEY_BYTES;
 use tollgate_config::{jwk_key, JwtSettings, MAX_JWKS_BYTES, MAX_JWT_KEYS};
-use tollgate_http::jwt::{Alg, Caller, JwtError};
+use tollgate_http::jwt::{Alg, Caller, JwtError, VerifiedTokens};
 use tollgate_http::key;
 
 use crate::keying::Identity;
@@ -96,6 +96,22 @@ impl JwksTimes {
         let stale = now_ms.saturating_sub(fetched) >= jwt.jwks_max_age_secs * 1000;
         (stale || unknown_kid) && since_try >= jwt.jwks_min_refetch_secs * 1000
     }
+}
+
+/// The caller of `token` if the isolate verified it before, under key set `generation`,
+/// and it has not expired at `now_secs` (with the leeway): the whole of a repeated token's
+/// cost before its identity ([`apply`]). What `scripts/counts.sh` counts as the edge's
+/// cached-token path (`edge-jwt-10k`).
+pub fn remembered(
+    jwt: &JwtSettings,
+    verified: &VerifiedTokens,
+    generation: u64,
+    token: &str,
+    now_secs: u64,
+) -> Option<Caller> {
+    verified
+        .get(token, generation, now_secs, jwt.rules.leeway_secs)
+        .cloned()
 }
 
 /// The identity of a request whose bearer token verified as `caller`: counted by its

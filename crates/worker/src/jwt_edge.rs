@@ -109,7 +109,7 @@ async fn caller(
     let (secs, leeway) = (now / 1000, jwt.rules.leeway_secs);
     let known = STATE.with(|s| {
         let s = s.borrow();
-        s.verified.get(token, s.generation, secs, leeway).cloned()
+        crate::jwt::remembered(jwt, &s.verified, s.generation, token, secs)
     });
     if let Some(c) = known {
         return Ok(c);

@@ -4,7 +4,8 @@
 // plan claim chooses free (5/min) or pro (20/min); refused tokens (forged, expired, not yet
 // valid, another audience, alg none, algorithm confusion, oversized, malformed, an unknown
 // kid) count as anonymous in the ONE bucket of their IP, or are answered 401 as configured;
-// a rotated JWKS is followed (a new kid accepted, a removed one refused).
+// a rotated JWKS is followed (a new kid accepted, a removed one refused); an override set on
+// a subject applies.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import crypto from "node:crypto";
@@ -216,4 +217,17 @@ test("a rotated JWKS is followed: a new kid is accepted, a removed one refused, 
   assert.equal(await status(fresh), 200, "the new kid, after one refetch");
   // The old token was verified (and cached) before: refused now all the same.
   assert.equal(await status(old), 401, "the removed kid");
+});
+
+test("an override set on a JWT subject applies at its next decision and is gone when cleared", async () => {
+  await clearOfMinuteEdge(15_000);
+  const t = token("HS256", SECRET, "hs-1", "heidi", "free");
+  const ip = "203.0.113.124";
+  assert.equal(await admitted(anonymous, t, { ip }), FREE);
+  const override = (op, extra = {}) => anonymous.admin(`/admin/v1/overrides/${op}`, { policy: "api", subject: "heidi", ...extra });
+  const set = await override("set", { plan: "pro" });
+  assert.equal(set.status, 200, JSON.stringify(set.body));
+  assert.equal(await admitted(anonymous, t, { ip }), PRO - FREE, "pro, less what free spent");
+  assert.equal((await override("clear")).status, 200);
+  assert.equal(await admitted(anonymous, t, { ip }), 0, "back on free, spent");
 });
