@@ -57,6 +57,27 @@ mod tests {
         assert_eq!(jwt.on_invalid, InvalidToken::Anonymous);
     }
 
+    /// The bundled file's commented `[settings.jwt]`, uncommented: valid, its defaults the
+    /// validation's.
+    #[test]
+    fn the_bundled_jwt_section_uncommented_is_valid() {
+        let start = BUNDLED.find("# [settings.jwt]\n").unwrap();
+        let block: String = BUNDLED[start..]
+            .lines()
+            .take_while(|l| l.starts_with('#'))
+            .map(|l| format!("{}\n", l.trim_start_matches("# ")))
+            .collect();
+        let jwt = Config::parse(&block).unwrap().settings.jwt.unwrap();
+        let defaults = tollgate_http::jwt::Rules::default();
+        assert_eq!(
+            (jwt.jwks_max_age_secs, jwt.jwks_min_refetch_secs),
+            (300, 30)
+        );
+        assert_eq!(jwt.rules.leeway_secs, defaults.leeway_secs);
+        assert_eq!(jwt.rules.max_bytes, defaults.max_bytes);
+        assert_eq!(jwt.on_invalid, InvalidToken::Anonymous);
+    }
+
     #[test]
     fn bundled_config_is_valid() {
         let c = Config::parse(BUNDLED).unwrap();
