@@ -68,8 +68,8 @@ test("1,400 concurrent requests of one pro caller across two isolates admit exac
     await mf.ready;
     const isolates = [await mf.getWorker("a"), await mf.getWorker("b")];
     const headers = { authorization: `Bearer ${token("acme", "pro")}`, "cf-connecting-ip": "203.0.113.200" };
-    // One fixed window for the whole burst.
-    await clearOfMinuteEdge(20_000);
+    // One fixed window for the whole burst (about 10 s locally on 2 shared cores).
+    await clearOfMinuteEdge(25_000);
     const started = Date.now();
     const statuses = await Promise.all(
       Array.from({ length: SENT }, async (_, i) => {
@@ -80,11 +80,12 @@ test("1,400 concurrent requests of one pro caller across two isolates admit exac
     );
     t.diagnostic(`${SENT} requests over two isolates in ${Date.now() - started} ms`);
     const count = (status) => statuses.filter(([, st]) => st === status).length;
+    const crossed = Math.floor(started / 60_000) !== Math.floor(Date.now() / 60_000);
     assert.deepEqual(
       { admitted: count(200), denied: count(429), other: SENT - count(200) - count(429) },
       { admitted: PRO, denied: SENT - PRO, other: 0 },
+      crossed ? "the burst outlasted its margin and crossed into the next minute's window" : undefined,
     );
-    assert.ok(new Date(started).getUTCMinutes() === new Date().getUTCMinutes(), "one window");
   } finally {
     await mf.dispose();
   }
