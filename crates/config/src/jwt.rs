@@ -60,8 +60,10 @@ struct RawKey {
     secret: Option<String>,
 }
 
-/// What a request whose bearer token is refused gets.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// What a request whose bearer token is refused gets (`settings.jwt.on_invalid`, and a
+/// route's own `on_invalid_token`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum InvalidToken {
     /// Counted as a request without a token: by IP, under the default plan (`"anonymous"`).
     Anonymous,

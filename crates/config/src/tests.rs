@@ -455,3 +455,25 @@ fn a_jwt_section_keeps_each_key_pinned_to_its_algorithm_and_public_members() {
     // Without the section, no token is read.
     assert_eq!(Config::parse("").unwrap().settings.jwt, None);
 }
+
+#[test]
+fn a_route_may_answer_refused_tokens_its_own_way_when_tokens_are_read() {
+    let routes = "[policies.a]\nlimit = \"10/s\"\n\
+                  [[routes]]\npath = \"/strict/\"\npolicies = [\"a\"]\non_invalid_token = \"reject\"\n\
+                  [[routes]]\npath = \"/\"\npolicies = [\"a\"]\n";
+    let c = Config::parse(&format!(
+        "[settings.jwt]\njwks_url = \"https://id.example/jwks\"\n{routes}"
+    ))
+    .unwrap();
+    assert_eq!(c.routes[0].on_invalid_token, Some(InvalidToken::Reject));
+    assert_eq!(c.routes[1].on_invalid_token, None);
+    let e = Config::parse(routes).unwrap_err();
+    assert_eq!(e.field, "routes[0].on_invalid_token");
+    assert!(e.reason.contains("no [settings.jwt]"), "{e}");
+    let e = Config::parse(&format!(
+        "[settings.jwt]\njwks_url = \"https://id.example/jwks\"\n{}",
+        routes.replace("\"reject\"", "\"ignore\"")
+    ))
+    .unwrap_err();
+    assert_eq!(e.field, "routes[0].on_invalid_token", "{e}");
+}

@@ -65,7 +65,7 @@ async fn limited(req: Request, env: &Env, ctx: &Context, cfg: &Config) -> worker
         }
     };
     // A bearer token's caller ([settings.jwt]): its subject and plan, or a refusal.
-    if let Some(refused) = jwt_edge::identify(&req, env, cfg, &mut id).await? {
+    if let Some(refused) = jwt_edge::identify(&req, env, cfg, route, &mut id).await? {
         return Ok(refused);
     }
     let Some(plan) = Plan::for_route(cfg, route, &id) else {

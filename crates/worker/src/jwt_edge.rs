@@ -16,7 +16,7 @@ use wasm_bindgen::{JsCast, JsValue};
 use wasm_bindgen_futures::JsFuture;
 use worker::{console_error, Delay, Env, Fetch, Request, Response, Url};
 
-use crate::config::Config;
+use crate::config::{Config, Route};
 use crate::env::{now_ms, string_binding};
 use crate::http::json_response;
 use crate::jwt::{jwks_keys, JwksKey, JwksTimes, MAX_VERIFIED, MAX_VERIFIED_BYTES};
@@ -57,12 +57,13 @@ thread_local! {
 /// Reads the request's bearer token when the config has `[settings.jwt]` and the request
 /// sent no API key: a verified token makes its subject the request's key and its plan
 /// claim its plan ([`crate::jwt::apply`]); a refused one leaves the request anonymous (by
-/// IP, the default plan) or, with `on_invalid = "reject"`, is answered here: 401 with a
-/// problem document.
+/// IP, the default plan) or, with `on_invalid = "reject"` (the route's
+/// `on_invalid_token` when it has one), is answered here: 401 with a problem document.
 pub async fn identify(
     req: &Request,
     env: &Env,
     cfg: &Config,
+    route: &Route,
     id: &mut Identity,
 ) -> worker::Result<Option<Response>> {
     let Some(jwt) = &cfg.settings.jwt else {
@@ -81,7 +82,7 @@ pub async fn identify(
         Ok(c) => crate::jwt::apply(jwt, id, c),
         Err(e) => Err(e),
     };
-    match (verified, jwt.on_invalid) {
+    match (verified, route.on_invalid_token.unwrap_or(jwt.on_invalid)) {
         (Ok(()), _) => Ok(None),
         (Err(_), InvalidToken::Anonymous) => {
             id.api_key = None;

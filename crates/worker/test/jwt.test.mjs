@@ -93,7 +93,11 @@ const config = (jwksUrl, onInvalid) => ({
       ],
     },
   },
-  routes: [{ path: "/api/", policies: ["api"] }],
+  routes: [
+    { path: "/api/", policies: ["api"] },
+    // A route of its own way with refused tokens, whatever the section's.
+    { path: "/strict/", policies: ["api"], on_invalid_token: "reject" },
+  ],
 });
 
 let jwks;
@@ -230,4 +234,18 @@ test("an override set on a JWT subject applies at its next decision and is gone 
   assert.equal(await admitted(anonymous, t, { ip }), PRO - FREE, "pro, less what free spent");
   assert.equal((await override("clear")).status, 200);
   assert.equal(await admitted(anonymous, t, { ip }), 0, "back on free, spent");
+});
+
+test("a route's on_invalid_token answers refused tokens its own way", async () => {
+  const forged = refused()[0][1];
+  const strict = await hit(anonymous, "/strict/x", { ip: "203.0.113.125", headers: bearer(forged) });
+  assert.equal(strict.status, 401, strict.text);
+  assert.equal(JSON.parse(strict.text).error, "invalid-token");
+  const api = await hit(anonymous, "/api/x", { ip: "203.0.113.125", headers: bearer(forged) });
+  assert.equal(api.status, 200, "the section's anonymous elsewhere");
+  const t = token("RS256", rsa.privateKey, "rsa-1", "ivan", "pro");
+  // A valid token passes to the origin (the demo origin knows no /strict/: its 404), under pro.
+  const ok = await hit(anonymous, "/strict/x", { ip: "203.0.113.125", headers: bearer(t) });
+  assert.equal(ok.status, 404, ok.text);
+  assert.match(ok.headers.get("ratelimit-policy"), new RegExp(`q=${PRO}`));
 });
