@@ -75,6 +75,8 @@ else
   # One request through tollgate-tower, without and with its `metrics` (crates/counts/src/tower.rs).
   cargo build -j2 --quiet --release -p tollgate-counts --features tower --bin tollgate-counts-tower
   cargo build -j2 --quiet --release -p tollgate-counts --features tower-metered --bin tollgate-counts-tower-metered
+  # The edge worker's Rust work on a limited request (crates/counts/src/edge.rs).
+  cargo build -j2 --quiet --release -p tollgate-counts --features edge --bin tollgate-counts-edge
   BIN="${CARGO_TARGET_DIR:-target}/release/tollgate-counts"
   VALGRIND=$(command -v valgrind)
 fi
@@ -83,7 +85,8 @@ fi
 # store's hash seed comes from stack addresses, which the environment's size moves). The
 # fleet's paths have a binary of their own (crates/counts/src/fleet.rs says why), and so have
 # the reserve-and-settle ones (src/settle.rs),
-# the metered ones (crates/counts/src/metered.rs) and the tower layer's (src/tower.rs).
+# the metered ones (crates/counts/src/metered.rs), the tower layer's (src/tower.rs) and the
+# edge worker's (src/edge.rs, counted inside `counted` too: its set-up fills a cache).
 total() {
   local bin=$BIN
   case $1 in
@@ -91,10 +94,11 @@ total() {
     settle-*) bin=$BIN-settle ;;
     tower-metrics-* | tower-prometheus-*) bin=$BIN-tower-metered ;;
     tower-*) bin=$BIN-tower ;;
+    edge-*) bin=$BIN-edge ;;
     *metered*) bin=$BIN-metered ;;
   esac
   case $1 in
-    tower-* | *prometheus*)
+    tower-* | edge-* | *prometheus*)
       # Inside `counted` only (see above).
       env -i "$VALGRIND" --tool=callgrind --callgrind-out-file=/dev/null --collect-atstart=no \
         --toggle-collect='*::counted' "$bin" "$1" "$2" 2>&1 >/dev/null |
@@ -158,6 +162,8 @@ tower-10k 5000
 tower-apikey-10k 5000
 tower-plans-10k 5000
 tower-jwt-10k 5000
+edge-apikey-10k 5000
+edge-jwt-10k 5000
 tower-metrics-1 5000
 tower-metrics-10k 5000
 tower-prometheus-1 5000

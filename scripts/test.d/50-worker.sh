@@ -2,7 +2,8 @@
 # The edge worker (crates/worker): format, clippy (host and wasm32), host unit tests, a
 # release build with the pinned tools, then end-to-end tests under the real local runtime:
 # Miniflare (workerd) for the limiter, the vectors and restarts, paths, concurrency leases,
-# leaky queues, timeouts and API keys (against a real loopback origin where the origin
+# leaky queues, timeouts, API keys, plans, verified JWTs (a JWKS on a loopback port) and
+# two isolates sharing one object namespace (against a real loopback origin where the origin
 # matters), and `wrangler dev` via scripts/run for the served page, the single build and
 # the config check.
 set -euo pipefail
@@ -26,5 +27,7 @@ node --test --test-concurrency=1 \
   crates/worker/test/settle.test.mjs \
   crates/worker/test/apikeys.test.mjs \
   crates/worker/test/plans.test.mjs \
+  crates/worker/test/jwt.test.mjs \
+  crates/worker/test/isolates.test.mjs \
   crates/worker/test/metrics.test.mjs \
   crates/worker/test/wrangler.test.mjs

@@ -867,3 +867,31 @@ fn check_config_validates_plans_and_the_key_table() {
         "tollgate: invalid config: settings.api_keys[0].plan: no plan named \"gold\" in policies.api.plans"
     );
 }
+
+#[test]
+fn check_config_validates_the_jwt_section() {
+    let config = |secret: &str| {
+        format!(
+            "[settings.jwt]\nplan_claim = \"plan\"\n\
+             keys = [{{ kid = \"hs-1\", alg = \"HS256\", secret = \"{secret}\" }}]\n"
+        )
+    };
+    tollgate()
+        .args(["check-config", "-"])
+        .write_stdin(config("JWT_SECRET"))
+        .assert()
+        .success();
+    // The secret itself written in the file is refused, naming the field.
+    let out = tollgate()
+        .args(["check-config", "-"])
+        .write_stdin(config("hunter2 is my secret"))
+        .assert()
+        .code(2)
+        .get_output()
+        .clone();
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        err.starts_with("tollgate: invalid config: settings.jwt.keys[0].secret: "),
+        "{err}"
+    );
+}

@@ -9,6 +9,7 @@ use std::ops::RangeInclusive;
 use serde::Deserialize;
 
 mod groups;
+mod jwt;
 mod policies;
 mod routes;
 mod settings;
@@ -16,6 +17,9 @@ mod settings;
 mod tests;
 
 pub use groups::Group;
+pub use jwt::{
+    jwk_key, InvalidToken, JwtKeyConfig, JwtKeyData, JwtSettings, MAX_JWKS_BYTES, MAX_JWT_KEYS,
+};
 pub use policies::{capacity, max_delay_ms, KeyKind, PolicyEntry, PolicyPlans, MAX_PLANS};
 pub use routes::{Mode, OnError, PathMatch, Route, SettleRule};
 pub use settings::Settings;

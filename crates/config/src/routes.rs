@@ -3,6 +3,7 @@
 
 use serde::Deserialize;
 
+use super::jwt::InvalidToken;
 use super::policies::{capacity, check_delay, KeyKind, PolicyEntry};
 use super::{in_range, valid_name, ConfigError, Settings, MAX_COST};
 pub use tollgate_http::route::PathMatch;
@@ -43,6 +44,7 @@ pub(super) struct RawRoute {
     mode: Option<Mode>,
     retry_after_s: Option<u64>,
     settle: Option<RawSettle>,
+    on_invalid_token: Option<InvalidToken>,
 }
 
 /// `[routes.settle]`: how the route settles a request's reservation from its response
@@ -83,6 +85,8 @@ pub struct Route {
     /// Reserve `cost` as an estimate and settle it from the response by this rule
     /// (`None`: the cost is charged once, before the request).
     pub settle: Option<SettleRule>,
+    /// What a refused bearer token gets on this route (`None`: `settings.jwt.on_invalid`).
+    pub on_invalid_token: Option<InvalidToken>,
 }
 
 impl tollgate_http::route::Routed for Route {
@@ -160,6 +164,12 @@ fn route(
         Some(raw) => Some(settle(&format!("{at}.settle"), raw, &ids, policies)?),
         None => None,
     };
+    if r.on_invalid_token.is_some() && settings.jwt.is_none() {
+        return Err(ConfigError::new(
+            format!("{at}.on_invalid_token"),
+            "no [settings.jwt]: the route reads no tokens",
+        ));
+    }
     Ok(Route {
         name,
         methods,
@@ -172,6 +182,7 @@ fn route(
         retry_after_s,
         group: None,
         settle,
+        on_invalid_token: r.on_invalid_token,
     })
 }
 

@@ -24,6 +24,7 @@ pub(super) struct RawSettings {
     lease_ms: Option<u64>,
     max_delay_ms: Option<u64>,
     api_keys: Option<Vec<RawApiKey>>,
+    jwt: Option<super::jwt::RawJwt>,
 }
 
 /// One entry of `settings.api_keys`: a key's SHA-256 alone (the default plan of every policy
@@ -90,6 +91,10 @@ pub struct Settings {
     /// under each policy's default plan). Every plan named here is defined by every policy
     /// of plans (checked with the policies).
     pub key_plans: BTreeMap<String, String>,
+    /// Callers named by a verified JWT (`[settings.jwt]`): a bearer token's subject is its
+    /// key and a claim its plan. When set, `Authorization: Bearer` carries a token, never
+    /// an API key (the API key header still does).
+    pub jwt: Option<super::jwt::JwtSettings>,
 }
 
 fn valid_header_name(s: &str) -> bool {
@@ -188,6 +193,7 @@ pub(super) fn validate(s: RawSettings) -> Result<(Settings, Vec<(String, String)
         ));
     }
     let (api_keys, key_plans, named) = api_keys(s.api_keys)?;
+    let jwt = s.jwt.map(super::jwt::validate).transpose()?;
     let settings = Settings {
         trust_forwarded_for: s.trust_forwarded_for.unwrap_or(false),
         ipv6_prefix: ipv6_prefix as u8,
@@ -205,6 +211,7 @@ pub(super) fn validate(s: RawSettings) -> Result<(Settings, Vec<(String, String)
         max_delay_ms,
         api_keys,
         key_plans,
+        jwt,
     };
     Ok((settings, named))
 }

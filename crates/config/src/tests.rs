@@ -1,6 +1,7 @@
 //! The config's validation: every rule names its field.
 
 use super::*;
+use tollgate_http::jwt::Alg;
 
 #[test]
 fn errors_name_the_field() {
@@ -299,4 +300,180 @@ fn a_route_s_cost_fits_every_plan() {
     .unwrap_err();
     assert_eq!(e.field, "routes[0].cost");
     assert!(e.reason.contains("capacity 50"), "the pro plan's 50/s: {e}");
+}
+
+/// `[settings.jwt]` with `body`.
+fn jwt(body: &str) -> Result<Config, ConfigError> {
+    Config::parse(&format!("[settings.jwt]\n{body}\n"))
+}
+
+#[test]
+fn a_bad_jwt_section_names_the_field_and_reason() {
+    let cases = [
+        ("plan_claim = \"plan\"", "settings.jwt", "no keys"),
+        ("jwks_url = \"ftp://x\"", "settings.jwt.jwks_url", "not an https://"),
+        (
+            "keys = [{ alg = \"HS256\", secret = \"s3cr3t value!\" }]",
+            "settings.jwt.keys[0].secret",
+            "not a binding name",
+        ),
+        (
+            "keys = [{ secret = \"JWT_SECRET\" }]",
+            "settings.jwt.keys[0].alg",
+            "HS256",
+        ),
+        (
+            "keys = [{ alg = \"none\", secret = \"JWT_SECRET\" }]",
+            "settings.jwt.keys[0].alg",
+            "\"none\" is not",
+        ),
+        (
+            "keys = [{ alg = \"HS256\", pem = \"x\" }]",
+            "settings.jwt.keys[0].alg",
+            "RS256, ES256 or EdDSA",
+        ),
+        (
+            "keys = [{ alg = \"RS256\", pem = \"-----BEGIN PUBLIC KEY-----\\n!!\\n-----END PUBLIC KEY-----\" }]",
+            "settings.jwt.keys[0].pem",
+            "not base64",
+        ),
+        (
+            "keys = [{ alg = \"RS256\", pem = \"ssh-rsa AAAA\" }]",
+            "settings.jwt.keys[0].pem",
+            "not a PEM public key",
+        ),
+        (
+            "keys = [{ jwk = { kty = \"oct\", k = \"c2VjcmV0\" } }]",
+            "settings.jwt.keys[0].jwk",
+            "symmetric",
+        ),
+        (
+            "keys = [{ jwk = { kty = \"EC\", crv = \"P-256\", x = \"AA\" } }]",
+            "settings.jwt.keys[0].jwk",
+            "needs y",
+        ),
+        (
+            "keys = [{ jwk = { kty = \"OKP\", crv = \"Ed25519\", x = \"AA\", d = \"AA\" } }]",
+            "settings.jwt.keys[0].jwk",
+            "private key",
+        ),
+        (
+            "keys = [{ jwk = { kty = \"RSA\", n = \"AQAB\", e = \"AQAB\", alg = \"RS512\" } }]",
+            "settings.jwt.keys[0].jwk",
+            "\"RS512\" is not accepted",
+        ),
+        (
+            "keys = [{ alg = \"ES256\", jwk = { kty = \"RSA\", n = \"AQAB\", e = \"AQAB\" } }]",
+            "settings.jwt.keys[0].alg",
+            "RS256 key",
+        ),
+        (
+            "keys = [{ alg = \"HS256\", secret = \"A\", jwk = { kty = \"RSA\", n = \"AQAB\", e = \"AQAB\" } }]",
+            "settings.jwt.keys[0]",
+            "give one of",
+        ),
+        (
+            "keys = [{ kid = \"a\", alg = \"HS256\", secret = \"A\" }, { kid = \"a\", alg = \"HS256\", secret = \"B\" }]",
+            "settings.jwt.keys[1].kid",
+            "listed twice",
+        ),
+        (
+            "jwks_url = \"https://id.example/jwks\"\non_invalid = \"ignore\"",
+            "settings.jwt.on_invalid",
+            "\"anonymous\" or \"reject\"",
+        ),
+        (
+            "jwks_url = \"https://id.example/jwks\"\nleeway_secs = 7200",
+            "settings.jwt.leeway_secs",
+            "between 0 and 3600",
+        ),
+        (
+            "jwks_url = \"https://id.example/jwks\"\nmax_bytes = 10",
+            "settings.jwt.max_bytes",
+            "between 256",
+        ),
+        (
+            "jwks_url = \"https://id.example/jwks\"\njwks_min_refetch_secs = 0",
+            "settings.jwt.jwks_min_refetch_secs",
+            "between 1",
+        ),
+        (
+            "jwks_url = \"https://id.example/jwks\"\nplan_claim = \"\"",
+            "settings.jwt.plan_claim",
+            "1 to 64",
+        ),
+        (
+            "jwks_url = \"https://id.example/jwks\"\nsecret = \"x\"",
+            "settings.jwt.secret",
+            "unknown field",
+        ),
+    ];
+    for (body, field, reason) in cases {
+        let e = jwt(body).unwrap_err();
+        assert_eq!(e.field, field, "{body}: {e}");
+        assert!(e.reason.contains(reason), "{body}: {e}");
+    }
+}
+
+#[test]
+fn a_jwt_section_keeps_each_key_pinned_to_its_algorithm_and_public_members() {
+    // Any DER will do for the file's check: the worker's import checks the key itself.
+    let pem = "-----BEGIN PUBLIC KEY-----\\nAQID\\n-----END PUBLIC KEY-----";
+    let c = jwt(&format!(
+        "keys = [\n\
+         {{ kid = \"rsa-1\", alg = \"RS256\", pem = \"{pem}\" }},\n\
+         {{ kid = \"ed-1\", jwk = {{ kty = \"OKP\", crv = \"Ed25519\", x = \"AAEC\", use = \"sig\" }} }},\n\
+         {{ alg = \"HS256\", secret = \"JWT_SECRET\" }},\n\
+         ]\nissuer = \"https://id.example\"\nleeway_secs = 5\non_invalid = \"anonymous\""
+    ))
+    .unwrap();
+    let j = c.settings.jwt.unwrap();
+    let algs: Vec<_> = j.keys.iter().map(|k| (k.kid.as_deref(), k.alg)).collect();
+    assert_eq!(
+        algs,
+        [
+            (Some("rsa-1"), Alg::Rs256),
+            (Some("ed-1"), Alg::EdDsa),
+            (None, Alg::Hs256)
+        ]
+    );
+    assert_eq!(j.keys[0].data, JwtKeyData::Spki(vec![1, 2, 3]));
+    let JwtKeyData::Jwk(ed) = &j.keys[1].data else {
+        panic!("{:?}", j.keys[1].data)
+    };
+    assert_eq!(
+        ed.get("use"),
+        None,
+        "only the key's public members are kept"
+    );
+    assert_eq!(ed.get("x").and_then(|x| x.as_str()), Some("AAEC"));
+    assert_eq!(j.rules.issuer.as_deref(), Some("https://id.example"));
+    assert_eq!(
+        (j.rules.leeway_secs, j.jwks_url, j.on_invalid),
+        (5, None, InvalidToken::Anonymous)
+    );
+    // Without the section, no token is read.
+    assert_eq!(Config::parse("").unwrap().settings.jwt, None);
+}
+
+#[test]
+fn a_route_may_answer_refused_tokens_its_own_way_when_tokens_are_read() {
+    let routes = "[policies.a]\nlimit = \"10/s\"\n\
+                  [[routes]]\npath = \"/strict/\"\npolicies = [\"a\"]\non_invalid_token = \"reject\"\n\
+                  [[routes]]\npath = \"/\"\npolicies = [\"a\"]\n";
+    let c = Config::parse(&format!(
+        "[settings.jwt]\njwks_url = \"https://id.example/jwks\"\n{routes}"
+    ))
+    .unwrap();
+    assert_eq!(c.routes[0].on_invalid_token, Some(InvalidToken::Reject));
+    assert_eq!(c.routes[1].on_invalid_token, None);
+    let e = Config::parse(routes).unwrap_err();
+    assert_eq!(e.field, "routes[0].on_invalid_token");
+    assert!(e.reason.contains("no [settings.jwt]"), "{e}");
+    let e = Config::parse(&format!(
+        "[settings.jwt]\njwks_url = \"https://id.example/jwks\"\n{}",
+        routes.replace("\"reject\"", "\"ignore\"")
+    ))
+    .unwrap_err();
+    assert_eq!(e.field, "routes[0].on_invalid_token", "{e}");
 }

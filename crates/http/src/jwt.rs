@@ -348,6 +348,109 @@ impl<'a> Token<'a> {
     }
 }
 
+/// The tokens a front end has verified, each with its caller and the generation of the key
+/// set it was verified under, so that a repeated token is not verified again: a signature
+/// check costs far more than a rate-limit decision, and a client sends the same token with
+/// every request. Bounded by a count and by the tokens' bytes in all; answers a token only
+/// while it is unexpired (with the leeway) and only under the key set it was verified with
+/// (a key removed since refuses its tokens at once).
+///
+/// Only verified tokens enter, so a client cannot fill it with tokens of its choosing
+/// beyond the valid ones it holds.
+///
+/// ```
+/// use tollgate_http::jwt::{Caller, VerifiedTokens};
+/// let mut cache = VerifiedTokens::new(2, 1024);
+/// let alice = Caller { subject: "alice".into(), plan: None, expires: 100 };
+/// cache.insert("t1", alice.clone(), 0, 50, 10);
+/// assert_eq!(cache.get("t1", 0, 110, 10), Some(&alice)); // exp + leeway
+/// assert_eq!(cache.get("t1", 0, 111, 10), None); // expired
+/// assert_eq!(cache.get("t1", 1, 50, 10), None); // another key set
+/// ```
+#[derive(Clone, Debug, Default)]
+pub struct VerifiedTokens {
+    tokens: std::collections::HashMap<Box<str>, (Caller, u64)>,
+    bytes: usize,
+    max_tokens: usize,
+    max_bytes: usize,
+}
+
+impl VerifiedTokens {
+    /// An empty cache of at most `max_tokens` tokens and `max_bytes` of them in all.
+    pub fn new(max_tokens: usize, max_bytes: usize) -> VerifiedTokens {
+        VerifiedTokens {
+            max_tokens,
+            max_bytes,
+            ..VerifiedTokens::default()
+        }
+    }
+
+    /// The caller of `token` if it was verified under key set `generation` and has not
+    /// expired at `now_secs` (with `leeway_secs`).
+    pub fn get(
+        &self,
+        token: &str,
+        generation: u64,
+        now_secs: u64,
+        leeway_secs: u64,
+    ) -> Option<&Caller> {
+        let (caller, g) = self.tokens.get(token)?;
+        (*g == generation && now_secs <= caller.expires.saturating_add(leeway_secs))
+            .then_some(caller)
+    }
+
+    /// Remembers that `token` verified as `caller` under key set `generation`. When full,
+    /// the expired and those of an older key set go first; if every one is live, all go
+    /// (each is verified again once, at its next request). A token over the byte bound
+    /// alone is not kept.
+    pub fn insert(
+        &mut self,
+        token: &str,
+        caller: Caller,
+        generation: u64,
+        now_secs: u64,
+        leeway_secs: u64,
+    ) {
+        if token.len() > self.max_bytes || self.max_tokens == 0 {
+            return;
+        }
+        let full = |v: &VerifiedTokens| {
+            v.tokens.len() >= v.max_tokens || v.bytes + token.len() > v.max_bytes
+        };
+        if full(self) {
+            self.tokens.retain(|_, (c, g)| {
+                *g == generation && now_secs <= c.expires.saturating_add(leeway_secs)
+            });
+            if full(self) {
+                self.tokens.clear();
+            }
+            self.bytes = self.tokens.keys().map(|t| t.len()).sum();
+        }
+        if self
+            .tokens
+            .insert(token.into(), (caller, generation))
+            .is_none()
+        {
+            self.bytes += token.len();
+        }
+    }
+
+    /// How many tokens are remembered.
+    pub fn len(&self) -> usize {
+        self.tokens.len()
+    }
+
+    /// Whether none is.
+    pub fn is_empty(&self) -> bool {
+        self.tokens.is_empty()
+    }
+
+    /// The bytes of the tokens remembered.
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
+}
+
 /// The token of an `Authorization: Bearer <token>` value (`None` for another scheme).
 pub fn bearer(authorization: &str) -> Option<&str> {
     let (scheme, token) = authorization.split_once(' ')?;
@@ -564,5 +667,45 @@ mod tests {
             "the token's \"exp\" claim is missing or not valid"
         );
         assert!(!body.contains(&t) && !body.contains("secret-subject"));
+    }
+
+    fn alice(expires: u64) -> Caller {
+        Caller {
+            subject: "alice".into(),
+            plan: Some("pro".into()),
+            expires,
+        }
+    }
+
+    #[test]
+    fn the_verified_tokens_stay_within_their_count_and_bytes() {
+        let mut cache = VerifiedTokens::new(3, 1000);
+        for k in 0..10 {
+            cache.insert(&format!("token-{k}"), alice(NOW + 60), 0, NOW, 60);
+            assert!(cache.len() <= 3, "{}", cache.len());
+            assert!(cache.bytes() <= 1000);
+        }
+        // The last one verified is remembered, and the byte count is the tokens'.
+        assert!(cache.get("token-9", 0, NOW, 60).is_some());
+        assert_eq!(cache.bytes(), cache.len() * "token-9".len());
+        let mut small = VerifiedTokens::new(100, 20);
+        small.insert("0123456789", alice(NOW), 0, NOW, 0);
+        small.insert("abcdefghij", alice(NOW), 0, NOW, 0);
+        small.insert("ABCDEFGHIJ", alice(NOW), 0, NOW, 0);
+        assert_eq!((small.len(), small.bytes()), (1, 10));
+        small.insert(&"x".repeat(21), alice(NOW), 0, NOW, 0);
+        assert_eq!(small.len(), 1, "a token over the bound alone is not kept");
+    }
+
+    #[test]
+    fn a_full_cache_drops_the_expired_and_older_key_sets_first() {
+        let mut cache = VerifiedTokens::new(3, 1000);
+        cache.insert("old-set", alice(NOW + 600), 0, NOW, 0);
+        cache.insert("expired", alice(NOW - 1), 1, NOW - 10, 0);
+        cache.insert("live", alice(NOW + 600), 1, NOW, 0);
+        cache.insert("new", alice(NOW + 600), 1, NOW, 0);
+        assert_eq!(cache.len(), 2);
+        assert!(cache.get("live", 1, NOW, 0).is_some());
+        assert!(cache.get("new", 1, NOW, 0).is_some());
     }
 }

@@ -20,7 +20,8 @@ use tollgate::plans::Override;
 use tollgate::Policy;
 
 /// The body of `/admin/v1/keys/read` and `/admin/v1/keys/reset`: a policy and the identity
-/// to look up (`key` as given to `/v1/check`, or `ip` and/or `apiKey` as a request sends).
+/// to look up (`key` as given to `/v1/check`, or `ip` and/or `apiKey` as a request sends, or
+/// `subject`: a verified JWT's, in place of the API key).
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 struct KeyBody {
@@ -28,6 +29,7 @@ struct KeyBody {
     key: Option<String>,
     ip: Option<String>,
     api_key: Option<String>,
+    subject: Option<String>,
     tenant: Option<String>,
 }
 
@@ -41,6 +43,7 @@ struct OverrideBody {
     key: Option<String>,
     ip: Option<String>,
     api_key: Option<String>,
+    subject: Option<String>,
     plan: Option<String>,
     limits: Option<Vec<String>>,
 }
@@ -150,6 +153,7 @@ async fn key(req: &mut Request, env: &Env, cfg: &Config, reset: bool) -> worker:
         body.key.as_deref(),
         body.ip.as_deref(),
         body.api_key.as_deref(),
+        body.subject.as_deref(),
     ) {
         Ok(key) => key,
         Err(e) => return api_error(400, "invalid-key", &e),
@@ -311,6 +315,7 @@ async fn overrides(
         body.key.as_deref(),
         body.ip.as_deref(),
         body.api_key.as_deref(),
+        body.subject.as_deref(),
     ) {
         Ok(key) => key,
         Err(e) => return api_error(400, "invalid-key", &e),

@@ -19,7 +19,7 @@ use crate::plan::Plan;
 use crate::protocol::{Check, ObjectRequest, ObjectResponse, When};
 use crate::rpc::{self, Failure};
 use crate::settling::{self, Open};
-use crate::{admin, answer, check_api, denial, lease, origin, stats};
+use crate::{admin, answer, check_api, denial, jwt_edge, lease, origin, stats};
 
 #[event(fetch)]
 async fn fetch(req: Request, env: Env, ctx: Context) -> worker::Result<Response> {
@@ -57,13 +57,17 @@ async fn limited(req: Request, env: &Env, ctx: &Context, cfg: &Config) -> worker
     let Some(route) = crate::route::find(&cfg.routes, &method, &path).filter(|r| !r.exempt) else {
         return origin::forward(req, env, &path, &[]).await;
     };
-    let id = match keying::identify(&cfg.settings, |n| req.headers().get(n).ok().flatten()) {
+    let mut id = match keying::identify(&cfg.settings, |n| req.headers().get(n).ok().flatten()) {
         Ok(id) => id,
         Err(e) => {
             let extra = json!({"header": e.header()});
             return problem(400, "invalid-header", &e.to_string(), extra);
         }
     };
+    // A bearer token's caller ([settings.jwt]): its subject and plan, or a refusal.
+    if let Some(refused) = jwt_edge::identify(&req, env, cfg, route, &mut id).await? {
+        return Ok(refused);
+    }
     let Some(plan) = Plan::for_route(cfg, route, &id) else {
         return origin::forward(req, env, &path, &[]).await;
     };

@@ -53,6 +53,8 @@ pub fn identify(
     };
     let api_key = match get(&settings.api_key_header) {
         Some(v) => Some(v),
+        // With `[settings.jwt]`, a bearer value is a token (`crate::jwt`), not an API key.
+        None if settings.jwt.is_some() => None,
         None => get("authorization").and_then(|a| {
             a.strip_prefix("Bearer ")
                 .or_else(|| a.strip_prefix("bearer "))
@@ -196,6 +198,20 @@ mod tests {
         assert_eq!(k, format!("key:{}", sha256_hex(b"secret-key-1")));
         let b = id(&s, &[("authorization", "Bearer secret-key-1")]).unwrap();
         assert_eq!(b.api_key.unwrap(), k);
+        // With a JWT section, a bearer value is a token (read by `crate::jwt`), never a key.
+        let j = settings("[settings.jwt]\njwks_url = \"https://id.example/jwks\"");
+        assert_eq!(
+            id(&j, &[("authorization", "Bearer secret-key-1")])
+                .unwrap()
+                .api_key,
+            None
+        );
+        let c = id(&j, &[("x-api-key", "secret-key-1")]).unwrap();
+        assert_eq!(
+            c.api_key.unwrap(),
+            k,
+            "the API key header still carries a key"
+        );
     }
 
     #[test]

@@ -5,6 +5,7 @@ pub mod answer;
 pub mod config;
 pub mod counters;
 pub mod in_use;
+pub mod jwt;
 pub mod keying;
 pub mod lease;
 pub mod plan;
@@ -31,6 +32,8 @@ mod env;
 mod fetch;
 #[cfg(target_arch = "wasm32")]
 mod http;
+#[cfg(target_arch = "wasm32")]
+mod jwt_edge;
 #[cfg(target_arch = "wasm32")]
 mod object;
 #[cfg(target_arch = "wasm32")]

@@ -257,19 +257,24 @@ impl Plan {
 }
 
 /// The key of policy `entry` that the admin API looks up: `key` as given to `/v1/check`,
-/// or the `ip` and/or `api_key` a request would send.
+/// or the `ip` and/or `api_key` a request would send, or the `subject` of its verified JWT
+/// (`[settings.jwt]`) in place of the API key.
 pub fn admin_key(
     config: &Config,
     entry: &PolicyEntry,
     key: Option<&str>,
     ip: Option<&str>,
     api_key: Option<&str>,
+    subject: Option<&str>,
 ) -> Result<String, String> {
     if let Some(k) = key {
-        if ip.is_some() || api_key.is_some() {
-            return Err("give either key, or ip/apiKey".into());
+        if ip.is_some() || api_key.is_some() || subject.is_some() {
+            return Err("give either key, or ip/apiKey/subject".into());
         }
         return Ok(keying::external_key(k));
+    }
+    if api_key.is_some() && subject.is_some() {
+        return Err("give either apiKey or subject (a request counts by one)".into());
     }
     let ip = match ip {
         Some(ip) => {
@@ -286,7 +291,9 @@ pub fn admin_key(
     };
     let id = Identity {
         ip,
-        api_key: api_key.map(|k| tollgate_http::key::api_key_name(k.as_bytes())),
+        api_key: api_key
+            .map(|k| tollgate_http::key::api_key_name(k.as_bytes()))
+            .or_else(|| subject.map(tollgate_http::key::jwt_subject)),
         tenant: None,
         plan: None,
     };

@@ -160,22 +160,29 @@ fn admin_keys_are_the_keys_requests_count_under() {
     let (_, ip) = c.policy("ip").unwrap();
     let (_, org) = c.policy("org").unwrap();
     assert_eq!(
-        admin_key(&c, ip, None, Some("192.0.2.1"), None).unwrap(),
+        admin_key(&c, ip, None, Some("192.0.2.1"), None, None).unwrap(),
         "ip4:192.0.2.1"
     );
     assert_eq!(
-        admin_key(&c, org, None, None, Some("secret")).unwrap(),
+        admin_key(&c, org, None, None, Some("secret"), None).unwrap(),
         format!("key:{}", keying::sha256_hex(b"secret"))
     );
     assert_eq!(
-        admin_key(&c, org, Some("user-42"), None, None).unwrap(),
+        admin_key(&c, org, Some("user-42"), None, None, None).unwrap(),
         keying::external_key("user-42")
     );
-    assert!(admin_key(&c, ip, None, None, None)
+    assert!(admin_key(&c, ip, None, None, None, None)
         .unwrap_err()
         .contains("counts by IP"));
-    assert!(admin_key(&c, ip, Some("k"), Some("192.0.2.1"), None).is_err());
-    assert!(admin_key(&c, ip, None, Some("nope"), None)
+    assert!(admin_key(&c, ip, Some("k"), Some("192.0.2.1"), None, None).is_err());
+    assert_eq!(
+        admin_key(&c, org, None, None, None, Some("alice")).unwrap(),
+        "sub:alice",
+        "a verified JWT's subject, as its requests count"
+    );
+    assert!(admin_key(&c, org, None, None, Some("secret"), Some("alice")).is_err());
+    assert!(admin_key(&c, org, Some("k"), None, None, Some("alice")).is_err());
+    assert!(admin_key(&c, ip, None, Some("nope"), None, None)
         .unwrap_err()
         .contains("not an IP"));
 }
