@@ -132,7 +132,8 @@ impl Options {
         self
     }
 
-    /// After Redis failed, how long the fallback decides before Redis is tried again.
+    /// After Redis failed, how long the fallback decides before Redis is probed again (a
+    /// `PING` on a task of its own: the fallback decides until it answers).
     pub fn probe_every(mut self, probe_every: Duration) -> Options {
         self.probe_every = probe_every;
         self
