@@ -7,11 +7,10 @@ use std::time::Duration;
 
 use clap::Parser;
 use tokio::net::TcpListener;
+use tollgate_redis::{cluster_nodes, Connection};
 use tollgate_rls::config::Config;
 use tollgate_rls::metrics::{Metrics, StoreState};
-use tollgate_rls::redis_store::{
-    cluster_nodes, parse_failure, ModuleUse, RedisStore, DENY_CACHE_ENTRIES,
-};
+use tollgate_rls::redis_store::{parse_failure, ModuleUse, RedisStore, DENY_CACHE_ENTRIES};
 use tollgate_rls::service::{Service, Settings};
 use tollgate_rls::store::Charging;
 use tollgate_rls::store::{parse_size, Memory, Store, SystemClock};
@@ -361,27 +360,26 @@ async fn redis_store(args: &Args, url: &str) -> Result<(RedisStore, Metrics), Fa
     let timeout = Duration::from_millis(args.redis_timeout_ms.max(1));
     let prefix = &args.redis_prefix;
     let unreachable = |e| Failure::Start(format!("redis at {url}: {e}"));
-    let store = match args.redis_type.to_ascii_lowercase().as_str() {
-        "single" => RedisStore::connect(url, prefix, timeout, failure).await,
-        "cluster" => {
-            RedisStore::connect_cluster(&cluster_nodes(url), prefix, timeout, failure).await
-        }
+    let conn = match args.redis_type.to_ascii_lowercase().as_str() {
+        "single" => Connection::single(url, timeout).await,
+        "cluster" => Connection::cluster(&cluster_nodes(url), timeout).await,
         other => {
             return Err(Failure::Start(format!(
                 "--redis-type: '{other}' is not single or cluster"
             )))
         }
     }
-    .map_err(unreachable)?
-    .use_module(module)
-    .await
-    .map_err(unreachable)?
-    .deny_cache(args.deny_cache_entries)
-    .local_memory(args.memory_max_bytes)
-    .on_transition({
-        let state = state.clone();
-        move |t| state.observe(t)
-    });
+    .map_err(unreachable)?;
+    let store = RedisStore::new(conn, prefix, timeout, failure)
+        .use_module(module)
+        .await
+        .map_err(unreachable)?
+        .deny_cache(args.deny_cache_entries)
+        .local_memory(args.memory_max_bytes)
+        .on_transition({
+            let state = state.clone();
+            move |t| state.observe(t)
+        });
     let how = if store.uses_module() {
         "tollgate's module (TOLLGATE.REQUEST, one round trip)"
     } else {

@@ -13,9 +13,10 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::Code;
+use support::redis_server::Server;
 use support::{code, desc, redis_with_module, req, start_on, Running};
 use tollgate::store::Limits;
-use tollgate_redis::{Fallback, Options, RedisLimiter, Stats, Transition};
+use tollgate_redis::{Connection, Fallback, Options, RedisLimiter, Stats, Transition};
 use tollgate_rls::redis_store::{Failure, ModuleUse, RedisStore};
 use tollgate_rls::service::Settings;
 
@@ -31,7 +32,7 @@ const PACE: Duration = Duration::from_millis(2);
 /// One client under test: asks once (admitted?), and its counts.
 #[derive(Clone)]
 enum Client {
-    Limiter(RedisLimiter<redis::aio::ConnectionManager>),
+    Limiter(RedisLimiter<Connection>),
     Server(Arc<Mutex<Option<Running<RedisStore>>>>),
 }
 
@@ -83,14 +84,8 @@ enum Fault {
 async fn clients(url: &str) -> Vec<(String, Client, Marks)> {
     let mut out = Vec::new();
     for module in [true, false] {
-        // As the README advises: one reconnect attempt, so that a probe after the outage
-        // does not wait out a backoff.
-        let config = redis::aio::ConnectionManagerConfig::new().set_number_of_retries(1);
-        let conn = redis::Client::open(url)
-            .unwrap()
-            .get_connection_manager_with_config(config)
-            .await
-            .unwrap();
+        // The connection set-up the server's store uses too.
+        let conn = Connection::single(url, TIMEOUT).await.unwrap();
         let marks = Marks::default();
         let options = Options::new(format!("faults{}", fastrand::u64(..)), Fallback::Closed)
             .timeout(TIMEOUT)
@@ -137,8 +132,19 @@ fn latencies<'a>(answers: impl Iterator<Item = &'a (Instant, Duration, bool)>) -
     )
 }
 
+/// Does `what` to the server on a thread of its own: starting redis-server again blocks
+/// until it answers, and a blocked worker of the runtime would stall the loopers' answers.
+async fn act(mut redis: Server, what: impl FnOnce(&mut Server) + Send + 'static) -> Server {
+    tokio::task::spawn_blocking(move || {
+        what(&mut redis);
+        redis
+    })
+    .await
+    .unwrap()
+}
+
 async fn fault_run(fault: Fault) {
-    let mut redis = redis_with_module();
+    let redis = redis_with_module();
     let clients = clients(&redis.url()).await;
     let stop = Arc::new(AtomicBool::new(false));
     let mut tasks = Vec::new();
@@ -174,17 +180,20 @@ async fn fault_run(fault: Fault) {
     tokio::time::sleep(Duration::from_secs(1)).await;
     let before: Vec<Stats> = clients.iter().map(|(_, c, _)| c.stats()).collect();
     let fault_at = Instant::now();
-    match fault {
-        Fault::Kill => redis.kill(),
-        Fault::Stop => redis.pause(),
-    }
+    let redis = act(redis, move |r| match fault {
+        Fault::Kill => r.kill(),
+        Fault::Stop => r.pause(),
+    })
+    .await;
     // The outage: long enough for a few probes.
     tokio::time::sleep(Duration::from_millis(2500)).await;
     let during: Vec<Stats> = clients.iter().map(|(_, c, _)| c.stats()).collect();
-    match fault {
-        Fault::Kill => redis.restart(),
-        Fault::Stop => redis.resume(),
-    }
+    // Kept until the end: dropping it stops redis-server.
+    let _redis = act(redis, move |r| match fault {
+        Fault::Kill => r.restart(),
+        Fault::Stop => r.resume(),
+    })
+    .await;
     let back_at = Instant::now();
     let returned: Vec<Stats> = clients.iter().map(|(_, c, _)| c.stats()).collect();
     // Back on Redis: every client has Redis decide again (a guard against a hang only).
