@@ -247,7 +247,8 @@ async fn fault_run(fault: Fault) {
         println!(
             "{fault:?} {name}: marked down {:.1} ms after the fault; \
              before the fault {}; in flight at the fault {}; \
-             started after the mark-down {}; {fallback} by the fallback, {trips} round trips (at most {most}); \
+             started after the mark-down {}; \
+             {fallback} by the fallback, {trips} round trips (at most {most}); \
              {} probes in the outage, {} after it; \
              back on Redis {:?} after it returned (mark lifted {:?} after)",
             (down_at - fault_at).as_secs_f64() * 1e3,
@@ -255,7 +256,9 @@ async fn fault_run(fault: Fault) {
             latencies(in_flight),
             latencies(after.iter().copied()),
             returned[i].probes - b.probes,
-            back[i].as_ref().map_or(0, |(_, s)| s.probes - returned[i].probes),
+            back[i]
+                .as_ref()
+                .map_or(0, |(_, s)| s.probes - returned[i].probes),
             back[i].as_ref().map(|b| b.0),
             up_at.map(|u| u.saturating_duration_since(back_at)),
         );
