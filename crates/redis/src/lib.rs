@@ -2,6 +2,7 @@
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
+mod connection;
 pub mod keys;
 mod limiter;
 mod link;
@@ -22,6 +23,7 @@ use tollgate::store::fleet::plan::PlanValueError;
 use tollgate::store::StateBytesError;
 use tollgate::{DecideError, Decision, PolicyError, ReservationError};
 
+pub use connection::{cluster_nodes, Connection};
 pub use keys::KeyLayout;
 pub use limiter::{module_decision, NotSettled, RedisLimiter, Stats};
 pub use link::handling;
@@ -132,7 +134,8 @@ impl Options {
         self
     }
 
-    /// After Redis failed, how long the fallback decides before Redis is tried again.
+    /// After Redis failed, how long the fallback decides before Redis is probed again (a
+    /// `PING` on a task of its own: the fallback decides until it answers).
     pub fn probe_every(mut self, probe_every: Duration) -> Options {
         self.probe_every = probe_every;
         self

@@ -5,7 +5,7 @@
 //! tollgate's module, the scripts' replies, and the counts of where decisions were made.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering::Relaxed};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use redis::aio::ConnectionLike;
@@ -23,16 +23,8 @@ pub(crate) enum Failure {
     Fatal(RedisError),
 }
 
-/// Whether a call may go to Redis now ([`Link::ready`]).
-pub(crate) enum Ready {
-    /// Redis is not marked down, or the probe answered: call it.
-    Go,
-    /// Marked down until the next probe: the fallback decides, nothing is sent.
-    Down,
-    /// This caller probed and Redis failed for this reason: mark it down again (the
-    /// caller's own way, which counts the failure), and the fallback decides.
-    ProbeFailed(Why),
-}
+/// Told of each failed call (the `metrics` facade's failure count).
+pub(crate) type OnFailure = Arc<dyn Fn(Why) + Send + Sync>;
 
 /// The fleet protocol's rule for a failed call ([`fleet::handle`]), for redis-rs' errors:
 /// whether the fallback decides, the script's body is to be sent, or the caller gets the
@@ -98,6 +90,7 @@ pub(crate) struct Counters {
     pub(crate) indeterminate: AtomicU64,
     pub(crate) conflicts: AtomicU64,
     pub(crate) round_trips: AtomicU64,
+    pub(crate) probes: AtomicU64,
 }
 
 const UNKNOWN: u8 = 0;
@@ -109,11 +102,22 @@ pub(crate) struct Link<C> {
     pub(crate) conn: C,
     /// The longest one round trip may take.
     pub(crate) timeout: Duration,
-    /// After a failure, how long the fallback decides before Redis is tried again.
-    probe_every: Duration,
     read: Script,
     commit: Script,
     settle: Script,
+    /// Whether Redis is marked down (shared with the probe, a task of its own).
+    health: Arc<Health>,
+    /// Whether the server has the module: [`UNKNOWN`], [`WITH_MODULE`] or [`WITHOUT_MODULE`].
+    module: AtomicU8,
+    /// The module command whose presence says the module is loaded.
+    module_command: &'static str,
+    pub(crate) counters: Arc<Counters>,
+}
+
+/// The mark-down: whether the fallback decides, until when, and who is told.
+struct Health {
+    /// After a failure, how long the fallback decides before Redis is probed again.
+    probe_every: Duration,
     /// Until when the fallback decides; `None` while Redis is up. Its lock also orders the
     /// transitions reported to `on_transition`.
     down_until: Mutex<Option<Instant>>,
@@ -121,13 +125,10 @@ pub(crate) struct Link<C> {
     marked: AtomicBool,
     /// How many times Redis was marked down.
     downs: AtomicU64,
-    /// Whether the server has the module: [`UNKNOWN`], [`WITH_MODULE`] or [`WITHOUT_MODULE`].
-    module: AtomicU8,
-    /// The module command whose presence says the module is loaded.
-    module_command: &'static str,
     /// Told of each transition (down with why, up).
     on_transition: Option<Observer>,
-    pub(crate) counters: Counters,
+    /// Told of each failed call, a failed probe included.
+    on_failure: Option<OnFailure>,
 }
 
 impl<C> Link<C>
@@ -140,21 +141,25 @@ where
         probe_every: Duration,
         module_command: &'static str,
         on_transition: Option<Observer>,
+        on_failure: Option<OnFailure>,
     ) -> Self {
         Link {
             conn,
             timeout,
-            probe_every,
             read: Script::new(READ_SCRIPT),
             commit: Script::new(COMMIT_SCRIPT),
             settle: Script::new(SETTLE_SCRIPT),
-            down_until: Mutex::new(None),
-            marked: AtomicBool::new(false),
-            downs: AtomicU64::new(0),
+            health: Arc::new(Health {
+                probe_every,
+                down_until: Mutex::new(None),
+                marked: AtomicBool::new(false),
+                downs: AtomicU64::new(0),
+                on_transition,
+                on_failure,
+            }),
             module: AtomicU8::new(UNKNOWN),
             module_command,
-            on_transition,
-            counters: Counters::default(),
+            counters: Arc::default(),
         }
     }
 
@@ -168,112 +173,91 @@ where
             indeterminate: c.indeterminate.load(Relaxed),
             conflicts: c.conflicts.load(Relaxed),
             round_trips: c.round_trips.load(Relaxed),
+            probes: c.probes.load(Relaxed),
         }
     }
 
-    /// Whether Redis is marked down (the fallback decides without a call). Past the probe
-    /// time, the first caller probes: it is told Redis is up, and every other caller keeps
-    /// to the fallback for up to a timeout more, until that probe answers (then
-    /// [`Link::up`] lifts the mark) or fails (marked down again): requests that arrive
-    /// during a probe do not each wait for their own timeout.
+    /// Whether Redis is marked down: the fallback decides, nothing is sent. Past the probe
+    /// time, the first caller starts the probe, a `PING` on a task of its own, and every
+    /// caller keeps to the fallback until it answers (then [`Health::up`] lifts the mark)
+    /// or fails (marked down again): no request waits for a probe, nor for its own timeout
+    /// while Redis is down.
     pub(crate) fn is_down(&self) -> bool {
-        if !self.marked.load(Relaxed) {
+        if !self.health.marked.load(Relaxed) {
             return false;
         }
-        let mut down = self.down_until.lock().unwrap_or_else(|p| p.into_inner());
+        let mut down = self.health.lock();
         match *down {
             None => false,
             Some(t) => {
                 let now = Instant::now();
-                if now < t {
-                    return true;
+                if now >= t {
+                    // The probe answers or fails within the timeout.
+                    *down = Some(now + self.timeout);
+                    self.probe();
                 }
-                *down = Some(now + self.timeout);
-                false
+                true
             }
         }
     }
 
-    /// Whether to call Redis now. While Redis is marked down, the fallback decides
-    /// ([`Ready::Down`]); past the probe time the one caller that probes (see
-    /// [`Link::is_down`]) first sends a `PING`, sent a second time when the first comes back
-    /// as a refused or dropped connection: a connection manager answers the first call
-    /// after an outage with the failure of its last reconnect, and only then reconnects, so
-    /// a probe of one call would find a Redis that is back still down, for one more
-    /// interval.
-    pub(crate) async fn ready(&self) -> Ready {
-        if !self.marked.load(Relaxed) {
-            return Ready::Go;
-        }
-        if self.is_down() {
-            return Ready::Down;
-        }
-        let ping = || {
-            let mut conn = self.conn.clone();
-            self.counters.round_trips.fetch_add(1, Relaxed);
-            async move { redis::cmd("PING").query_async::<()>(&mut conn).await }
-        };
-        let probe = async {
-            match ping().await {
-                Err(e) if e.is_connection_refusal() || e.is_connection_dropped() => ping().await,
-                answered => answered,
+    /// Starts the probe: a `PING`, sent a second time when the first comes back as a
+    /// refused or dropped connection. A connection manager answers the first call after an
+    /// outage with the failure of its last reconnect, and only then reconnects: a probe of
+    /// one call would find a Redis that is back still down, for one more interval.
+    fn probe(&self) {
+        let conn = self.conn.clone();
+        let (health, counters, timeout) =
+            (self.health.clone(), self.counters.clone(), self.timeout);
+        counters.probes.fetch_add(1, Relaxed);
+        tokio::spawn(async move {
+            let ping = || {
+                let mut conn = conn.clone();
+                counters.round_trips.fetch_add(1, Relaxed);
+                async move { redis::cmd("PING").query_async::<()>(&mut conn).await }
+            };
+            let probe = async {
+                match ping().await {
+                    Err(e) if e.is_connection_refusal() || e.is_connection_dropped() => {
+                        ping().await
+                    }
+                    answered => answered,
+                }
+            };
+            let failure = match tokio::time::timeout(timeout, probe).await {
+                Ok(Ok(())) => return health.up(),
+                Ok(Err(e)) => classify(Call::Read, e),
+                Err(_) => timed_out(Call::Read),
+            };
+            match failure {
+                Failure::Unavailable(why) => health.mark_down(why),
+                // Redis answered: the next request will meet and report what is wrong.
+                Failure::Fatal(_) => health.up(),
             }
-        };
-        let failure = match tokio::time::timeout(self.timeout, probe).await {
-            Ok(Ok(())) => {
-                self.up();
-                return Ready::Go;
-            }
-            Ok(Err(e)) => classify(Call::Read, e),
-            Err(_) => timed_out(Call::Read),
-        };
-        match failure {
-            Failure::Unavailable(why) => Ready::ProbeFailed(why),
-            // Redis answered: the request itself will meet and report what is wrong.
-            Failure::Fatal(_) => Ready::Go,
-        }
+        });
     }
 
     /// A call answered: Redis is up (reported once, by the call that lifts the mark).
     fn up(&self) {
-        if self.marked.load(Relaxed) {
-            let mut down = self.down_until.lock().unwrap_or_else(|p| p.into_inner());
-            self.marked.store(false, Relaxed);
-            if down.take().is_some() {
-                self.tell(Transition::Up);
-            }
-        }
+        self.health.up();
     }
 
     /// Redis failed a call for `why`: the fallback decides until the next probe. Reported
     /// once, by the call that sets the mark (a failed probe, or calls that were already in
-    /// flight, only move the probe time).
+    /// flight, only move the probe time); every failure is counted.
     pub(crate) fn mark_down(&self, why: Why) {
-        let mut down = self.down_until.lock().unwrap_or_else(|p| p.into_inner());
-        let was = down.replace(Instant::now() + self.probe_every);
-        self.marked.store(true, Relaxed);
-        self.downs.fetch_add(1, Relaxed);
-        if was.is_none() {
-            self.tell(Transition::Down(why));
-        }
-    }
-
-    /// Reports a transition (called with `down_until` locked, so reports keep its order).
-    fn tell(&self, t: Transition) {
-        if let Some(Observer(f)) = &self.on_transition {
-            f(t);
-        }
+        self.health.mark_down(why);
     }
 
     /// How many times Redis was marked down so far: a caller that waited compares it with
     /// what it saw before, to learn whether Redis failed meanwhile.
     pub(crate) fn downs(&self) -> u64 {
-        self.downs.load(Relaxed)
+        self.health.downs.load(Relaxed)
     }
 
     /// The probe interval in nanoseconds (a fail-closed denial's retry time).
     pub(crate) fn probe_nanos(&self) -> Nanos {
-        u64::try_from(self.probe_every.as_nanos()).unwrap_or(u64::MAX)
+        u64::try_from(self.health.probe_every.as_nanos()).unwrap_or(u64::MAX)
     }
 
     /// Whether the server has tollgate's module (asked once with `COMMAND INFO`); `None`
@@ -407,6 +391,45 @@ where
                 .map(|v| SettleCommitted::Committed(Committed::Conflict(v)))
                 .ok_or_else(|| Failure::Fatal(unexpected_reply())),
             _ => Err(Failure::Fatal(unexpected_reply())),
+        }
+    }
+}
+
+impl Health {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Option<Instant>> {
+        // Each holder sets or takes one value: a poisoned lock is still consistent.
+        self.down_until.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Lifts the mark (reported once, by the call that lifts it).
+    fn up(&self) {
+        if self.marked.load(Relaxed) {
+            let mut down = self.lock();
+            self.marked.store(false, Relaxed);
+            if down.take().is_some() {
+                self.tell(Transition::Up);
+            }
+        }
+    }
+
+    /// Marks Redis down until the next probe (see [`Link::mark_down`]).
+    fn mark_down(&self, why: Why) {
+        if let Some(f) = &self.on_failure {
+            f(why);
+        }
+        let mut down = self.lock();
+        let was = down.replace(Instant::now() + self.probe_every);
+        self.marked.store(true, Relaxed);
+        self.downs.fetch_add(1, Relaxed);
+        if was.is_none() {
+            self.tell(Transition::Down(why));
+        }
+    }
+
+    /// Reports a transition (called with `down_until` locked, so reports keep its order).
+    fn tell(&self, t: Transition) {
+        if let Some(Observer(f)) = &self.on_transition {
+            f(t);
         }
     }
 }

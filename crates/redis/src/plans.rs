@@ -38,7 +38,7 @@ use tollgate::store::fleet::{self, plan_command, Commit, Ttl};
 use tollgate::store::{KeyLayout, Limits, Slot};
 use tollgate::{Decision, Nanos};
 
-use crate::link::{conflict_pause, unexpected_reply, Committed, Failure, Link, Ready};
+use crate::link::{conflict_pause, unexpected_reply, Committed, Failure, Link};
 use crate::{module_decision, Error, Fallback, Options, Source, Stats, Why};
 
 /// The answer to one plan check.
@@ -137,6 +137,7 @@ where
             options.probe_every,
             plan_command::COMMAND,
             options.on_transition.clone(),
+            None,
         );
         let local = match options.fallback {
             Fallback::Local { max_keys } => Some(PlanLimiter::new(plans.clone(), max_keys, 0)),
@@ -182,16 +183,13 @@ where
         bounded(key)?;
         let asking = s.plans.get(plan).map_err(plan_error)?;
         let base = s.layout.base(key);
-        let decided = match s.link.ready().await {
-            Ready::Down => Err(Stop::FallBack(Why::Unreachable)),
-            Ready::ProbeFailed(why) => Err(s.failed(Failure::Unavailable(why), false)),
-            Ready::Go if s.options.use_module && s.link.has_module().await == Some(true) => {
-                s.in_module(&base, asking, cost).await
-            }
-            Ready::Go => {
-                let _turn = s.turn(key).await;
-                s.by_scripts(key, asking, cost).await
-            }
+        let decided = if s.link.is_down() {
+            Err(Stop::FallBack(Why::Unreachable))
+        } else if s.options.use_module && s.link.has_module().await == Some(true) {
+            s.in_module(&base, asking, cost).await
+        } else {
+            let _turn = s.turn(key).await;
+            s.by_scripts(key, asking, cost).await
         };
         match decided {
             Ok((d, overridden)) => {

@@ -29,7 +29,7 @@ use tollgate::store::request::{self, command, Charging, Counted};
 use tollgate::store::{DenyCache, Limits};
 use tollgate::{DecideError, Decision, Nanos};
 
-use crate::link::{conflict_pause, decode, unexpected_reply, Committed, Failure, Link, Ready};
+use crate::link::{conflict_pause, decode, unexpected_reply, Committed, Failure, Link};
 use crate::{module_decision, Error, Fallback, Options, Source, Stats, Why};
 
 /// The answer to one request.
@@ -98,6 +98,7 @@ where
             options.probe_every,
             command::COMMAND,
             options.on_transition.clone(),
+            None,
         );
         let denials = (options.deny_cache && options.deny_entries > 0)
             .then(|| Mutex::new(DenyCache::new(options.deny_entries)));
@@ -162,24 +163,21 @@ where
             return Ok(answer);
         }
         let downs = s.link.downs();
-        let decided = match s.link.ready().await {
-            Ready::Down => Err(Stop::FallBack(Why::Unreachable)),
-            Ready::ProbeFailed(why) => Err(s.failed(Failure::Unavailable(why), false)),
-            Ready::Go if s.options.use_module && s.link.has_module().await == Some(true) => {
-                s.in_module(base, limits, charging, blocked).await
+        let decided = if s.link.is_down() {
+            Err(Stop::FallBack(Why::Unreachable))
+        } else if s.options.use_module && s.link.has_module().await == Some(true) {
+            s.in_module(base, limits, charging, blocked).await
+        } else {
+            let keys: Vec<String> = limits.iter().map(|(k, _)| format!("{base}{k}")).collect();
+            let _turn = s.turn(&keys).await;
+            // The request before this one in line may have been this very denial, or found
+            // Redis down (then this one does not wait for its own timeout).
+            if let Some(answer) = remembered() {
+                return Ok(answer);
             }
-            Ready::Go => {
-                let keys: Vec<String> = limits.iter().map(|(k, _)| format!("{base}{k}")).collect();
-                let _turn = s.turn(&keys).await;
-                // The request before this one in line may have been this very denial, or
-                // found Redis down (then this one does not wait for its own timeout).
-                if let Some(answer) = remembered() {
-                    return Ok(answer);
-                }
-                match s.link.downs() == downs {
-                    true => s.by_scripts(&keys, limits, charging, blocked).await,
-                    false => Err(Stop::FallBack(Why::Unreachable)),
-                }
+            match s.link.downs() == downs {
+                true => s.by_scripts(&keys, limits, charging, blocked).await,
+                false => Err(Stop::FallBack(Why::Unreachable)),
             }
         };
         match decided {

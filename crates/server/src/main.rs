@@ -1,17 +1,16 @@
 //! `tollgate-rls`: Envoy's global rate limit service on tollgate. See the README.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Parser;
 use tokio::net::TcpListener;
+use tollgate_redis::{cluster_nodes, Connection};
 use tollgate_rls::config::Config;
 use tollgate_rls::metrics::{Metrics, StoreState};
-use tollgate_rls::redis_store::{
-    cluster_nodes, parse_failure, ModuleUse, RedisStore, DENY_CACHE_ENTRIES,
-};
+use tollgate_rls::redis_store::{parse_failure, ModuleUse, RedisStore, DENY_CACHE_ENTRIES};
 use tollgate_rls::service::{Service, Settings};
 use tollgate_rls::store::Charging;
 use tollgate_rls::store::{parse_size, Memory, Store, SystemClock};
@@ -144,9 +143,10 @@ fn grpc_tls(a: &Args) -> Result<Option<ServerTlsConfig>, String> {
     Ok(Some(tls))
 }
 
-/// Why the process exits non-zero once its runtime runs.
+/// Why the process exits non-zero once its configuration is loaded.
 enum Failure {
-    /// It never served: a listener, a flag or the store (the cause, with what failed).
+    /// It never served: the runtime, a listener, a flag or the store (the cause, with what
+    /// failed).
     Start(String),
     /// Serving failed.
     Serve(std::io::Error),
@@ -217,6 +217,8 @@ async fn serve<S: Store>(
     .map_err(Failure::Serve)
 }
 
+/// The steps: the flags (parsed by clap), the configuration (loaded, or only checked), then
+/// on the runtime [`start`]: the listeners, the store, serving until shutdown.
 fn main() -> ExitCode {
     let args = Args::parse();
     let dir = config_dir(&args);
@@ -234,52 +236,54 @@ fn main() -> ExitCode {
         println!("configuration OK: {}", config.summary(&dir));
         return ExitCode::SUCCESS;
     }
-    let tls = match grpc_tls(&args) {
-        Ok(t) => t,
-        Err(e) => {
-            log("error", &e);
-            return ExitCode::FAILURE;
-        }
-    };
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
+    let ran = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
-    {
-        Ok(r) => r,
-        Err(e) => {
-            log("error", &format!("cannot start the runtime: {e}"));
-            return ExitCode::FAILURE;
-        }
+        .map_err(|e| Failure::Start(format!("runtime: {e}")))
+        .and_then(|runtime| runtime.block_on(start(&args, config, &dir, reload)));
+    exit_code(ran)
+}
+
+/// Binds the listeners, sets up the store the flags name (memory, or Redis) and serves
+/// `config` until shutdown.
+async fn start(
+    args: &Args,
+    config: Config,
+    dir: &Path,
+    reload: Option<Reload>,
+) -> Result<(), Failure> {
+    let tls = grpc_tls(args).map_err(Failure::Start)?;
+    let listeners = Listeners::bind(args, reload, tls).await?;
+    // Said once the listeners are bound and the store answers: a start that fails logs
+    // only its failure.
+    let listening = listeners.listening()?;
+    let serving = || {
+        log(
+            "info",
+            &format!("serving; configuration from {}", dir.display()),
+        );
+        println!("{listening}");
     };
-    let result = runtime.block_on(async {
-        let listeners = Listeners::bind(&args, reload, tls).await?;
-        // Said once the listeners are bound and the store answers: a start that fails
-        // logs only its failure.
-        let listening = listeners.listening()?;
-        let serving = || {
-            log(
-                "info",
-                &format!("serving; configuration from {}", dir.display()),
-            );
-            println!("{listening}");
-        };
-        let settings = settings(&args);
-        match &args.redis_url {
-            None => {
-                let store = Memory::with_bound(SystemClock, args.memory_max_bytes);
-                let mut service = Service::new(config, store, settings);
-                service.metrics = Metrics::memory();
-                serve(service, listeners, serving).await
-            }
-            Some(url) => {
-                let (store, metrics) = redis_store(&args, url).await?;
-                let mut service = Service::new(config, store, settings);
-                service.metrics = metrics;
-                serve(service, listeners, serving).await
-            }
+    let settings = settings(args);
+    match &args.redis_url {
+        None => {
+            let store = Memory::with_bound(SystemClock, args.memory_max_bytes);
+            let mut service = Service::new(config, store, settings);
+            service.metrics = Metrics::memory();
+            serve(service, listeners, serving).await
         }
-    });
-    match result {
+        Some(url) => {
+            let (store, metrics) = redis_store(args, url).await?;
+            let mut service = Service::new(config, store, settings);
+            service.metrics = metrics;
+            serve(service, listeners, serving).await
+        }
+    }
+}
+
+/// The process's exit status for how the run ended, logged.
+fn exit_code(ran: Result<(), Failure>) -> ExitCode {
+    match ran {
         Ok(()) => {
             log("info", "stopped");
             ExitCode::SUCCESS
@@ -361,27 +365,26 @@ async fn redis_store(args: &Args, url: &str) -> Result<(RedisStore, Metrics), Fa
     let timeout = Duration::from_millis(args.redis_timeout_ms.max(1));
     let prefix = &args.redis_prefix;
     let unreachable = |e| Failure::Start(format!("redis at {url}: {e}"));
-    let store = match args.redis_type.to_ascii_lowercase().as_str() {
-        "single" => RedisStore::connect(url, prefix, timeout, failure).await,
-        "cluster" => {
-            RedisStore::connect_cluster(&cluster_nodes(url), prefix, timeout, failure).await
-        }
+    let conn = match args.redis_type.to_ascii_lowercase().as_str() {
+        "single" => Connection::single(url, timeout).await,
+        "cluster" => Connection::cluster(&cluster_nodes(url), timeout).await,
         other => {
             return Err(Failure::Start(format!(
                 "--redis-type: '{other}' is not single or cluster"
             )))
         }
     }
-    .map_err(unreachable)?
-    .use_module(module)
-    .await
-    .map_err(unreachable)?
-    .deny_cache(args.deny_cache_entries)
-    .local_memory(args.memory_max_bytes)
-    .on_transition({
-        let state = state.clone();
-        move |t| state.observe(t)
-    });
+    .map_err(unreachable)?;
+    let store = RedisStore::new(conn, prefix, timeout, failure)
+        .use_module(module)
+        .await
+        .map_err(unreachable)?
+        .deny_cache(args.deny_cache_entries)
+        .local_memory(args.memory_max_bytes)
+        .on_transition({
+            let state = state.clone();
+            move |t| state.observe(t)
+        });
     let how = if store.uses_module() {
         "tollgate's module (TOLLGATE.REQUEST, one round trip)"
     } else {

@@ -32,7 +32,7 @@ where
         let mut view = match self.link.read(&keys).await {
             Ok(v) => v,
             Err(Failure::Unavailable(why)) => {
-                self.mark_down(why);
+                self.link.mark_down(why);
                 return self.fall_back(group, round, why);
             }
             Err(Failure::Fatal(e)) => return answer_all(round, Err(Error::Redis(e))),
@@ -68,7 +68,7 @@ where
                     Err(Failure::Unavailable(_)) => {
                         // The commit may have been applied: never sent again.
                         self.link.counters.indeterminate.fetch_add(1, Relaxed);
-                        self.mark_down(Why::Indeterminate);
+                        self.link.mark_down(Why::Indeterminate);
                         return self.fall_back(group, round, Why::Indeterminate);
                     }
                     Err(Failure::Fatal(e)) => return answer_all(round, Err(Error::Redis(e))),

@@ -57,8 +57,11 @@ pub struct Stats {
     pub indeterminate: u64,
     /// Commits refused because another client wrote first (each retried).
     pub conflicts: u64,
-    /// Script calls sent to Redis.
+    /// Calls sent to Redis (scripts, module commands and probes).
     pub round_trips: u64,
+    /// Probes started while Redis was marked down (each a `PING`, twice when the first
+    /// meets a failed reconnect), one at a time, on a task of their own.
+    pub probes: u64,
 }
 
 /// The requests for one key (and tenant) share their slots: they are merged.
@@ -130,7 +133,7 @@ struct Inner<C> {
     denials: Mutex<DenyCache<Group>>,
     /// The series of the `metrics` facade.
     #[cfg(feature = "metrics")]
-    metrics: crate::metrics::Recorded,
+    metrics: Arc<crate::metrics::Recorded>,
 }
 
 /// The core's bound on a key's bytes ([`tollgate::store::bounds`]), for the argument
@@ -150,26 +153,35 @@ where
         let layout = KeyLayout::new(&options.prefix, &options.namespace)?;
         options.check()?;
         let denials = Mutex::new(DenyCache::new(options.deny_entries.max(1)));
-        let link = Link::new(
-            conn,
-            options.timeout,
-            options.probe_every,
-            "tollgate.check",
-            options.on_transition.clone(),
-        );
-        let local = match options.fallback {
-            Fallback::Local { max_keys } => Some(KeyedLimiter::from_limits(&limits, max_keys)),
-            Fallback::Open | Fallback::Closed => None,
-        };
         #[cfg(feature = "metrics")]
-        let metrics = crate::metrics::Recorded::new(
+        let metrics = Arc::new(crate::metrics::Recorded::new(
             options
                 .metrics_policy
                 .as_deref()
                 .unwrap_or(&options.namespace),
             &options.fallback,
             limits.holds_slots(),
+        ));
+        // Every failed call is counted as the link sees it, a failed probe included.
+        #[cfg(feature = "metrics")]
+        let on_failure: Option<crate::link::OnFailure> = {
+            let metrics = Arc::clone(&metrics);
+            Some(Arc::new(move |why| metrics.failure(why)))
+        };
+        #[cfg(not(feature = "metrics"))]
+        let on_failure = None;
+        let link = Link::new(
+            conn,
+            options.timeout,
+            options.probe_every,
+            "tollgate.check",
+            options.on_transition.clone(),
+            on_failure,
         );
+        let local = match options.fallback {
+            Fallback::Local { max_keys } => Some(KeyedLimiter::from_limits(&limits, max_keys)),
+            Fallback::Open | Fallback::Closed => None,
+        };
         Ok(RedisLimiter {
             inner: Arc::new(Inner {
                 #[cfg(feature = "metrics")]

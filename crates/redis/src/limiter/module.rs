@@ -95,7 +95,7 @@ where
                 Err(Failure::Unavailable(_)) => {
                     // The commands may have run: never sent again.
                     self.link.counters.indeterminate.fetch_add(1, Relaxed);
-                    self.mark_down(Why::Indeterminate);
+                    self.link.mark_down(Why::Indeterminate);
                     return self.fall_back(group, round, Why::Indeterminate);
                 }
                 Err(Failure::Fatal(e)) => return answer_all(round, Err(Error::Redis(e))),
@@ -106,7 +106,7 @@ where
                     // Refused by a server that cannot serve now: the fallback decides it.
                     Failure::Unavailable(why) => {
                         self.link.counters.indeterminate.fetch_add(1, Relaxed);
-                        self.mark_down(why);
+                        self.link.mark_down(why);
                         self.fall_back(group, vec![p], why);
                         continue;
                     }

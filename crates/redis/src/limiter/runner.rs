@@ -10,7 +10,6 @@ use redis::aio::ConnectionLike;
 use tollgate::{DecideError, Nanos};
 
 use super::{Answer, Group, Inner, Pending};
-use crate::link::Ready;
 use crate::{Error, Why};
 
 impl<C> Inner<C>
@@ -55,13 +54,8 @@ where
     /// One round: by the fallback while Redis is down, else in the module when the server
     /// has it, else on the compare-and-set path.
     async fn decide_round(&self, group: &Group, round: Vec<Pending>) {
-        match self.link.ready().await {
-            Ready::Go => {}
-            Ready::Down => return self.fall_back(group, round, Why::Unreachable),
-            Ready::ProbeFailed(why) => {
-                self.mark_down(why);
-                return self.fall_back(group, round, why);
-            }
+        if self.link.is_down() {
+            return self.fall_back(group, round, Why::Unreachable);
         }
         if self.has_module().await {
             return self.decide_in_module(group, round).await;
@@ -79,15 +73,6 @@ where
             return Err(DecideError::CostExceedsCapacity { cost, capacity }.into());
         }
         Ok(())
-    }
-
-    /// Redis failed a call (`why`): the fallback decides until the next probe.
-    pub(super) fn mark_down(&self, why: Why) {
-        #[cfg(feature = "metrics")]
-        self.metrics.failure(why);
-        #[cfg(not(feature = "metrics"))]
-        let _ = why;
-        self.link.mark_down(why);
     }
 
     /// The clock a decision uses: Redis's, or a test's.

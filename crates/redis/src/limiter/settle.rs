@@ -202,7 +202,7 @@ where
         let mut view = match self.link.read(&keys).await {
             Ok(v) => v,
             Err(Failure::Unavailable(why)) => {
-                self.mark_down(why);
+                self.link.mark_down(why);
                 return Err(unknown(why));
             }
             Err(Failure::Fatal(e)) => return Err(Error::Redis(e)),
@@ -246,7 +246,7 @@ where
                     // The settle may have been applied: the caller retries, and the record
                     // answers if it was.
                     self.link.counters.indeterminate.fetch_add(1, Relaxed);
-                    self.mark_down(Why::Indeterminate);
+                    self.link.mark_down(Why::Indeterminate);
                     return Err(unknown(why));
                 }
                 Err(Failure::Fatal(e)) => return Err(Error::Redis(e)),
@@ -296,7 +296,7 @@ where
             Err(Failure::Unavailable(why)) => {
                 // It may have run: the caller retries, and the record answers if it did.
                 self.link.counters.indeterminate.fetch_add(1, Relaxed);
-                self.mark_down(Why::Indeterminate);
+                self.link.mark_down(Why::Indeterminate);
                 Err(Error::SettleUnknown { why })
             }
             Err(Failure::Fatal(e)) => Err(Error::Redis(e)),
