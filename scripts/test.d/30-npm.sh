@@ -21,8 +21,10 @@ cargo clippy -q -p tollgate-wasm --all-targets --features state-json,adapt-sim -
 cargo clippy -q -p tollgate-wasm --all-targets --features store,metrics-text --target wasm32-unknown-unknown -- -D warnings
 cargo clippy -q -p tollgate-wasm --all-targets --features plans --target wasm32-unknown-unknown -- -D warnings
 cargo clippy -q -p tollgate-wasm --features uncounted --target wasm32-unknown-unknown -- -D warnings
-# The Redis entry's docs (its features; 70-package checks the default build's workspace docs).
+# The Redis and plans entries' docs (their features; 70-package checks the default build's
+# workspace docs).
 RUSTDOCFLAGS="-D warnings" cargo doc --quiet -p tollgate-wasm --no-deps --features store,metrics-text
+RUSTDOCFLAGS="-D warnings" cargo doc --quiet -p tollgate-wasm --no-deps --features plans
 
 echo "--- build"
 crates/wasm/build.sh

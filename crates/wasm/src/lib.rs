@@ -15,7 +15,7 @@
 //! * `http`: a decision as numbers and back, the headers' items, the backoff ([`Backoff`]).
 //! * `spec`, `errors`: policies and options read from JS values; the errors thrown to JS.
 //! * `metrics`: the counts ([`tollgate::metrics`]) as plain numbers for JS.
-//! * `plans` (the `plans` feature, `pkg/plans/` only): [`PlanCore`], under the JS
+//! * `plans` (the `plans` feature, `pkg/plans/` only): `PlanCore`, under the JS
 //!   `PlanLimiter` of `tollgate/plans` (`js/plans.js`).
 //! * `fleet` (the `store` feature, `pkg/redis/` only): `FleetLimits`, the core's side of
 //!   `tollgate/redis`.
