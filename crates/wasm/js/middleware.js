@@ -194,8 +194,8 @@ function nameOf(o) {
  * `RedisLimiter`'s decision (each limit's too) is a promise.
  */
 export function decide(limiter, key, cost, route, settle, plans, plan) {
-  // A PlanLimiter: the request's plan (each limit's decision is kept with the decision).
-  if (plans !== undefined) return limiter.check(key, plan, cost === undefined ? undefined : { cost });
+  // A PlanLimiter: the request's plan, each limit's decision for the headers of a stack.
+  if (plans !== undefined) return limiter.checkDetailed(key, plan, cost === undefined ? undefined : { cost });
   // Charged by its response: the estimate reserved (the decision carries the reservation).
   if (settle !== undefined) return limiter.reserve(key, cost ?? 1);
   const opts = cost === undefined && route === undefined ? undefined : { cost, route };

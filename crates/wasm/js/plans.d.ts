@@ -73,11 +73,12 @@ export class PlanLimiter {
   clear(key: string): boolean;
   /**
    * The response headers for a decision of this limiter, its limits named by their plan
-   * (`"pro"`, `"pro.1"`, ... for a stack; `"own"` for a key's own limits).
+   * (`"pro"`, `"pro.1"`, ... for a stack; `"own"` for a key's own limits). For a plan of
+   * several limits, pass `checkDetailed()`'s decision (it names them from `each`).
    */
-  headers(decision: PlanDecision, options?: { legacy?: boolean }): RateLimitHeaders;
+  headers(decision: PlanDecision | DetailedPlanDecision, options?: { legacy?: boolean }): RateLimitHeaders;
   /** The application/problem+json body of a 429 for a denied decision; `undefined` when allowed. */
-  problem(decision: PlanDecision): string | undefined;
+  problem(decision: PlanDecision | DetailedPlanDecision): string | undefined;
   /** Frees the wasm memory now (otherwise when garbage collected). */
   free(): void;
 }

@@ -14,6 +14,14 @@ export const DEFAULT_MAX_OVERRIDES = 10_000;
 const OWN_LIMITS = -1;
 
 /**
+ * A decision made by the key's own limits keeps them here (not enumerable: not in the
+ * decision's shape), as they were at the decision, for its headers. A plan's decision
+ * needs nothing hidden: its `plan` names its limits. (A WeakMap from every decision to what
+ * made it cost more than the check itself: PERF, perf-npmplans.md.)
+ */
+const OWN = Symbol("tollgate.ownLimits");
+
+/**
  * The `plans` option as the core takes it: the names, how many policies each has, the
  * policies. A plan is a policy string or a non-empty array of them (a stack).
  */
@@ -59,8 +67,8 @@ export function planClass(glue) {
     /** The plans' names, in order (the core's). */
     #names;
     #default;
-    /** decision -> what made it: `by` (a plan's index, or OWN_LIMITS), `own` (the key's own limits), `n` (the numbers). */
-    #made = new WeakMap();
+    /** How many limits each plan has, in the plans' order. */
+    #counts;
 
     /**
      * @param {{ plans: Record<string, string | string[]>, default?: string, maxKeys?: number, maxOverrides?: number }} options
@@ -72,6 +80,7 @@ export function planClass(glue) {
       const [names, counts, policies] = flatten(options.plans);
       this.#core = new glue.PlanCore(names, counts, policies, maxKeysOf(options), maxOverridesOf(options));
       this.#names = this.#core.names();
+      this.#counts = this.#names.map((_, i) => this.#core.policies(i).length);
       const fallback = options.default ?? this.#names[0];
       if (typeof fallback !== "string" || !this.#names.includes(fallback)) {
         throw optionError(TypeError, "default", fallback, "unknown-plan", `must name one of the plans (${this.#names.join(", ")})`);
@@ -114,10 +123,7 @@ export function planClass(glue) {
       const n = out.subarray(1);
       const decision = detailed ? detailedAt(n, 0, n.length / DECISION_LEN - 1) : decisionAt(n, 0);
       decision.plan = by === OWN_LIMITS ? null : this.#names[by];
-      // The key's own limits, as they were at the decision (a later set or clear does not
-      // change what the decision's headers say).
-      const own = by === OWN_LIMITS ? this.#core.getOverride(key).slice(1) : undefined;
-      this.#made.set(decision, { by, own, n: n.subarray(DECISION_LEN) });
+      if (by === OWN_LIMITS) Object.defineProperty(decision, OWN, { value: this.#core.getOverride(key).slice(1) });
       return decision;
     }
 
@@ -172,16 +178,27 @@ export function planClass(glue) {
       return this.#core.clearOverride(key);
     }
 
-    /** What made `decision` (a decision of this limiter), and its limits' decisions as numbers. */
+    /**
+     * What made `decision` (a decision of this limiter): the plan's index (or OWN_LIMITS),
+     * the key's own limits, and each limit's decision as the core reads them. A plan or
+     * own limits of several policies need `checkDetailed`'s decision (it has `each`), as a
+     * `Limiter`'s stack does.
+     */
     #madeBy(decision) {
       checkDecision(decision);
-      const made = this.#made.get(decision);
-      const by = made?.by ?? this.#names.indexOf(decision.plan);
-      if (by === OWN_LIMITS && made?.own === undefined) {
-        throw optionError(TypeError, "decision", decision, "not-a-plan-decision", "must be a decision of this PlanLimiter's check()");
+      const own = decision[OWN];
+      const by = own !== undefined ? OWN_LIMITS : this.#names.indexOf(decision.plan);
+      if (own === undefined && by < 0) {
+        throw optionError(TypeError, "decision", decision.plan, "not-a-plan-decision", "must be a decision of this PlanLimiter's check() or checkDetailed()");
       }
-      const each = decision.each !== undefined ? eachNumbers(decision.each) : made !== undefined ? made.n : eachNumbers([decision]);
-      return [by, made?.own, each];
+      let each = decision.each;
+      if (each === undefined) {
+        if ((own === undefined ? this.#counts[by] : own.length) !== 1) {
+          throw optionError(TypeError, "decision", "check()", "not-detailed", "a plan of several limits names them from checkDetailed()'s decision (it has each)");
+        }
+        each = [decision];
+      }
+      return [by, own, eachNumbers(each)];
     }
 
     /**

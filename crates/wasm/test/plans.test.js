@@ -128,9 +128,13 @@ test("headers and the 429 body name the plan that decided, as the core writes th
   assert.equal(h["Retry-After"], "60");
   assert.equal(JSON.parse(l.problem(denied))["violated-policies"][0], "free");
   assert.equal(l.problem(free), undefined);
-  // A stack's limits are <plan>.1, <plan>.2; check()'s decision is enough (no `each`).
-  const pro = l.check("b", "pro", { now: 0 });
+  // A stack's limits are <plan>.1, <plan>.2, from checkDetailed()'s decision (as a
+  // Limiter's stack: check()'s has no `each` to name them by).
+  const pro = l.checkDetailed("b", "pro", { now: 0 });
   assert.equal(l.headers(pro)["RateLimit-Policy"], '"pro.1";q=5;w=60, "pro.2";q=2;w=1');
+  assert.throws(() => l.headers(l.check("b", "pro", { now: 0 })), (e) => e.rule === "not-detailed");
+  // A copy of a decision names its plan as the original does.
+  assert.deepEqual(l.headers({ ...free }), l.headers(free));
   // A key's own limits are "own", as they were at the decision.
   l.set("c", { limits: "fixed-window 7/min" });
   const own = l.check("c", "free", { now: 0 });
