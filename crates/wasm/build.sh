@@ -201,5 +201,50 @@ export const SETTLE_SCRIPT = ${JSON.stringify(settle)};
   echo "built pkg/redis/: wasm $(wc -c < "$pkg/redis/tollgate_wasm_bg.wasm") bytes raw, $(gzip -9 -c "$pkg/redis/tollgate_wasm_bg.wasm" | wc -c) gzipped"
 fi
 
+# tollgate/plans (Node, browsers, Workers): the same crate with the `plans` feature
+# (PlanCore: the core's PlanLimiter), in its own .wasm so that the main one stays within its
+# size budget. One .wasm for the web glue (browsers: top-level await; Workers: the .wasm
+# imported as a module) and the nodejs glue (.cjs), both guarded as the main ones; the class
+# (js/plans.js) shares web/checks.js and web/decision.js. Only for the main package.
+if [ -z "$features" ]; then
+  cargo build --quiet --profile wasm --target wasm32-unknown-unknown -p tollgate-wasm --features plans
+  plans="$pkg/plans"
+  wasm-bindgen --target web --out-dir "$plans" "$raw"
+  wasm-bindgen --target nodejs --out-dir "$pkg/plans-node" "$raw"
+  cmp -s "$plans/tollgate_wasm_bg.wasm" "$pkg/plans-node/tollgate_wasm_bg.wasm" ||
+    { echo "the plans .wasm differs between the web and nodejs targets" >&2; exit 1; }
+  mv "$pkg/plans-node/tollgate_wasm.js" "$plans/tollgate_wasm.cjs"
+  rm -rf "$pkg/plans-node" "$plans/.gitignore" "$plans/package.json" "$plans/"*.d.ts
+  guard "$plans/tollgate_wasm.js" "    wasm = instance.exports;" "    wasm = __tollgate_guard(instance.exports);"
+  guard "$plans/tollgate_wasm.cjs" "let wasm = wasmInstance.exports;" "let wasm = __tollgate_guard(wasmInstance.exports);"
+  opt "$plans/tollgate_wasm_bg.wasm"
+  cp "$here/js/plans.js" "$plans/plans.js"
+  cat > "$plans/node.js" <<EOF2
+// tollgate/plans for Node: the nodejs glue (CommonJS, ready on import).
+import glue from "./tollgate_wasm.cjs";
+import { planClass } from "./plans.js";
+export const PlanLimiter = planClass(glue);
+EOF2
+  cat > "$plans/browser.js" <<EOF2
+// tollgate/plans for browsers and bundlers, initialised on import (top-level await fetches
+// the .wasm next to this file).
+import init, * as glue from "./tollgate_wasm.js";
+import { planClass } from "./plans.js";
+await init();
+export const PlanLimiter = planClass(glue);
+EOF2
+  cat > "$plans/workers.js" <<EOF2
+// tollgate/plans for Workers/edge runtimes (workerd, wrangler): the .wasm imported as a
+// compiled module by the bundler and instantiated synchronously on import.
+import wasmModule from "./tollgate_wasm_bg.wasm";
+import * as glue from "./tollgate_wasm.js";
+import { planClass } from "./plans.js";
+glue.initSync({ module: wasmModule });
+export const PlanLimiter = planClass(glue);
+EOF2
+  cp "$here/js/plans.d.ts" "$pkg/"
+  echo "built pkg/plans/: wasm $(wc -c < "$plans/tollgate_wasm_bg.wasm") bytes raw, $(gzip -9 -c "$plans/tollgate_wasm_bg.wasm" | wc -c) gzipped"
+fi
+
 wasm="$pkg/web/tollgate_wasm_bg.wasm"
 echo "built pkg/: wasm $(wc -c < "$wasm") bytes raw, $(gzip -9 -c "$wasm" | wc -c) gzipped"

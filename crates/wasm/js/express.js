@@ -1,5 +1,5 @@
 // Express middleware: `app.use(rateLimit({ limiter: new Limiter("100/min") }))`.
-import { decide, isExempt, options as normalise, problem, refusedKey, settleRequest } from "./middleware.js";
+import { decide, headersOf, isExempt, options as normalise, planOf, problem, refusedKey, settleRequest } from "./middleware.js";
 import { adaptiveOptions, outcomeOf, shedProblem } from "./web/adaptive.js";
 
 /**
@@ -24,7 +24,10 @@ function settleAtEnd(o, reservation, req, res) {
 /**
  * Limits requests per client IP (`req.ip`, which honours Express's `trust proxy` setting),
  * per header value (`header: "x-api-key"`; requests without it fall back to the IP) or per
- * `key(req)`. Allowed requests get `RateLimit-Policy`/`RateLimit` headers; denied ones a 429
+ * `key(req, res)` (`undefined`: the IP). With a `PlanLimiter` (tollgate/plans), `plan(req,
+ * res)` names the request's plan (`undefined` or a name that is no plan: the default plan),
+ * typically from what an auth middleware in front verified (`req.auth`, `res.locals`), and
+ * the headers carry that plan's numbers and policy. Allowed requests get `RateLimit-Policy`/`RateLimit` headers; denied ones a 429
  * with `Retry-After`, `Cache-Control: no-store` and an application/problem+json body.
  * `exempt` paths are never counted. With `route`, the limiter counts the decisions under that
  * route in its `metrics()` (the `tollgate.route` attribute). A key longer than the core's
@@ -36,7 +39,7 @@ export function rateLimit(opts) {
   // request reserves its estimate and is settled when its response ends (settleAtEnd).
   return function tollgateRateLimit(req, res, next) {
     if (isExempt(o.exempt, req.path)) return next();
-    let key = o.key ? o.key(req) : undefined;
+    let key = o.key ? o.key(req, res) : undefined;
     if (key === undefined && o.header) key = req.get(o.header);
     if (key === undefined) key = req.ip ?? req.socket?.remoteAddress ?? "unknown";
     const refuse = (err) => {
@@ -47,7 +50,7 @@ export function rateLimit(opts) {
     let decision;
     try {
       const cost = typeof o.cost === "function" ? o.cost(req) : o.cost;
-      decision = decide(o.limiter, String(key), cost, o.route, o.settle);
+      decision = decide(o.limiter, String(key), cost, o.route, o.settle, o.plans, planOf(o, [req, res]));
     } catch (err) {
       return refuse(err);
     }
@@ -62,13 +65,13 @@ export function rateLimit(opts) {
 
 /** Answers a request on its decision: headers, then the app (settled at the end), or a 429. */
 function answer(o, decision, req, res, next) {
-  res.set(o.limiter.headers(decision, o.name, { legacy: o.legacy }));
+  res.set(headersOf(o, decision));
   if (decision.allowed) {
     if (decision.reservation !== undefined) settleAtEnd(o, decision.reservation, req, res);
     return next();
   }
   res.status(429).set("Cache-Control", "no-store").type("application/problem+json");
-  res.send(problem(o.limiter, decision, o.name));
+  res.send(problem(o, decision));
 }
 
 /**

@@ -1,10 +1,11 @@
 import type { AdaptiveLimiter, Limiter } from "./index.js";
 import type { RedisLimiter } from "./redis.js";
+import type { PlanLimiter } from "./plans.js";
 
 /** Options of the Hono middleware. */
 export interface RateLimiterOptions<C = any> {
-  /** The limiter that decides (a `Limiter`, or a fleet's `RedisLimiter` of `tollgate/redis`: Node). */
-  limiter: Limiter | RedisLimiter;
+  /** The limiter that decides (a `Limiter`, or a fleet's `RedisLimiter` of `tollgate/redis`: Node). A `PlanLimiter` of `tollgate/plans` gives each request its plan's limits (`plan`). */
+  limiter: Limiter | RedisLimiter | PlanLimiter;
   /**
    * Not needed: the headers (`RateLimit`/`RateLimit-Policy`, the 429's `violated-policies`)
    * use the limiter's own name (`new Limiter(policy, { name })`), the one its metrics use.
@@ -16,6 +17,13 @@ export interface RateLimiterOptions<C = any> {
   header?: string;
   /** Key by a function of the context (takes precedence over `header`). */
   key?: (c: C) => string | undefined;
+  /**
+   * With a `PlanLimiter`: the request's plan, typically from what `hono/jwt` verified (`c.get("jwtPayload")`); `undefined`, or a name that
+   * is none of the plans, counts under the limiter's default plan. The headers carry the plan's
+   * numbers and policy, named by the plan. (A `PlanLimiter` takes no `name`, `route` or
+   * response cost.)
+   */
+  plan?: (c: C) => string | undefined;
   /**
    * The cost of a request (default 1); or a measured cost: `estimate` reserved at the
    * request, `actual` settled when the response ends or the client aborts (a streamed

@@ -1,5 +1,5 @@
 // Hono middleware: `app.use(rateLimiter({ limiter: new Limiter("100/min") }))`.
-import { decide, isExempt, options as normalise, problem, refusedKey, settleRequest } from "./middleware.js";
+import { decide, headersOf, isExempt, options as normalise, planOf, problem, refusedKey, settleRequest } from "./middleware.js";
 import { adaptiveOptions, outcomeOf, shedProblem } from "./web/adaptive.js";
 
 /** The client IP: the Node adapter's socket, else Cloudflare's `CF-Connecting-IP`. */
@@ -62,7 +62,10 @@ function atBodyEnd(c, end) {
 /**
  * Limits requests per client IP (the Node adapter's socket address, or `CF-Connecting-IP`
  * on Cloudflare; never `X-Forwarded-For`), per header value (`header: "x-api-key"`, falling
- * back to the IP) or per `key(c)`. Allowed requests get `RateLimit-Policy`/`RateLimit`
+ * back to the IP) or per `key(c)` (`undefined`: the IP). With a `PlanLimiter`
+ * (tollgate/plans), `plan(c)` names the request's plan (`undefined` or a name that is no
+ * plan: the default plan), typically from what `hono/jwt` verified (`c.get("jwtPayload")`),
+ * and the headers carry that plan's numbers and policy. Allowed requests get `RateLimit-Policy`/`RateLimit`
  * headers; denied ones a 429 with `Retry-After`, `Cache-Control: no-store` and an
  * application/problem+json body. `exempt` paths are never counted. A key longer than the
  * core's bound on a key's bytes is answered 400 with an application/problem+json body.
@@ -77,7 +80,7 @@ export function rateLimiter(opts) {
     const cost = typeof o.cost === "function" ? o.cost(c) : o.cost;
     let decision;
     try {
-      decision = decide(o.limiter, String(key), cost, o.route, o.settle);
+      decision = decide(o.limiter, String(key), cost, o.route, o.settle, o.plans, planOf(o, [c]));
       // A RedisLimiter's decision comes later.
       if (typeof decision.then === "function") decision = await decision;
     } catch (err) {
@@ -85,9 +88,9 @@ export function rateLimiter(opts) {
       if (refused === undefined) throw err;
       return new Response(refused, { status: 400, headers: { "Content-Type": "application/problem+json" } });
     }
-    const h = o.limiter.headers(decision, o.name, { legacy: o.legacy });
+    const h = headersOf(o, decision);
     if (!decision.allowed) {
-      return new Response(problem(o.limiter, decision, o.name), {
+      return new Response(problem(o, decision), {
         status: 429,
         headers: { ...h, "Cache-Control": "no-store", "Content-Type": "application/problem+json" },
       });

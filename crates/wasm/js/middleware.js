@@ -38,17 +38,51 @@ export function options(o) {
     throw e;
   }
   const settle = settleOptions(o);
+  const plans = planOptions(o);
   return {
     limiter: o.limiter,
     route: o.route,
-    name: nameOf(o),
+    name: plans === undefined ? nameOf(o) : undefined,
     header: o.header?.toLowerCase(),
     key: o.key,
+    plans,
+    plan: o.plan,
     cost: settle?.estimate ?? o.cost,
     legacy: o.legacy === true,
     exempt,
     settle,
   };
+}
+
+/**
+ * With a `PlanLimiter` (tollgate/plans, recognised by its `plans` and `defaultPlan`): its
+ * plans' names, for `plan(req)`'s answer; `undefined` for any other limiter, which a `plan`
+ * option cannot go with. A PlanLimiter's headers name the plan that decided, so a `name` is
+ * refused; it keeps no metrics, so a `route` is too.
+ */
+function planOptions(o) {
+  const planned = Array.isArray(o.limiter.plans) && typeof o.limiter.defaultPlan === "string";
+  if (o.plan !== undefined && typeof o.plan !== "function") {
+    throw invalid("plan", "not-a-function", "must be a function of the request answering a plan's name (or undefined)");
+  }
+  if (!planned) {
+    if (o.plan !== undefined) throw invalid("plan", "not-a-plan-limiter", "plan(req) needs a PlanLimiter (tollgate/plans) as the limiter");
+    return undefined;
+  }
+  if (o.name !== undefined) throw invalid("name", "plan-named", "a PlanLimiter's headers name the plan that decided: leave name out");
+  if (o.route !== undefined) throw invalid("route", "no-metrics", "a PlanLimiter keeps no metrics per route: leave route out");
+  return new Set(o.limiter.plans);
+}
+
+/**
+ * The plan a request counts under: `plan(req, ...)`'s answer when it names one of the plans;
+ * anything else (`undefined`, no `plan` option, a name that is no plan, not a string) is the
+ * limiter's default plan (`undefined`), as the tower layer counts a plan it does not know.
+ */
+export function planOf(o, args) {
+  if (o.plan === undefined) return undefined;
+  const plan = o.plan(...args);
+  return typeof plan === "string" && o.plans.has(plan) ? plan : undefined;
 }
 
 /** A middleware option error naming `field` and the rule broken. */
@@ -159,7 +193,9 @@ function nameOf(o) {
  * counted under `route` in the limiter's metrics when the middleware was given one. A
  * `RedisLimiter`'s decision (each limit's too) is a promise.
  */
-export function decide(limiter, key, cost, route, settle) {
+export function decide(limiter, key, cost, route, settle, plans, plan) {
+  // A PlanLimiter: the request's plan, each limit's decision for the headers of a stack.
+  if (plans !== undefined) return limiter.checkDetailed(key, plan, cost === undefined ? undefined : { cost });
   // Charged by its response: the estimate reserved (the decision carries the reservation).
   if (settle !== undefined) return limiter.reserve(key, cost ?? 1);
   const opts = cost === undefined && route === undefined ? undefined : { cost, route };
@@ -182,6 +218,15 @@ export function refusedKey(err) {
  * The application/problem+json body of a 429 (type quota-exceeded, `detail` with the wait,
  * `violated-policies`), built by the core: the same bytes as the edge worker's.
  */
-export function problem(limiter, decision, name) {
-  return limiter.problem(decision, name);
+export function problem(o, decision) {
+  return o.plans === undefined ? o.limiter.problem(decision, o.name) : o.limiter.problem(decision);
+}
+
+/**
+ * The `RateLimit` headers of a decision, the core's: under the limiter's name, or, for a
+ * PlanLimiter, named by the plan that decided (`"pro"`; `"own"` for a key's own limits).
+ */
+export function headersOf(o, decision) {
+  const options = { legacy: o.legacy };
+  return o.plans === undefined ? o.limiter.headers(decision, o.name, options) : o.limiter.headers(decision, options);
 }

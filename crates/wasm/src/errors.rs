@@ -27,7 +27,7 @@ use wasm_bindgen::{JsCast, JsValue};
 
 /// Whether a broken rule is about a number's range (then a `RangeError`) rather than a
 /// value's form (a `TypeError`).
-fn is_range_rule(rule: &Rule) -> bool {
+pub(crate) fn is_range_rule(rule: &Rule) -> bool {
     matches!(
         rule,
         Rule::Zero | Rule::TooLarge { .. } | Rule::TooSmall { .. } | Rule::TenantAboveShared
@@ -35,7 +35,7 @@ fn is_range_rule(rule: &Rule) -> bool {
 }
 
 /// Sets `field`, `rule` and `value` on an error object.
-fn annotate(error: &Error, field: &str, rule: &str, value: &JsValue) -> JsValue {
+pub(crate) fn annotate(error: &Error, field: &str, rule: &str, value: &JsValue) -> JsValue {
     let target: &JsValue = error.as_ref();
     // Setting a property on a fresh Error object cannot fail.
     let _ = Reflect::set(target, &"field".into(), &field.into());

@@ -15,6 +15,8 @@
 //! * `http`: a decision as numbers and back, the headers' items, the backoff ([`Backoff`]).
 //! * `spec`, `errors`: policies and options read from JS values; the errors thrown to JS.
 //! * `metrics`: the counts ([`tollgate::metrics`]) as plain numbers for JS.
+//! * `plans` (the `plans` feature, `pkg/plans/` only): `PlanCore`, under the JS
+//!   `PlanLimiter` of `tollgate/plans` (`js/plans.js`).
 //! * `fleet` (the `store` feature, `pkg/redis/` only): `FleetLimits`, the core's side of
 //!   `tollgate/redis`.
 //! * `stateless` (the `state-json` feature): `decide_state`.
@@ -55,6 +57,8 @@ mod fleet;
 mod http;
 mod limiter;
 mod metrics;
+#[cfg(feature = "plans")]
+mod plans;
 #[cfg(feature = "adapt-sim")]
 mod simulation;
 mod spec;
@@ -77,6 +81,8 @@ pub use adaptive::AdaptiveCore;
 pub use fleet::FleetLimits;
 pub use http::{Backoff, *};
 pub use limiter::{Core, KEY_MAX, OUT_LEN, RESERVATION_LEN};
+#[cfg(feature = "plans")]
+pub use plans::PlanCore;
 #[cfg(feature = "adapt-sim")]
 pub use simulation::Simulation;
 #[cfg(feature = "state-json")]

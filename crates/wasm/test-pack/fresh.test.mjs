@@ -56,7 +56,7 @@ test("ESM: import from every entry point, and a decision", async () => {
   const { Limiter } = await import("tollgate");
   const limiter = new Limiter("2/s");
   assert.deepEqual([1, 2, 3].map(() => limiter.check("k", { now: 0 }).allowed), [true, true, false]);
-  for (const sub of ["tollgate/web", "tollgate/express", "tollgate/hono", "tollgate/redis", "tollgate/bundler"]) {
+  for (const sub of ["tollgate/web", "tollgate/express", "tollgate/hono", "tollgate/redis", "tollgate/plans", "tollgate/bundler"]) {
     if (sub === "tollgate/bundler") {
       assert.ok(existsSync(fileURLToPath(import.meta.resolve(sub))), `${sub} resolves`);
       continue;
@@ -75,13 +75,14 @@ test("CommonJS: require() as the README declares (Node's require of ES modules)"
     `const { Limiter } = require("tollgate");
 const { rateLimit } = require("tollgate/express");
 const { RedisLimiter } = require("tollgate/redis");
+const { PlanLimiter } = require("tollgate/plans");
 const l = new Limiter("1/s");
-console.log(JSON.stringify([l.check("a", { now: 0 }).allowed, l.check("a", { now: 0 }).allowed, typeof rateLimit, typeof RedisLimiter]));
+console.log(JSON.stringify([l.check("a", { now: 0 }).allowed, l.check("a", { now: 0 }).allowed, typeof rateLimit, typeof RedisLimiter, typeof PlanLimiter]));
 `,
   );
   const r = spawnSync(process.execPath, ["cjs.cjs"], { cwd: here, encoding: "utf8" });
   assert.equal(r.status, 0, r.stderr);
-  assert.equal(r.stdout.trim(), '[true,false,"function","function"]');
+  assert.equal(r.stdout.trim(), '[true,false,"function","function","function"]');
   const engines = JSON.parse(readFileSync(join(installed, "package.json"), "utf8")).engines.node;
   assert.equal(engines, "^20.19.0 || >=22.12.0", "engines admits only Nodes with require(esm) on by default");
 });
@@ -236,7 +237,9 @@ for (const s of snippets("js").filter((s) => s.file.endsWith(".mjs"))) {
         const path = code.includes('app.get("/api"') ? "/api" : "/";
         const r = await firstAnswer(`http://127.0.0.1:${port}${path}`, { headers: { "x-api-key": "k" } });
         assert.equal(r.status, 200, `${s.source}: GET ${path}`);
-        assert.match(r.headers.get("ratelimit-policy") ?? "", /^"per-ip";q=\d+;w=\d+$/, `${s.source}: the limiter's name in RateLimit-Policy`);
+        // The limiter's name; with plans, the default plan's (the request has no token).
+        const name = code.includes('from "tollgate/plans"') ? "free" : "per-ip";
+        assert.match(r.headers.get("ratelimit-policy") ?? "", new RegExp(`^"${name}";q=\\d+;w=\\d+$`), `${s.source}: the limiter's name in RateLimit-Policy`);
         if (code.includes('"/metrics"')) {
           const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
           assert.match(text, /tollgate_decisions_total\{tollgate_policy="per-ip",tollgate_route="\/api",tollgate_outcome="admitted",tollgate_source="store"\} 1/);

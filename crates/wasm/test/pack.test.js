@@ -35,6 +35,13 @@ test("npm pack -> npm install -> import works; the tarball holds every build and
       "pkg/redis/fleet.js",
       "pkg/redis/merged.js",
       "pkg/redis/tollgate_wasm.cjs",
+      "pkg/plans.d.ts",
+      "pkg/plans/node.js",
+      "pkg/plans/browser.js",
+      "pkg/plans/workers.js",
+      "pkg/plans/plans.js",
+      "pkg/plans/tollgate_wasm.cjs",
+      "pkg/plans/tollgate_wasm.js",
       "pkg/web/counts.js",
       "pkg/metrics.js",
       "pkg/metrics.d.ts",
@@ -44,9 +51,13 @@ test("npm pack -> npm install -> import works; the tarball holds every build and
       assert.ok(files.includes(f), `${f} missing from the tarball`);
     }
     assert.ok(!files.some((f) => f.startsWith("node_modules/") || f.startsWith("src/") || f.startsWith("test/")));
-    // One .wasm for every build (Node and the bundler build share web's), and tollgate/redis'
-    // own (with the store feature, Node only).
-    assert.deepEqual(files.filter((f) => f.endsWith(".wasm")).sort(), ["pkg/redis/tollgate_wasm_bg.wasm", "pkg/web/tollgate_wasm_bg.wasm"]);
+    // One .wasm for every build (Node and the bundler build share web's), tollgate/redis'
+    // own (with the store feature, Node only) and tollgate/plans' own (the plans feature).
+    assert.deepEqual(files.filter((f) => f.endsWith(".wasm")).sort(), [
+      "pkg/plans/tollgate_wasm_bg.wasm",
+      "pkg/redis/tollgate_wasm_bg.wasm",
+      "pkg/web/tollgate_wasm_bg.wasm",
+    ]);
     const app = join(dir, "app");
     execFileSync("mkdir", ["-p", app]);
     writeFileSync(join(app, "package.json"), JSON.stringify({ name: "app", private: true, type: "module" }));
@@ -61,11 +72,13 @@ test("npm pack -> npm install -> import works; the tarball holds every build and
        import { rateLimiter } from "tollgate/hono";
        import { RedisLimiter } from "tollgate/redis";
        import { prometheus } from "tollgate/metrics";
+       import { PlanLimiter } from "tollgate/plans";
        const l = new Limiter("3/min", { name: "p" });
        const d = l.check("x", { now: 0 });
        const scraped = prometheus(l).split(String.fromCharCode(10)).includes('tollgate_decisions_total{tollgate_policy="p",tollgate_outcome="admitted",tollgate_source="store"} 1');
+       const plans = new PlanLimiter({ plans: { free: "3/min", pro: "30/min" } }).check("x", "pro", { now: 0 }).limit;
        const r = new RedisLimiter({ sendCommand: async () => [] }, "3/min", { namespace: "n", fallback: "open" });
-       console.log(JSON.stringify({ d, express: typeof rateLimit, hono: typeof rateLimiter, fetch: typeof fetchWithBackoff, redis: r.policies, scraped }));`,
+       console.log(JSON.stringify({ d, express: typeof rateLimit, hono: typeof rateLimiter, fetch: typeof fetchWithBackoff, redis: r.policies, scraped, plans }));`,
     );
     const out = JSON.parse(execFileSync("node", ["main.js"], { cwd: app, encoding: "utf8" }));
     assert.deepEqual(out, {
@@ -75,6 +88,7 @@ test("npm pack -> npm install -> import works; the tarball holds every build and
       fetch: "function",
       redis: ["token-bucket 3/min"],
       scraped: true,
+      plans: 30,
     });
     console.log(`# tarball ${info.filename}: ${statSync(join(dir, info.filename)).size} bytes packed, ${info.unpackedSize} unpacked, ${files.length} files`);
   } finally {

@@ -143,3 +143,20 @@ import { adaptiveLimiter } from "tollgate/hono";
   void mw;
   void hmw;
 }
+
+// tollgate/plans: limits by the caller's plan, overrides, and the middleware's plan(req).
+import { PlanLimiter, type PlanDecision } from "tollgate/plans";
+const plans = new PlanLimiter({ plans: { free: "100/min", pro: ["1000/min", "50/s"] }, default: "free", maxKeys: 10_000, maxOverrides: 100 });
+const pd: PlanDecision = plans.check("user-1", "pro", { cost: 1, now: Date.now() });
+const byPlan: string | null = pd.plan;
+const detailedEach: number = plans.checkDetailed("user-1", undefined).each.length;
+plans.set("user-1", { plan: "pro" });
+plans.set("user-2", { limits: ["5/s"] });
+const o = plans.get("user-1");
+const cleared: boolean = plans.clear("user-1");
+const planHeaders = plans.headers(pd, { legacy: true });
+const body: string | undefined = plans.problem(pd);
+const names: string[] = plans.plans;
+rateLimit({ limiter: plans, key: (req) => req.auth?.sub, plan: (req, res) => res.locals.auth?.plan ?? req.auth?.plan });
+rateLimiter({ limiter: plans, key: (c) => c.get("jwtPayload")?.sub, plan: (c) => c.get("jwtPayload")?.plan });
+void byPlan, detailedEach, o, cleared, planHeaders, body, names, plans.defaultPlan, plans.policiesOf("pro");
