@@ -215,8 +215,10 @@ fn counted(kind: ErrorKind) -> impl FnOnce(RedisError) -> RedisError {
     }
 }
 
-fn decide(ctx: &Context, args: Vec<RedisString>, op: Op) -> RedisResult {
-    if args.len() < 3 {
+/// A keyed command's base key and the arguments after it, checked as every keyed command
+/// checks them: at least `min` arguments in all (the command's name first), a non-empty key.
+fn keyed_args(args: &[RedisString], min: usize) -> Result<(&[u8], Vec<&[u8]>), RedisError> {
+    if args.len() < min {
         return Err(counted(ErrorKind::Arity)(RedisError::WrongArity));
     }
     let base = args[1].as_slice();
@@ -224,7 +226,11 @@ fn decide(ctx: &Context, args: Vec<RedisString>, op: Op) -> RedisResult {
         let e = RedisError::Str("ERR the key must not be empty");
         return Err(counted(ErrorKind::Argument)(e));
     }
-    let rest: Vec<&[u8]> = args[2..].iter().map(|a| a.as_slice()).collect();
+    Ok((base, args[2..].iter().map(|a| a.as_slice()).collect()))
+}
+
+fn decide(ctx: &Context, args: Vec<RedisString>, op: Op) -> RedisResult {
+    let (base, rest) = keyed_args(&args, 3)?;
     let test_clock = TEST_CLOCK.load(Relaxed);
     let req = parse(&rest, test_clock)
         .map_err(err)
@@ -345,15 +351,7 @@ fn keys_request(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
 /// so that the reservation settles once: a second settle of it answers the record and
 /// charges nothing. Replies `[record, 1]`, or `[record, 0]` when settled before.
 fn settle(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
-    if args.len() < 8 {
-        return Err(counted(ErrorKind::Arity)(RedisError::WrongArity));
-    }
-    let base = args[1].as_slice();
-    if base.is_empty() {
-        let e = RedisError::Str("ERR the key must not be empty");
-        return Err(counted(ErrorKind::Argument)(e));
-    }
-    let rest: Vec<&[u8]> = args[2..].iter().map(|a| a.as_slice()).collect();
+    let (base, rest) = keyed_args(&args, 8)?;
     let (s, limiter) = fleet::settle_command::parse(&rest)
         .map_err(|e| err(format!("ERR {e}")))
         .map_err(counted(ErrorKind::Argument))?;
@@ -407,15 +405,7 @@ fn settle(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
 /// override's (`<base>:o`, read here), its states carried to them first by the core's
 /// round ([`fleet::plan::PlanRound`]). Replies a decision, then 1 when the override decided.
 fn plan_check(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
-    if args.len() < 6 {
-        return Err(counted(ErrorKind::Arity)(RedisError::WrongArity));
-    }
-    let base = args[1].as_slice();
-    if base.is_empty() {
-        let e = RedisError::Str("ERR the key must not be empty");
-        return Err(counted(ErrorKind::Argument)(e));
-    }
-    let rest: Vec<&[u8]> = args[2..].iter().map(|a| a.as_slice()).collect();
+    let (base, rest) = keyed_args(&args, 6)?;
     let req = command::parse_plan(&rest, TEST_CLOCK.load(Relaxed))
         .map_err(err)
         .map_err(counted(ErrorKind::Argument))?;
