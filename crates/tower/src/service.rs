@@ -11,6 +11,7 @@ use crate::body::{ResponseBody, Slot};
 use crate::fields::{add_fields, Fields};
 use crate::future::{own_answer, BoxFuture, ResponseFuture};
 use crate::grpc;
+use crate::plans::PlanRef;
 use crate::settle;
 use crate::shared::Shared;
 use crate::store::Store;
@@ -100,8 +101,6 @@ where
                 .store
                 .check_now(&target.key, target.tenant.as_deref(), target.cost),
         };
-        // (A plan's request is always decided now: the builder gives plans to the memory
-        // store only.)
         if let Some(result) = now {
             return match answer(&shared, target, result, grpc) {
                 Answer::Forward(req, fields, slot) => {
@@ -113,11 +112,38 @@ where
         let clone = self.inner.clone();
         let mut inner = std::mem::replace(&mut self.inner, clone);
         let waiting: BoxFuture<_> = Box::pin(async move {
+            let mut target = target;
             let entry = &shared.entries[target.entry];
-            let result = entry
-                .store
-                .check(&target.key, target.tenant.as_deref(), target.cost)
-                .await;
+            let chosen = target.plan.as_ref().map(PlanRef::chosen);
+            let planned = match chosen.zip(entry.plans.as_ref()) {
+                Some((chosen, plans)) => {
+                    let asked = &plans.each[chosen].name;
+                    let decided = entry
+                        .store
+                        .check_plan(&target.key, asked, target.cost)
+                        .await;
+                    // An override the store learned with the decision is reported as the
+                    // memory store reports the one it keeps.
+                    decided.map(|r| {
+                        r.map(|answer| {
+                            if answer.overridden.is_some() {
+                                target.plan = Some(plans.overridden(chosen, answer.overridden));
+                            }
+                            answer.checked
+                        })
+                    })
+                }
+                None => None,
+            };
+            let result = match planned {
+                Some(result) => result,
+                None => {
+                    entry
+                        .store
+                        .check(&target.key, target.tenant.as_deref(), target.cost)
+                        .await
+                }
+            };
             match answer(&shared, target, result, grpc) {
                 Answer::Forward(req, fields, slot) => {
                     let resp = inner.call(req).await?;
