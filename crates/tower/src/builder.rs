@@ -22,6 +22,8 @@ use crate::plans::{PlanChoice, PlanMeta};
 use crate::route::{CompiledRoute, Route};
 use crate::settings::{MissingKey, OnError, ProxyHeader, Settings};
 use crate::shared::{policy_field, Entry, Shared};
+#[cfg(feature = "redis")]
+use crate::store::RedisPlanStore;
 use crate::store::{Clock, Memory, Store};
 
 type Factory<S> = Box<dyn FnMut(&str, Limits) -> Result<S, String>>;
@@ -59,17 +61,15 @@ impl<C: Clock> Builder<Memory<C>> {
     /// `pro.1`, `pro.2`, ...). Overrides at run time: [`Memory::plan_limiter`] (at most
     /// [`MAX_OVERRIDES`]).
     ///
-    /// Memory store only, for now: the Redis fleet store does not know plans yet.
+    /// For a fleet, the same on Redis: [`Builder::redis_plans`].
     pub fn plans(mut self, name: &str, plans: &[(&str, &[&str])], choice: PlanChoice) -> Self {
         let parsed = Plans::parse(plans)
             .map_err(|e| ConfigError::new(format!("policies.{name}.plans"), e))
             .and_then(|p| {
-                let limits = p.get(choice.default_plan()).cloned().map_err(|_| {
-                    ConfigError::new(
-                        format!("policies.{name}.default"),
-                        format!("no plan named {:?}", choice.default_plan()),
-                    )
-                })?;
+                let limits = p
+                    .get(choice.default_plan())
+                    .cloned()
+                    .map_err(|_| no_default(name, &choice))?;
                 Ok((p, limits))
             });
         let store = match parsed {
@@ -80,6 +80,62 @@ impl<C: Clock> Builder<Memory<C>> {
                     .map_err(|e| ConfigError::new(format!("policies.{name}"), e))
             }
             Err(e) => Err(e),
+        };
+        self.entries.push((name.to_string(), store, Key::Ip));
+        self
+    }
+}
+
+/// A policy of plans whose default plan is not one of them.
+fn no_default(name: &str, choice: &PlanChoice) -> ConfigError {
+    ConfigError::new(
+        format!("policies.{name}.default"),
+        format!("no plan named {:?}", choice.default_plan()),
+    )
+}
+
+#[cfg(feature = "redis")]
+impl<C> RateLimitLayer<RedisPlanStore<C>>
+where
+    C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
+{
+    /// A layer of policies of plans on Redis ([`Builder::redis_plans`]). It holds policies
+    /// of plans only (a layer's policies share one store type): put other Redis policies in
+    /// a layer on `tollgate_redis::RedisLimiter` (requests of routes a layer does not match
+    /// pass through it).
+    pub fn redis_plans() -> Builder<RedisPlanStore<C>> {
+        Builder::new(|_, _| {
+            Err("a layer of plans on Redis holds policies of plans only \
+                 (Builder::redis_plans): put this policy in a layer on RedisLimiter")
+        })
+    }
+}
+
+#[cfg(feature = "redis")]
+impl<C> Builder<RedisPlanStore<C>>
+where
+    C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
+{
+    /// A policy of plans on Redis: [`Builder::plans`]'s (a request's plan and key chosen by
+    /// `choice`, an unknown key by IP under the default plan, the `RateLimit` fields named
+    /// after the plan that decided, an override's own limits as `own`), every decision
+    /// `plans`'s (`tollgate_redis::RedisPlans`: exact across the fleet, spend kept across
+    /// plan changes, its declared fallback while Redis is unreachable). Overrides at run
+    /// time: [`RedisPlanStore::plans`], stored in Redis, so every process of the fleet
+    /// decides under one at its next request of that key.
+    pub fn redis_plans(
+        mut self,
+        name: &str,
+        plans: tollgate_redis::RedisPlans<C>,
+        choice: PlanChoice,
+    ) -> Self {
+        let store = match RedisPlanStore::new(plans, choice.default_plan()) {
+            Ok(store) => {
+                let plans = store.plans().plans().clone();
+                self.plans.push((name.to_string(), plans, choice));
+                Ok(store)
+            }
+            Err(_) => Err(no_default(name, &choice)),
         };
         self.entries.push((name.to_string(), store, Key::Ip));
         self

@@ -9,8 +9,8 @@ use crate::shared::Shared;
 use crate::store::Store;
 
 /// A tower layer that rate-limits requests by route with tollgate's policies. Cheap to
-/// clone: everything is shared behind an `Arc`. Built with [`RateLimitLayer::memory`] or
-/// [`crate::Builder::new`].
+/// clone: everything is shared behind an `Arc`. Built with [`RateLimitLayer::memory`],
+/// [`crate::Builder::new`] or (feature `redis`) `RateLimitLayer::redis_plans`.
 pub struct RateLimitLayer<S> {
     pub(crate) shared: Arc<Shared<S>>,
 }

@@ -61,7 +61,11 @@ pub use route::Route;
 pub use service::RateLimit;
 pub use settings::{MissingKey, OnError, ProxyHeader};
 pub use settle::ActualCost;
-pub use store::{Checked, Clock, ManualClock, Memory, MonotonicClock, Reserved, Source, Store};
+#[cfg(feature = "redis")]
+pub use store::RedisPlanStore;
+pub use store::{
+    Checked, Clock, ManualClock, Memory, MonotonicClock, PlanChecked, Reserved, Source, Store,
+};
 /// A configuration the layer refuses, naming the field (`policies.api.limit`,
 /// `routes[1].path`, `trusted_proxies[0]`) and the reason: the shape the edge's config
 /// errors have too ([`tollgate_http::config`]).

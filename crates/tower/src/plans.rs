@@ -126,8 +126,13 @@ impl PlanRef {
 
     /// The plan name the store is asked to decide by (it applies the key's override).
     pub(crate) fn asked<'a>(&self, meta: &'a PlanMeta) -> &'a str {
+        &meta.each[self.chosen()].name
+    }
+
+    /// The index of that plan in [`PlanMeta::each`].
+    pub(crate) fn chosen(&self) -> usize {
         match self {
-            PlanRef::Plan(i) | PlanRef::Own(i, _) => &meta.each[*i].name,
+            PlanRef::Plan(i) | PlanRef::Own(i, _) => *i,
         }
     }
 }

@@ -11,10 +11,12 @@ use crate::body::{ResponseBody, Slot};
 use crate::fields::{add_fields, Fields};
 use crate::future::{own_answer, BoxFuture, ResponseFuture};
 use crate::grpc;
+use crate::plans::PlanRef;
 use crate::settle;
 use crate::shared::Shared;
+use crate::store::Checked;
 use crate::store::Store;
-use crate::target::{target, Target};
+use crate::target::{target, Checking, Target};
 
 /// The service of [`crate::RateLimitLayer`].
 pub struct RateLimit<Svc, S> {
@@ -100,8 +102,6 @@ where
                 .store
                 .check_now(&target.key, target.tenant.as_deref(), target.cost),
         };
-        // (A plan's request is always decided now: the builder gives plans to the memory
-        // store only.)
         if let Some(result) = now {
             return match answer(&shared, target, result, grpc) {
                 Answer::Forward(req, fields, slot) => {
@@ -113,11 +113,8 @@ where
         let clone = self.inner.clone();
         let mut inner = std::mem::replace(&mut self.inner, clone);
         let waiting: BoxFuture<_> = Box::pin(async move {
-            let entry = &shared.entries[target.entry];
-            let result = entry
-                .store
-                .check(&target.key, target.tenant.as_deref(), target.cost)
-                .await;
+            let mut target = target;
+            let result = decide(&shared, &mut target).await;
             match answer(&shared, target, result, grpc) {
                 Answer::Forward(req, fields, slot) => {
                     let resp = inner.call(req).await?;
@@ -130,4 +127,33 @@ where
         });
         ResponseFuture::waiting(waiting)
     }
+}
+
+/// The decision of a request the store must wait for (Redis): a plan's ([`Store::check_plan`];
+/// an override the store learned with the decision is reported as the memory store reports
+/// the one it keeps, through [`crate::plans::PlanMeta::overridden`]), else a check's.
+async fn decide<S: Store, ReqB>(
+    shared: &Shared<S>,
+    target: &mut Checking<ReqB>,
+) -> Result<Checked, S::Error> {
+    let entry = &shared.entries[target.entry];
+    let chosen = target.plan.as_ref().map(PlanRef::chosen);
+    if let (Some(chosen), Some(plans)) = (chosen, &entry.plans) {
+        let asked = &plans.each[chosen].name;
+        if let Some(decided) = entry
+            .store
+            .check_plan(&target.key, asked, target.cost)
+            .await
+        {
+            let answer = decided?;
+            if answer.overridden.is_some() {
+                target.plan = Some(plans.overridden(chosen, answer.overridden));
+            }
+            return Ok(answer.checked);
+        }
+    }
+    entry
+        .store
+        .check(&target.key, target.tenant.as_deref(), target.cost)
+        .await
 }

@@ -6,6 +6,8 @@
 //!   memory, thread-safe) with a [`Clock`]; one process, no I/O.
 //! * `tollgate_redis::RedisLimiter` (feature `redis`): one exact limit for a fleet of
 //!   processes, Redis's clock, its own declared fallback when Redis is unreachable.
+//! * `RedisPlanStore` (feature `redis`): a policy of plans on `tollgate_redis::RedisPlans`,
+//!   overrides stored in Redis.
 
 use std::future::Future;
 use std::num::NonZeroUsize;
@@ -50,6 +52,15 @@ pub struct Reserved {
     pub checked: Checked,
     /// When admitted, the reservation to settle ([`Store::settle`]).
     pub reservation: Option<Reservation>,
+}
+
+/// A store of plans' answer that must wait for it ([`Store::check_plan`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PlanChecked {
+    /// The decision, as a check's.
+    pub checked: Checked,
+    /// The key's override that decided it, if any: the layer reports the limits it gives.
+    pub overridden: Option<Override>,
 }
 
 /// A store of one policy's counters (a single policy, a stack or a fair share): decides
@@ -97,8 +108,8 @@ pub trait Store: Send + Sync + 'static {
 
     /// [`Store::check_now`] for a store of plans ([`Memory::with_plans`]): the request
     /// decided under the plan named `plan`, the key's spend carried across its plan
-    /// changes. `None` (the default): the store has no plans (the builder gives plans only
-    /// to the memory store).
+    /// changes. `None` (the default): the store has no plans, or must wait for its answer
+    /// ([`Store::check_plan`]).
     fn check_plan_now(
         &self,
         key: &str,
@@ -114,6 +125,21 @@ pub trait Store: Send + Sync + 'static {
     fn plan_override(&self, key: &str) -> Option<Override> {
         let _ = key;
         None
+    }
+
+    /// [`Store::check_plan_now`] for a store of plans that must wait for its answer
+    /// (`RedisPlanStore`): the decision, and the override that decided it, which such a
+    /// store learns only with the decision (the layer reports the limits it gives). The
+    /// layer calls it only when `check_plan_now` is `None`. `None` (the default): the store
+    /// has no plans.
+    fn check_plan(
+        &self,
+        key: &str,
+        plan: &str,
+        cost: u64,
+    ) -> impl Future<Output = Option<Result<PlanChecked, Self::Error>>> + Send {
+        let _ = (key, plan, cost);
+        std::future::ready(None)
     }
 
     /// Whether this store reserves and settles ([`Store::reserve_now`], [`Store::settle`]).
@@ -419,15 +445,31 @@ where
         }
     }
 
-    /// Contention past `Options::retry_for` as a timeout; anything else as unreachable (a
-    /// Redis that cannot serve is the store's own fallback's to decide, never an error).
     fn failure(&self, error: &tollgate_redis::Error) -> Why {
-        match error {
-            tollgate_redis::Error::Contended { .. } | tollgate_redis::Error::Timeout { .. } => {
-                Why::Timeout
-            }
-            _ => Why::Unreachable,
+        redis_failure(error)
+    }
+}
+
+/// Why a Redis store's check failed: contention past `Options::retry_for` as a timeout;
+/// anything else as unreachable (a Redis that cannot serve is the store's own fallback's to
+/// decide, never an error).
+#[cfg(feature = "redis")]
+fn redis_failure(error: &tollgate_redis::Error) -> Why {
+    match error {
+        tollgate_redis::Error::Contended { .. } | tollgate_redis::Error::Timeout { .. } => {
+            Why::Timeout
         }
+        _ => Why::Unreachable,
+    }
+}
+
+/// Where a Redis store's decision was made, as the layer reports it.
+#[cfg(feature = "redis")]
+fn redis_source(source: tollgate_redis::Source) -> Source {
+    match source {
+        tollgate_redis::Source::Redis => Source::Redis,
+        tollgate_redis::Source::DenyCache => Source::DenyCache,
+        tollgate_redis::Source::Fallback(_) => Source::Fallback,
     }
 }
 
@@ -437,12 +479,131 @@ fn checked(o: tollgate_redis::Outcome) -> Checked {
     Checked {
         decision: o.decision,
         each: o.each,
-        source: match o.source {
-            tollgate_redis::Source::Redis => Source::Redis,
-            tollgate_redis::Source::DenyCache => Source::DenyCache,
-            tollgate_redis::Source::Fallback(_) => Source::Fallback,
-        },
+        source: redis_source(o.source),
     }
+}
+
+/// The Redis store of a policy of plans ([`crate::Builder::redis_plans`]): every decision is
+/// `tollgate_redis::RedisPlans`'s (the fleet's exact count per caller, its spend kept across
+/// plan changes, overrides stored in Redis and seen by every process at its next check of
+/// that caller, the link's timeout, mark-down and declared fallback). Its own
+/// [`limits`](Store::limits) are those of the plan of callers without a known key.
+#[cfg(feature = "redis")]
+pub struct RedisPlanStore<C> {
+    plans: tollgate_redis::RedisPlans<C>,
+    /// The plan of callers without a known key (a check that names no plan).
+    default: String,
+    limits: Limits,
+}
+
+#[cfg(feature = "redis")]
+impl<C> RedisPlanStore<C>
+where
+    C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
+{
+    /// A store deciding by `plans`, whose own limits are those of the plan `default`.
+    /// Errors: no plan of that name (`tollgate_redis::Error::Plan`).
+    pub fn new(
+        plans: tollgate_redis::RedisPlans<C>,
+        default: &str,
+    ) -> Result<Self, tollgate_redis::Error> {
+        let limits = plans
+            .plans()
+            .get(default)
+            .map_err(|e| tollgate_redis::Error::Plan(Box::new(e)))?
+            .clone();
+        Ok(RedisPlanStore {
+            plans,
+            default: default.into(),
+            limits,
+        })
+    }
+
+    /// The limiter of plans: to set, read or clear a caller's override at run time
+    /// (`RedisPlans::set`, `get`, `clear`), under the key the layer counts the caller by
+    /// (`key:<sha256>`, `custom:<key>`, `sub:<subject>`).
+    pub fn plans(&self) -> &tollgate_redis::RedisPlans<C> {
+        &self.plans
+    }
+}
+
+#[cfg(feature = "redis")]
+impl<C> Store for RedisPlanStore<C>
+where
+    C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
+{
+    type Error = tollgate_redis::Error;
+
+    fn limits(&self) -> &Limits {
+        &self.limits
+    }
+
+    /// Decided under the default plan (the layer names a plan for every request of a
+    /// policy of plans: [`Store::check_plan`]).
+    fn check(
+        &self,
+        key: &str,
+        _tenant: Option<&str>,
+        cost: u64,
+    ) -> impl Future<Output = Result<Checked, tollgate_redis::Error>> + Send {
+        let (this, key, plan) = (self.plans.clone(), key.to_string(), self.default.clone());
+        async move {
+            let answer = plan_checked(&this, &key, &plan, cost).await?;
+            Ok(answer.checked)
+        }
+    }
+
+    /// `RedisPlans::check`; when the caller's override decided, what it is (a `GET`, only
+    /// for callers with an override), so that the layer reports the limits it gives. An
+    /// override cleared or changed between the two, or a `GET` that fails, is reported at
+    /// the caller's next request, as on the memory store: this one is then reported under
+    /// the plan its request named.
+    fn check_plan(
+        &self,
+        key: &str,
+        plan: &str,
+        cost: u64,
+    ) -> impl Future<Output = Option<Result<PlanChecked, tollgate_redis::Error>>> + Send {
+        let (this, key, plan) = (self.plans.clone(), key.to_string(), plan.to_string());
+        async move { Some(plan_checked(&this, &key, &plan, cost).await) }
+    }
+
+    /// Nothing to give back: `RedisPlans` refuses a plan with a concurrency limit, so the
+    /// layer never releases for it.
+    fn release(&self, key: &str, cost: u64) {
+        let _ = (key, cost);
+    }
+
+    fn failure(&self, error: &tollgate_redis::Error) -> Why {
+        redis_failure(error)
+    }
+}
+
+/// [`RedisPlanStore::check_plan`]'s answer.
+#[cfg(feature = "redis")]
+async fn plan_checked<C>(
+    plans: &tollgate_redis::RedisPlans<C>,
+    key: &str,
+    plan: &str,
+    cost: u64,
+) -> Result<PlanChecked, tollgate_redis::Error>
+where
+    C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
+{
+    let o = plans.check(key, plan, cost).await?;
+    let overridden = match o.overridden {
+        true => plans.get(key).await.ok().flatten(),
+        false => None,
+    };
+    let checked = Checked {
+        decision: o.decision,
+        each: o.each,
+        source: redis_source(o.source),
+    };
+    Ok(PlanChecked {
+        checked,
+        overridden,
+    })
 }
 
 /// A check of a policy with a concurrency limit that gives the slots back if nobody is

@@ -1,14 +1,16 @@
 //! The layer on the Redis fleet store, against real redis-server processes (started on free
 //! loopback ports by the Redis crate's test support): decisions made by Redis, a store
-//! error answered as `on_error` declares, and Redis gone answered by the store's declared
-//! fallback.
+//! error answered as `on_error` declares, Redis gone answered by the store's declared
+//! fallback, and policies of plans on Redis (at the end).
 #![cfg(feature = "redis")]
 
 mod common;
 #[path = "../../redis/tests/support/mod.rs"]
 mod support;
 
+use std::collections::HashMap;
 use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use axum::extract::Extension;
@@ -22,9 +24,13 @@ use hyper_util::rt::TokioExecutor;
 use redis::aio::ConnectionManager;
 use support::Server;
 use tokio::sync::{mpsc, watch};
+use tollgate::plans::{Override, Plans};
 use tollgate::store::{Limits, Slot};
-use tollgate_redis::{Fallback, Options, RedisLimiter};
-use tollgate_tower::{Builder, Key, OnError, RateLimitInfo, RateLimitLayer, Route, Store};
+use tollgate_http::client::sha256_hex;
+use tollgate_redis::{Fallback, Options, RedisLimiter, RedisPlans};
+use tollgate_tower::{
+    Builder, Key, OnError, PlanChoice, RateLimitInfo, RateLimitLayer, RedisPlanStore, Route, Store,
+};
 
 type Layer = RateLimitLayer<RedisLimiter<ConnectionManager>>;
 
@@ -348,4 +354,198 @@ async fn an_overage_settled_on_redis_is_charged_in_full() {
     assert_eq!(call(addr, 30, 80).await.0, StatusCode::OK);
     assert_eq!(remaining_reaches(&a, 20).await, 20);
     assert_eq!(call(addr, 30, 0).await.0, StatusCode::TOO_MANY_REQUESTS);
+}
+
+// Plans on Redis (`Builder::redis_plans`): the memory plans' tests (tests/plans.rs) on the
+// fleet store, and two layers (two processes of a fleet) on one redis-server. The plans are
+// per day at Redis's clock: a window rolls over only at midnight UTC, never while a test
+// counts (but for a test started in its last seconds).
+
+const PLANS: &[(&str, &[&str])] = &[
+    ("anonymous", &["fixed-window 2/day"]),
+    ("free", &["fixed-window 5/day"]),
+    ("pro", &["fixed-window 10/day"]),
+];
+
+type PlansLayer = RateLimitLayer<RedisPlanStore<ConnectionManager>>;
+
+/// A layer of the plans on its own connection to `server`, choosing by `choice`.
+async fn plans_layer(server: &Server, fallback: Fallback, choice: PlanChoice) -> PlansLayer {
+    let options = Options::new("api", fallback)
+        .timeout(Duration::from_millis(200))
+        .probe_every(Duration::from_millis(300));
+    let conn = support::connect(&server.url()).await;
+    let plans = RedisPlans::new(conn, Plans::parse(PLANS).unwrap(), options).unwrap();
+    RateLimitLayer::redis_plans()
+        .redis_plans("api", plans, choice)
+        .route(Route::new("/api").policy("api"))
+        .build()
+        .unwrap()
+}
+
+async fn serve_plans(layer: PlansLayer) -> SocketAddr {
+    let app = Router::new()
+        .route(
+            "/{*rest}",
+            any(|info: Extension<RateLimitInfo>| async move { format!("{:?}", info.0.source) }),
+        )
+        .layer(layer);
+    common::serve(app, [127, 0, 0, 1].into()).await
+}
+
+/// What `n` requests with these headers got: how many were admitted, the last answer's
+/// `RateLimit-Policy` and `RateLimit` (up to its `t=`, which the clock decides), and the
+/// last admitted one's body (where it was decided).
+#[derive(Debug, PartialEq)]
+struct Got {
+    ok: usize,
+    policy: String,
+    limit: String,
+    body: String,
+}
+
+async fn send(addr: SocketAddr, headers: &[(&str, &str)], n: usize) -> Got {
+    let c = Client::builder(TokioExecutor::new()).build_http::<Empty<Bytes>>();
+    let mut got = Got {
+        ok: 0,
+        policy: String::new(),
+        limit: String::new(),
+        body: String::new(),
+    };
+    for _ in 0..n {
+        let mut req = http::Request::get(format!("http://{addr}/api/x"));
+        for (k, v) in headers {
+            req = req.header(*k, *v);
+        }
+        let resp = c.request(req.body(Empty::new()).unwrap()).await.unwrap();
+        let field = |name: &str| {
+            let v = resp.headers().get(name).map(|v| v.to_str().unwrap());
+            v.unwrap_or_default().to_string()
+        };
+        got.policy = field("ratelimit-policy");
+        got.limit = field("ratelimit");
+        got.limit
+            .truncate(got.limit.find(";t=").unwrap_or(got.limit.len()));
+        let status = resp.status();
+        let body = resp.into_body().collect().await.unwrap().to_bytes();
+        match status {
+            StatusCode::OK => {
+                got.ok += 1;
+                got.body = String::from_utf8(body.to_vec()).unwrap();
+            }
+            StatusCode::TOO_MANY_REQUESTS => {}
+            other => panic!("unexpected {other}"),
+        }
+    }
+    got
+}
+
+fn api_keys() -> PlanChoice {
+    PlanChoice::ApiKeys {
+        keys: vec![
+            (sha256_hex(b"free-key"), "free".to_string()),
+            (sha256_hex(b"pro-key"), "pro".to_string()),
+        ],
+        default: "anonymous".into(),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plans_on_redis_give_a_free_key_5_a_pro_key_10_and_an_unknown_key_counts_by_ip() {
+    let server = Server::start();
+    let addr = serve_plans(plans_layer(&server, Fallback::Closed, api_keys()).await).await;
+
+    let free = send(addr, &[("x-api-key", "free-key")], 6).await;
+    assert_eq!((free.ok, free.policy.as_str()), (5, "\"free\";q=5;w=86400"));
+    assert_eq!(free.body, "Some(Redis)");
+    let pro = send(addr, &[("x-api-key", "pro-key")], 11).await;
+    assert_eq!((pro.ok, pro.policy.as_str()), (10, "\"pro\";q=10;w=86400"));
+    // A key not in the table counts as no key: by this client's address, on the
+    // anonymous plan, the same count as a request without a key.
+    let unknown = send(addr, &[("x-api-key", "made-up")], 1).await;
+    let anonymous = "\"anonymous\";q=2;w=86400";
+    assert_eq!((unknown.ok, unknown.policy.as_str()), (1, anonymous));
+    assert_eq!(send(addr, &[], 2).await.ok, 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_redis_a_plan_change_keeps_spend_and_an_override_applies_until_cleared() {
+    let server = Server::start();
+    // The application's own table of users' plans, changed while the server runs.
+    let users: Arc<Mutex<HashMap<String, String>>> = Arc::default();
+    users.lock().unwrap().insert("u1".into(), "free".into());
+    let table = Arc::clone(&users);
+    let choice = PlanChoice::custom(
+        move |parts| {
+            let user = parts.headers.get("x-user")?.to_str().ok()?.to_string();
+            let plan = table.lock().unwrap().get(&user)?.clone();
+            Some((user, plan))
+        },
+        "anonymous",
+    );
+    let layer = plans_layer(&server, Fallback::Closed, choice).await;
+    let plans = layer.store("api").unwrap().plans().clone();
+    let addr = serve_plans(layer).await;
+    let u1 = [("x-user", "u1")];
+
+    assert_eq!(send(addr, &u1, 5).await.ok, 5);
+    // Upgraded: the 5 spent stay spent, 4 of pro's 10 are left after this one.
+    users.lock().unwrap().insert("u1".into(), "pro".into());
+    let got = send(addr, &u1, 1).await;
+    assert_eq!((got.ok, got.limit.as_str()), (1, "\"pro\";r=4"));
+    // Downgraded: 6 counted today, above free's 5: denied.
+    users.lock().unwrap().insert("u1".into(), "free".into());
+    assert_eq!(send(addr, &u1, 2).await.ok, 0);
+    // An override (stored in Redis under the key's name) gives u1 pro again from its next
+    // request, reported as pro; cleared, the plan again.
+    plans
+        .set("custom:u1", Override::Plan("pro".into()))
+        .await
+        .unwrap();
+    let got = send(addr, &u1, 1).await;
+    assert_eq!((got.ok, got.limit.as_str()), (1, "\"pro\";r=3"));
+    assert!(plans.clear("custom:u1").await.unwrap());
+    assert_eq!(send(addr, &u1, 1).await.ok, 0);
+    // Limits of its own, reported as `own`: 8 counted of its 20.
+    let own = vec!["fixed-window 20/day".parse().unwrap()];
+    plans.set("custom:u1", Override::Limits(own)).await.unwrap();
+    let got = send(addr, &u1, 1).await;
+    assert_eq!(
+        (got.ok, got.policy.as_str(), got.limit.as_str()),
+        (1, "\"own\";q=20;w=86400", "\"own\";r=12")
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_layers_on_one_redis_share_a_count_and_see_one_override() {
+    let mut server = Server::start();
+    let a = plans_layer(&server, Fallback::Open, api_keys()).await;
+    let b = plans_layer(&server, Fallback::Open, api_keys()).await;
+    let (plans_a, plans_b) = (
+        a.store("api").unwrap().plans().clone(),
+        b.store("api").unwrap().plans().clone(),
+    );
+    let (a, b) = (serve_plans(a).await, serve_plans(b).await);
+    let free = [("x-api-key", "free-key")];
+
+    // One count for the fleet: free's 5, whichever process a request reaches.
+    let mut ok = 0;
+    for addr in [a, b, a, b, a, b] {
+        ok += send(addr, &free, 1).await.ok;
+    }
+    assert_eq!(ok, 5);
+    // Set through one process, applied by the other at its next request; cleared through
+    // the other, gone in the first.
+    let key = format!("key:{}", sha256_hex(b"free-key"));
+    let own = vec!["fixed-window 7/day".parse().unwrap()];
+    plans_a.set(&key, Override::Limits(own)).await.unwrap();
+    let got = send(b, &free, 1).await;
+    assert_eq!((got.ok, got.limit.as_str()), (1, "\"own\";r=1"));
+    assert!(plans_b.clear(&key).await.unwrap());
+    let got = send(a, &free, 1).await;
+    assert_eq!((got.ok, got.limit.as_str()), (0, "\"free\";r=0"));
+    // Redis gone: the store's declared fallback (open) decides, as on other Redis routes.
+    server.kill();
+    let got = send(a, &free, 2).await;
+    assert_eq!((got.ok, got.body.as_str()), (2, "Some(Fallback)"));
 }
