@@ -11,9 +11,12 @@ import { fileURLToPath } from "node:url";
 import Redis from "ioredis";
 import { createClient } from "redis";
 import { RedisPlans, TESTING } from "tollgate/redis";
-import { Server, repo, closeAll } from "./support.js";
+import { Server, repo, closeAll, lineClient } from "./support.js";
 
-const MODULE = join(process.env.CARGO_TARGET_DIR ?? join(repo, "target"), "debug/libtollgate_redis_module.so");
+const target = process.env.CARGO_TARGET_DIR ?? join(repo, "target");
+const MODULE = join(target, "debug/libtollgate_redis_module.so");
+/** The Rust client's RedisPlans as a line client (crates/redis/examples/planner.rs). */
+const PLANNER = join(target, "debug/examples/planner");
 const dir = fileURLToPath(new URL("../../../tests/vectors/plans", import.meta.url));
 const files = readdirSync(dir).filter((f) => f.endsWith(".json")).sort();
 
@@ -22,6 +25,7 @@ const clients = [];
 
 before(async () => {
   assert.ok(existsSync(MODULE), `${MODULE} is missing: cargo build -p tollgate-redis-module`);
+  assert.ok(existsSync(PLANNER), `${PLANNER} is missing: cargo build -p tollgate-redis --example planner`);
   servers.scripts = await Server.start();
   servers.module = await Server.start(["--save", "", "--appendonly", "no", "--loadmodule", MODULE, "TESTCLOCK"]);
 });
@@ -169,6 +173,43 @@ for (const [way, kind] of WAYS) {
     assert.deepEqual([back.limit, back.plan, back.overridden], [100, "free", false]);
   });
 }
+
+for (const [way, kind] of WAYS) {
+  test(`a Node client and the Rust client share one caller's count and override (${way})`, async () => {
+    const clock = testClock();
+    const node = await plansOn(way, kind, "mixed", { free: "100/min", pro: "1000/min" }, clock);
+    const rust = await lineClient(PLANNER, [servers[way].url, "mixed", "0", String(way === "module"), "free=100/min", "pro=1000/min"]);
+    try {
+      const n = async (plan, cost) => {
+        const d = await node.check("alice", plan, { cost });
+        return { allowed: d.allowed, limit: d.limit, remaining: d.remaining, overridden: d.overridden };
+      };
+      const r = (line) => rust.run(line);
+      assert.deepEqual(await n("free", 30), { allowed: true, limit: 100, remaining: 70, overridden: false });
+      assert.deepEqual(await r("check\talice\tfree\t20"), { allowed: true, limit: 100, remaining: 50, overridden: false });
+      assert.deepEqual(await n("free", 1), { allowed: true, limit: 100, remaining: 49, overridden: false });
+      // Node's override, at Rust's next check: pro, with the 51 spent kept.
+      await node.set("alice", { plan: "pro" });
+      assert.deepEqual(await r("check\talice\tfree\t1"), { allowed: true, limit: 1000, remaining: 948, overridden: true });
+      // Rust's override, read and applied by Node; Rust clears it, and Node is back on free.
+      assert.deepEqual(await r("set\talice\tpro"), {});
+      assert.deepEqual(await node.get("alice"), { plan: "pro" });
+      assert.deepEqual(await r("clear\talice"), { had: true });
+      assert.deepEqual(await n("free", 1), { allowed: true, limit: 100, remaining: 47, overridden: false });
+    } finally {
+      await rust.stop();
+    }
+  });
+}
+
+test("two clients' concurrent checks of one caller admit exactly its plan's limit (scripts: the compare-and-set)", async () => {
+  const clock = testClock();
+  const plans = { free: "100/min", pro: "1000/min" };
+  const a = await plansOn("scripts", "ioredis", "storm", plans, clock);
+  const b = await plansOn("scripts", "node-redis", "storm", plans, clock);
+  const all = await Promise.all(Array.from({ length: 300 }, (_, i) => (i % 2 ? a : b).check("k", "free")));
+  assert.equal(all.filter((d) => d.allowed).length, 100);
+});
 
 test("RedisPlans refuses bad plans, keys and overrides by name, before any round trip", async () => {
   const c = await client("scripts", "ioredis");
