@@ -125,6 +125,15 @@ for (const [way, kind] of WAYS) {
     assert.equal(/cmdstat_evalsha:/.test(calls), way === "scripts", calls);
   });
 
+  test(`a cost above the limits' capacity is the core's error, nothing charged (${way})`, async () => {
+    const clock = testClock();
+    const limiter = await plansOn(way, kind, "cost", { free: "100/min", pro: "1000/min" }, clock);
+    await assert.rejects(limiter.check("k", "free", { cost: 101 }), { name: "RangeError", rule: "cost-exceeds-capacity" });
+    // Under pro's override the same cost fits.
+    await limiter.set("k", { plan: "pro" });
+    assert.equal((await limiter.check("k", "free", { cost: 101 })).remaining, 899);
+  });
+
   test(`free -> pro -> free within a window keeps the spend (${way})`, async () => {
     const clock = testClock();
     const limiter = await plansOn(way, kind, "switch", { free: "100/min", pro: "1000/min" }, clock);

@@ -139,7 +139,7 @@ export class RedisPlans {
     }
     try {
       if (this.#module === undefined) this.#module = await this.#ask();
-      const d = this.#module ? await this.#inModule(base, asked, args) : await this.#inTurn(key, () => this.#byScripts(base, asked, cost));
+      const d = this.#module ? await this.#inModule(base, asked, args, cost) : await this.#inTurn(key, () => this.#byScripts(base, asked, cost));
       this.#stats.redis++;
       return d;
     } catch (e) {
@@ -175,7 +175,7 @@ export class RedisPlans {
   }
 
   /** One `TOLLGATE.PLAN`; an overridden caller's plan read back from its override (one more round trip). */
-  async #inModule(base, asked, args) {
+  async #inModule(base, asked, args, cost) {
     const command = ["TOLLGATE.PLAN", base, ...args];
     const now = this.#o.clock?.();
     if (now !== undefined) command.push("NOW", String(now)); // a server loaded with TESTCLOCK
@@ -189,8 +189,16 @@ export class RedisPlans {
         this.#stats.indeterminate++;
         throw c;
       }
+      const message = String(e?.message);
       // The server lost the module (restarted without it): ask again at the next check.
-      if (/unknown command/i.test(String(e?.message))) this.#module = undefined;
+      if (/unknown command/i.test(message)) this.#module = undefined;
+      // A cost above the limits the module decided under (the override's, which only it
+      // read): the core's own error and sentence, as the scripts path throws it.
+      const refused = /^(?:ERR )?(cost-exceeds-capacity): (.*)$/.exec(message);
+      if (refused !== null) {
+        const error = new RangeError(`${refused[2]} [${refused[1]}]`);
+        throw Object.assign(error, { field: "cost", rule: refused[1], value: cost });
+      }
       throw c;
     }
     if (!Array.isArray(reply) || !Array.isArray(reply[6])) throw new RedisLimiterError("redis", "redis: unexpected module reply");
