@@ -249,7 +249,7 @@ impl FleetPlans {
     }
 
     /// The declared fallback's answer to a check of `cost` for `key` under `plan`
-    /// (0: admit; [`FALL_CLOSED`]: deny, retry after `retry_ms`; [`FALL_LOCAL`]: this
+    /// (0: admit; `FALL_CLOSED` (1): deny, retry after `retry_ms`; `FALL_LOCAL` (2): this
     /// process's own plan limiter at `now_ms`, without overrides).
     pub fn fallback(
         &self,
