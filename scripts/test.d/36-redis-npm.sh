@@ -4,7 +4,8 @@
 # free loopback ports with temporary directories and stop afterwards: the shared vectors
 # through Redis with ioredis and node-redis, exactness under concurrency, and 2 Node + 2 Rust
 # client processes (crates/redis/examples/storm.rs) sharing one limit, and reserve-then-settle
-# across 2 Node and 2 Rust processes (crates/redis/examples/settler.rs); the same entry on a
+# across 2 Node and 2 Rust processes (crates/redis/examples/settler.rs), plans (RedisPlans) shared
+# by a Node and a Rust client (crates/redis/examples/planner.rs); the same entry on a
 # server with tollgate's module loaded (crates/redis-module; bindgen needs libclang), acquire,
 # and a local 3-node Redis Cluster (ioredis Cluster, node-redis cluster client).
 set -euo pipefail
@@ -21,7 +22,7 @@ cargo clippy -q -p tollgate-redis --examples -- -D warnings
 
 echo "--- build (pkg/ with pkg/redis/, the Rust clients of the cross-runtime tests, the module)"
 crates/wasm/build.sh
-cargo build -q -p tollgate-redis --example storm --example settler
+cargo build -q -p tollgate-redis --example storm --example settler --example planner
 cargo build -q -p tollgate-redis-module --locked
 
 echo "--- node --test test-redis/"

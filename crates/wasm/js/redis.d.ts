@@ -1,6 +1,7 @@
 // Types of `tollgate/redis`: one exact limit for a fleet of processes sharing one Redis.
 import type { Counts, Decision, Overage, Policy, Reservation, Settlement } from "./index.js";
 import { WaitTimeoutError } from "./index.js";
+import type { PlanLimits, PlanOverride } from "./plans.js";
 
 /** The rejection of `acquire` when the request cannot proceed within `maxWait` (the package's class). */
 export { WaitTimeoutError };
@@ -224,6 +225,63 @@ export class RedisLimiter {
   headers(decision: Decision, name?: string, options?: { legacy?: boolean }): Record<string, string>;
   /** The application/problem+json body of a 429 for a denied decision; `undefined` when allowed. */
   problem(decision: Decision, name?: string): string | undefined;
+  /** Frees the wasm memory now instead of at garbage collection. */
+  free(): void;
+}
+
+/** Options of a {@link RedisPlans}: its plans, and a {@link RedisLimiter}'s connection options (no deny cache). */
+export interface RedisPlansOptions extends Omit<RedisLimiterOptions, "denyCache"> {
+  /** The plans by name, in order: `{ free: "100/min", pro: ["1000/min", "50/s"] }` (no concurrency limit). */
+  plans: Record<string, PlanLimits>;
+  /** The plan of a check that names none (`undefined`); default: the first plan. */
+  default?: string;
+}
+
+/** A decision of a {@link RedisPlans}: a {@link FleetDecision}, and what it was made by. */
+export interface RedisPlanDecision extends FleetDecision {
+  /**
+   * The plan whose limits decided (the call's, or the caller's override's); `null` for the
+   * caller's own limits; `undefined` when the module decided under an override whose plan
+   * could not be read back.
+   */
+  plan: string | null | undefined;
+  /** Whether the caller's override decided (a fallback's decision: never). */
+  overridden: boolean;
+}
+
+/** Where a {@link RedisPlans} decided so far. */
+export interface RedisPlansStats {
+  redis: number;
+  fallback: number;
+  indeterminate: number;
+  conflicts: number;
+  roundTrips: number;
+}
+
+/**
+ * A fleet-wide limiter whose limits depend on the caller: named plans, a caller's spend
+ * kept when its plan changes, and per-caller overrides stored in Redis (at
+ * `<prefix>:{<namespace>:<key>}:o`), which every process (Node or Rust, tollgate-redis'
+ * `RedisPlans`) sees at its next check of that caller. With tollgate's module, one
+ * `TOLLGATE.PLAN` a check; else the read and commit scripts.
+ */
+export class RedisPlans {
+  constructor(client: RedisClient, options: RedisPlansOptions);
+  /** The plans' names, in order. */
+  readonly plans: string[];
+  /** The plan of a check that names none. */
+  readonly defaultPlan: string;
+  /** The policies of the plan `name`, canonical, in stack order. */
+  policiesOf(name: string): string[];
+  /** Decides a request for the caller `key` under `plan` (default: the default plan), or under its override. */
+  check(key: string, plan?: string | null, options?: { cost?: number }): Promise<RedisPlanDecision>;
+  /** Gives `key` another plan or limits of its own, in Redis, from every process's next check of it. */
+  set(key: string, override: PlanOverride): Promise<void>;
+  /** The override of `key`, or `undefined`. */
+  get(key: string): Promise<PlanOverride | undefined>;
+  /** Clears the override of `key`; whether it had one. */
+  clear(key: string): Promise<boolean>;
+  stats(): RedisPlansStats;
   /** Frees the wasm memory now instead of at garbage collection. */
   free(): void;
 }

@@ -6,6 +6,7 @@
 // scripts (read, then a compare-and-set commit), so Node and Rust processes can share one
 // limit. See index.d.ts (redis.d.ts) and crates/redis/src/lib.rs for the design.
 //   redis.js           RedisLimiter: the API (arguments, groups, acquire's wait, counts)
+//   redis/plans.js     RedisPlans: limits by the caller's plan, overrides in Redis
 //   redis/rounds.js    how requests are served: rounds per group, fallback, deny cache
 //   redis/settles.js   the settle of a reservation, once in the fleet
 //   redis/merged.js    the two scripts, by SHA1, merged on one server
@@ -32,6 +33,7 @@ import { settleOnRedis } from "./redis/settles.js";
 import { TESTING, readOptions } from "./redis/options.js";
 
 export { WaitTimeoutError, RedisLimiterError, TESTING, prometheus };
+export { RedisPlans } from "./redis/plans.js";
 
 /** A reservation's id: random, never 0 (as tollgate-redis draws them), unique in the fleet by chance (2^-64 a pair). */
 function reservationId() {

@@ -37,8 +37,11 @@ mod deny;
 mod headers;
 mod local;
 mod numbers;
+mod plans;
 mod protocol;
 mod settle;
+
+pub use plans::FleetPlans;
 
 use deny::{Denied, MAX_DENIALS};
 use local::local_limiter;

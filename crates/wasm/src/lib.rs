@@ -78,7 +78,7 @@ static ALLOCATOR: talc::TalckWasm = unsafe { talc::TalckWasm::new_global() };
 
 pub use adaptive::AdaptiveCore;
 #[cfg(feature = "store")]
-pub use fleet::FleetLimits;
+pub use fleet::{FleetLimits, FleetPlans};
 pub use http::{Backoff, *};
 pub use limiter::{Core, KEY_MAX, OUT_LEN, RESERVATION_LEN};
 #[cfg(feature = "plans")]

@@ -50,7 +50,10 @@ fn plan_error(at: &str, e: &PlanError) -> JsValue {
         PlanError::EmptyName { index } | PlanError::DuplicateName { index, .. } => {
             (format!("{at}[{index}].name"), false)
         }
-        PlanError::TooManyOverrides { .. } => (at.to_string(), true),
+        // A bound on counts: a RangeError, as a full table of overrides is.
+        PlanError::TooManyOverrides { .. } | PlanError::TooManyLayers { .. } => {
+            (at.to_string(), true)
+        }
         PlanError::NoPlans => (at.to_string(), false),
     };
     let message = format!("{e} [{}]", e.code());
