@@ -105,6 +105,70 @@ pub fn items<'a>(
         .collect()
 }
 
+/// The name the response headers give a key's own limits (an override of limits), as the
+/// tower layer names them.
+#[cfg(any(feature = "plans", feature = "store"))]
+pub const OWN: &str = "own";
+
+/// What a plan limiter's decision was made by, for its headers: the plan at an index of
+/// the plans, or the key's own limits (an override of limits), named [`OWN`].
+#[cfg(any(feature = "plans", feature = "store"))]
+pub enum MadeBy {
+    /// The plan at this index of the plans.
+    Plan(usize),
+    /// The key's own limits, as they were at the decision.
+    Own(Vec<Policy>),
+}
+
+/// The header items' parts of a plan limiter's decision (`PlanCore`'s and `FleetPlans'`
+/// alike): the limits that made it, named by their plan (`pro`, or `pro.1`, `pro.2`, ...
+/// for a stack) or [`OWN`], with `each` limit's decision. `None` for a plan index that is
+/// not one of `plans`.
+#[cfg(any(feature = "plans", feature = "store"))]
+fn plan_named(
+    plans: &tollgate::plans::Plans,
+    by: MadeBy,
+    each: &[f64],
+) -> Option<(Vec<String>, Vec<Policy>, Vec<Decision>)> {
+    Some(match by {
+        MadeBy::Plan(i) => {
+            let p = plans.iter().nth(i)?;
+            named(p.name(), p.limits().layers().to_vec(), false, each)
+        }
+        MadeBy::Own(limits) => named(OWN, limits, false, each),
+    })
+}
+
+/// The response headers of a plan limiter's decision, flattened as `[name, value, ...]`
+/// (named as `plan_named` names them); `None` for a plan that is not one of `plans`.
+#[cfg(any(feature = "plans", feature = "store"))]
+pub fn plan_headers(
+    plans: &tollgate::plans::Plans,
+    by: MadeBy,
+    each: &[f64],
+    legacy: bool,
+) -> Option<Vec<String>> {
+    let (names, policies, decisions) = plan_named(plans, by, each)?;
+    Some(
+        headers::response_headers(&items(&names, &policies, &decisions), legacy)
+            .into_iter()
+            .flat_map(|(k, v)| [k.to_string(), v])
+            .collect(),
+    )
+}
+
+/// The 429 problem+json body of a plan limiter's decision (`Some(None)` when every limit
+/// admitted); `None` for a plan that is not one of `plans`.
+#[cfg(any(feature = "plans", feature = "store"))]
+pub fn plan_problem(
+    plans: &tollgate::plans::Plans,
+    by: MadeBy,
+    each: &[f64],
+) -> Option<Option<String>> {
+    let (names, policies, decisions) = plan_named(plans, by, each)?;
+    Some(headers::problem(&items(&names, &policies, &decisions)))
+}
+
 /// A retry schedule for 429/503 responses: full jitter, `Retry-After` first, a maximum
 /// number of attempts (the core's `backoff::Backoff`, with randomness from `getrandom`,
 /// i.e. `crypto.getRandomValues`).

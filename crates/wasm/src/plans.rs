@@ -14,16 +14,12 @@ use std::num::NonZeroUsize;
 use js_sys::{Error, RangeError, TypeError};
 use tollgate::keyed::{PlanCheckError, PlanLimiter};
 use tollgate::plans::{Override, PlanError, Plans};
-use tollgate::{Decision, Policy};
+use tollgate::Policy;
 use wasm_bindgen::prelude::*;
 use wasm_bindgen::JsCast;
 
 use crate::errors::{annotate, decide_error, is_range_rule, key_error};
-use crate::http::{self, numbers};
-
-/// The name the response headers give a key's own limits (an override of limits), as the
-/// tower layer names them.
-const OWN: &str = "own";
+use crate::http::{self, numbers, MadeBy};
 
 /// What [`PlanCore::check`] answers in front of the decision's numbers when the key's own
 /// limits decided (otherwise the index of the plan that did).
@@ -105,9 +101,10 @@ fn parse_limits(texts: &[String]) -> Result<Vec<Policy>, JsValue> {
         .collect()
 }
 
-/// The limits a decision was made by, each named as the headers name it, with their
-/// decisions ([`http::named`]).
-type Named = (Vec<String>, Vec<Policy>, Vec<Decision>);
+/// The error of a decision made by no plan of these (nor by a key's own limits).
+fn no_plan() -> JsValue {
+    plan_error("decision", &PlanError::NoPlans)
+}
 
 /// A policy of plans and its keys' counters.
 #[wasm_bindgen]
@@ -212,12 +209,8 @@ impl PlanCore {
         each: &[f64],
         legacy: bool,
     ) -> Result<Vec<String>, JsValue> {
-        let (names, policies, decisions) = self.named(plan, own, each)?;
-        let items = http::items(&names, &policies, &decisions);
-        Ok(tollgate::headers::response_headers(&items, legacy)
-            .into_iter()
-            .flat_map(|(k, v)| [k.to_string(), v])
-            .collect())
+        http::plan_headers(self.inner.plans(), self.made_by(plan, own)?, each, legacy)
+            .ok_or_else(no_plan)
     }
 
     /// The 429 problem+json body for a decision (arguments as for [`PlanCore::headers`]);
@@ -229,22 +222,15 @@ impl PlanCore {
         own: Option<Vec<String>>,
         each: &[f64],
     ) -> Result<Option<String>, JsValue> {
-        let (names, policies, decisions) = self.named(plan, own, each)?;
-        Ok(tollgate::headers::problem(&http::items(
-            &names, &policies, &decisions,
-        )))
+        http::plan_problem(self.inner.plans(), self.made_by(plan, own)?, each).ok_or_else(no_plan)
     }
 
-    /// The limits a decision was made by, named as the headers name them, with its
-    /// decisions.
-    fn named(&self, plan: i32, own: Option<Vec<String>>, each: &[f64]) -> Result<Named, JsValue> {
-        let found = usize::try_from(plan)
-            .ok()
-            .and_then(|i| self.inner.plans().iter().nth(i));
-        Ok(match (found, own) {
-            (Some(p), _) => http::named(p.name(), p.limits().layers().to_vec(), false, each),
-            (None, Some(texts)) => http::named(OWN, parse_limits(&texts)?, false, each),
-            (None, None) => return Err(plan_error("decision", &PlanError::NoPlans)),
+    /// What a decision was made by: the plan at `plan`, else the key's own limits `own`.
+    fn made_by(&self, plan: i32, own: Option<Vec<String>>) -> Result<MadeBy, JsValue> {
+        Ok(match (usize::try_from(plan), own) {
+            (Ok(i), _) => MadeBy::Plan(i),
+            (Err(_), Some(texts)) => MadeBy::Own(parse_limits(&texts)?),
+            (Err(_), None) => return Err(no_plan()),
         })
     }
 

@@ -25,6 +25,7 @@ use wasm_bindgen::prelude::*;
 
 use super::instant;
 use super::numbers::{answer, stack_from};
+use crate::http::{self, MadeBy};
 use crate::{cost_units, errors, max_keys, now_ns};
 
 /// The `fallback` option as [`FleetPlans::fallback`] takes it (any other, 0: admit): deny until the next probe.
@@ -278,6 +279,33 @@ impl FleetPlans {
         Ok(out)
     }
 
+    /// The response headers for a decision, flattened as `[name, value, ...]`, as
+    /// `PlanCore`'s (one rule, `http::plan_headers`): made by the plan at `plan` (its
+    /// limits named `<plan>`, or `<plan>.1`, `<plan>.2`, ... for a stack), or, when `plan`
+    /// is -1, by the caller's own limits `own` (named `own`). `each` holds each limit's
+    /// decision ([`crate::DECISION_LEN`] numbers per limit).
+    pub fn headers(
+        &self,
+        plan: i32,
+        own: Option<Vec<String>>,
+        each: &[f64],
+        legacy: bool,
+    ) -> Result<Vec<String>, JsValue> {
+        http::plan_headers(&self.plans, made_by(plan, own)?, each, legacy).ok_or_else(no_plan)
+    }
+
+    /// The 429 problem+json body for a decision (arguments as for [`FleetPlans::headers`]);
+    /// `undefined` when every limit admitted.
+    #[wasm_bindgen(js_name = quotaExceeded)]
+    pub fn quota_exceeded(
+        &self,
+        plan: i32,
+        own: Option<Vec<String>>,
+        each: &[f64],
+    ) -> Result<Option<String>, JsValue> {
+        http::plan_problem(&self.plans, made_by(plan, own)?, each).ok_or_else(no_plan)
+    }
+
     /// The value of an override: another plan (`plan`) or the caller's own limits
     /// (`limits`, policies), resolved now (the core's [`plan::encode_override`]), with a
     /// fresh write id. Errors name `override` and the core's rule.
@@ -309,6 +337,20 @@ impl FleetPlans {
                 .collect(),
         }))
     }
+}
+
+/// What a decision was made by: the plan at `plan`, else the caller's own limits `own`.
+fn made_by(plan: i32, own: Option<Vec<String>>) -> Result<MadeBy, JsValue> {
+    Ok(match (usize::try_from(plan), own) {
+        (Ok(i), _) => MadeBy::Plan(i),
+        (Err(_), Some(texts)) => MadeBy::Own(parse_limits(&texts)?),
+        (Err(_), None) => return Err(no_plan()),
+    })
+}
+
+/// The error of a decision made by no plan of these (nor by a caller's own limits).
+fn no_plan() -> JsValue {
+    plan_error("decision", &PlanError::NoPlans)
 }
 
 /// Policies in the compact grammar (an override's own limits), or the first one's error,
