@@ -1,11 +1,11 @@
 import type { AdaptiveLimiter, Limiter } from "./index.js";
-import type { RedisLimiter } from "./redis.js";
+import type { RedisLimiter, RedisPlans } from "./redis.js";
 import type { PlanLimiter } from "./plans.js";
 
 /** Options of the Express middleware. */
 export interface RateLimitOptions<Req = any> {
-  /** The limiter that decides (`new Limiter("100/min")`, `Limiter.all([...])`, or a fleet's `RedisLimiter` of `tollgate/redis`). A `PlanLimiter` of `tollgate/plans` gives each request its plan's limits (`plan`). */
-  limiter: Limiter | RedisLimiter | PlanLimiter;
+  /** The limiter that decides (`new Limiter("100/min")`, `Limiter.all([...])`, or a fleet's `RedisLimiter` of `tollgate/redis`). A `PlanLimiter` of `tollgate/plans`, or a fleet's `RedisPlans`, gives each request its plan's limits (`plan`). */
+  limiter: Limiter | RedisLimiter | PlanLimiter | RedisPlans;
   /**
    * Not needed: the headers (`RateLimit`/`RateLimit-Policy`, the 429's `violated-policies`)
    * use the limiter's own name (`new Limiter(policy, { name })`), the one its metrics use.
@@ -18,9 +18,9 @@ export interface RateLimitOptions<Req = any> {
   /** Key by a function of the request (takes precedence over `header`). */
   key?: (req: Req, res: any) => string | undefined;
   /**
-   * With a `PlanLimiter`: the request's plan, typically from what an auth middleware in front verified (`req.auth`, `res.locals.auth`); `undefined`, or a name that
+   * With a `PlanLimiter` or `RedisPlans`: the request's plan, typically from what an auth middleware in front verified (`req.auth`, `res.locals.auth`); `undefined`, or a name that
    * is none of the plans, counts under the limiter's default plan. The headers carry the plan's
-   * numbers and policy, named by the plan. (A `PlanLimiter` takes no `name`, `route` or
+   * numbers and policy, named by the plan. (A `PlanLimiter` or `RedisPlans` takes no `name`, `route` or
    * response cost.)
    */
   plan?: (req: Req, res: any) => string | undefined;

@@ -1,11 +1,11 @@
 import type { AdaptiveLimiter, Limiter } from "./index.js";
-import type { RedisLimiter } from "./redis.js";
+import type { RedisLimiter, RedisPlans } from "./redis.js";
 import type { PlanLimiter } from "./plans.js";
 
 /** Options of the Hono middleware. */
 export interface RateLimiterOptions<C = any> {
-  /** The limiter that decides (a `Limiter`, or a fleet's `RedisLimiter` of `tollgate/redis`: Node). A `PlanLimiter` of `tollgate/plans` gives each request its plan's limits (`plan`). */
-  limiter: Limiter | RedisLimiter | PlanLimiter;
+  /** The limiter that decides (a `Limiter`, or a fleet's `RedisLimiter` of `tollgate/redis`: Node). A `PlanLimiter` of `tollgate/plans`, or a fleet's `RedisPlans`, gives each request its plan's limits (`plan`). */
+  limiter: Limiter | RedisLimiter | PlanLimiter | RedisPlans;
   /**
    * Not needed: the headers (`RateLimit`/`RateLimit-Policy`, the 429's `violated-policies`)
    * use the limiter's own name (`new Limiter(policy, { name })`), the one its metrics use.
@@ -18,9 +18,9 @@ export interface RateLimiterOptions<C = any> {
   /** Key by a function of the context (takes precedence over `header`). */
   key?: (c: C) => string | undefined;
   /**
-   * With a `PlanLimiter`: the request's plan, typically from what `hono/jwt` verified (`c.get("jwtPayload")`); `undefined`, or a name that
+   * With a `PlanLimiter` or `RedisPlans`: the request's plan, typically from what `hono/jwt` verified (`c.get("jwtPayload")`); `undefined`, or a name that
    * is none of the plans, counts under the limiter's default plan. The headers carry the plan's
-   * numbers and policy, named by the plan. (A `PlanLimiter` takes no `name`, `route` or
+   * numbers and policy, named by the plan. (A `PlanLimiter` or `RedisPlans` takes no `name`, `route` or
    * response cost.)
    */
   plan?: (c: C) => string | undefined;

@@ -55,7 +55,8 @@ export function options(o) {
 }
 
 /**
- * With a `PlanLimiter` (tollgate/plans, recognised by its `plans` and `defaultPlan`): its
+ * With a `PlanLimiter` (tollgate/plans) or a `RedisPlans` (tollgate/redis), recognised by
+ * their `plans` and `defaultPlan`: its
  * plans' names, for `plan(req)`'s answer; `undefined` for any other limiter, which a `plan`
  * option cannot go with. A PlanLimiter's headers name the plan that decided, so a `name` is
  * refused; it keeps no metrics, so a `route` is too.
@@ -66,7 +67,7 @@ function planOptions(o) {
     throw invalid("plan", "not-a-function", "must be a function of the request answering a plan's name (or undefined)");
   }
   if (!planned) {
-    if (o.plan !== undefined) throw invalid("plan", "not-a-plan-limiter", "plan(req) needs a PlanLimiter (tollgate/plans) as the limiter");
+    if (o.plan !== undefined) throw invalid("plan", "not-a-plan-limiter", "plan(req) needs a PlanLimiter (tollgate/plans) or a RedisPlans (tollgate/redis) as the limiter");
     return undefined;
   }
   if (o.name !== undefined) throw invalid("name", "plan-named", "a PlanLimiter's headers name the plan that decided: leave name out");
@@ -194,8 +195,12 @@ function nameOf(o) {
  * `RedisLimiter`'s decision (each limit's too) is a promise.
  */
 export function decide(limiter, key, cost, route, settle, plans, plan) {
-  // A PlanLimiter: the request's plan, each limit's decision for the headers of a stack.
-  if (plans !== undefined) return limiter.checkDetailed(key, plan, cost === undefined ? undefined : { cost });
+  // A PlanLimiter: the request's plan, each limit's decision for the headers of a stack (a
+  // RedisPlans' `check` answers each limit's, as a promise).
+  if (plans !== undefined) {
+    const opts = cost === undefined ? undefined : { cost };
+    return typeof limiter.checkDetailed === "function" ? limiter.checkDetailed(key, plan, opts) : limiter.check(key, plan, opts);
+  }
   // Charged by its response: the estimate reserved (the decision carries the reservation).
   if (settle !== undefined) return limiter.reserve(key, cost ?? 1);
   const opts = cost === undefined && route === undefined ? undefined : { cost, route };

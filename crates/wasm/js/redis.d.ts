@@ -1,5 +1,5 @@
 // Types of `tollgate/redis`: one exact limit for a fleet of processes sharing one Redis.
-import type { Counts, Decision, Overage, Policy, Reservation, Settlement } from "./index.js";
+import type { Counts, Decision, Overage, Policy, RateLimitHeaders, Reservation, Settlement } from "./index.js";
 import { WaitTimeoutError } from "./index.js";
 import type { PlanLimits, PlanOverride } from "./plans.js";
 
@@ -281,6 +281,16 @@ export class RedisPlans {
   get(key: string): Promise<PlanOverride | undefined>;
   /** Clears the override of `key`; whether it had one. */
   clear(key: string): Promise<boolean>;
+  /**
+   * The response headers for a decision of this limiter, the core's, as a `PlanLimiter`'s:
+   * `RateLimit-Policy` and `RateLimit` named by the plan that decided (`"pro"`, `"pro.1"`,
+   * ... for a stack; `"own"` for the caller's own limits), `Retry-After` and
+   * `Cache-Control: no-store` when denied. Throws a `TypeError` (`rule:
+   * "not-a-plan-decision"`) for a decision whose `plan` is `undefined`.
+   */
+  headers(decision: RedisPlanDecision, options?: { legacy?: boolean }): RateLimitHeaders;
+  /** The application/problem+json body of a 429 for a denied decision; `undefined` when allowed. */
+  problem(decision: RedisPlanDecision): string | undefined;
   stats(): RedisPlansStats;
   /** Frees the wasm memory now instead of at garbage collection. */
   free(): void;

@@ -15,11 +15,23 @@ import { RedisLimiterError, Unavailable, fatal, keyed, optionError } from "./err
 import { FleetLimits, answerDecision, classify } from "./fleet.js";
 import { Scripts } from "./merged.js";
 import { readOptions } from "./options.js";
+import { checkDecision } from "../web/checks.js";
+import { eachNumbers } from "../web/decision.js";
 
 const { FleetPlans } = glue;
 
 /** FleetPlans.fallback's modes (crates/wasm/src/fleet/plans.rs). */
 const FALLBACK_MODE = { open: 0, closed: 1, local: 2 };
+
+/**
+ * A decision made by the caller's own limits (an override of limits) keeps them here (not
+ * enumerable: not in the decision's shape), as they were read at the decision, for its
+ * headers; a plan's decision needs nothing hidden: its `plan` names its limits.
+ */
+const OWN = Symbol("tollgate.ownLimits");
+
+/** What FleetPlans.headers takes for a decision made by the caller's own limits (not a plan). */
+const OWN_LIMITS = -1;
 
 /** Where a TOLLGATE.PLAN reply says whether the caller's override decided: after the six fields and each limit's. */
 const OVERRIDDEN = 7;
@@ -217,6 +229,7 @@ export class RedisPlans {
       // that read fails: the decision stands, charged).
       const o = await this.#override(base + this.#suffixes[this.#suffixes.length - 1]).catch(() => undefined);
       d.plan = o === undefined ? undefined : o[0] === "plan" ? o[1] : null;
+      if (d.plan === null) Object.defineProperty(d, OWN, { value: o.slice(1) });
     }
     return d;
   }
@@ -253,6 +266,7 @@ export class RedisPlans {
       const d = answerDecision(numbers, "redis");
       d.plan = by;
       d.overridden = values[values.length - 1].length > 0;
+      if (by === null) Object.defineProperty(d, OWN, { value: this.#core.decodeOverride(values[values.length - 1]).slice(1) });
       if (commit === undefined) return d;
       let answer;
       try {
@@ -346,6 +360,42 @@ export class RedisPlans {
   /** Clears the caller `key`'s override (its next check, in any process, is under the plan it names, its spend carried); whether it had one. */
   async clear(key) {
     return number(await this.#admin(["DEL", this.#overrideKey(key)])) > 0;
+  }
+
+  /**
+   * What made `decision` (a decision of this limiter's `check`): the plan's index (or
+   * OWN_LIMITS), the caller's own limits, and each limit's decision as the core reads them.
+   * A decision whose override could not be read back (`plan` undefined) names no limits.
+   */
+  #madeBy(decision) {
+    checkDecision(decision);
+    const own = decision[OWN];
+    const by = own !== undefined ? OWN_LIMITS : this.#names.indexOf(decision.plan);
+    if (own === undefined && by < 0) {
+      throw optionError(TypeError, "decision", decision.plan, "not-a-plan-decision", "must be a decision of this RedisPlans' check()");
+    }
+    return [by, own, eachNumbers(decision.each ?? [decision])];
+  }
+
+  /**
+   * The response headers for a decision of this limiter, as a `PlanLimiter`'s (the core's
+   * one rule): `RateLimit-Policy` and `RateLimit` of the limits that made it, named by their
+   * plan (`"pro"`, or `"pro.1"`, `"pro.2"` for a stack; `"own"` for a caller's own limits),
+   * `Retry-After` and `Cache-Control: no-store` when denied (and `X-RateLimit-*` with
+   * `legacy`). A fallback's decision is described by the plan the call named.
+   */
+  headers(decision, options) {
+    const [by, own, each] = this.#madeBy(decision);
+    const flat = this.#core.headers(by, own, each, options?.legacy === true);
+    const out = {};
+    for (let i = 0; i < flat.length; i += 2) out[flat[i]] = flat[i + 1];
+    return out;
+  }
+
+  /** The application/problem+json body of a 429 for a denied decision (`undefined` when allowed). */
+  problem(decision) {
+    const [by, own, each] = this.#madeBy(decision);
+    return this.#core.quotaExceeded(by, own, each);
   }
 
   /** Where decisions were made so far: `{ redis, fallback, indeterminate, conflicts, roundTrips }`. */
