@@ -1,26 +1,30 @@
 // The Express and Hono middleware on a RedisPlans, over real HTTP on 127.0.0.1 and a real
-// redis-server (the scripts: no module): each caller's plan from what the auth middleware in
+// redis-server (the scripts; and the module, TOLLGATE.PLAN, for overrides): each caller's plan from what the auth middleware in
 // front set, the decision awaited, the core's headers and 429 body named after the plan that
 // decided, an override set in Redis applying at the caller's next request, and a request
 // without a caller counted by IP under the default plan.
 import { test } from "node:test";
 import assert from "node:assert/strict";
+import { join } from "node:path";
 import express from "express";
 import { Hono } from "hono";
 import { serve as honoServe } from "@hono/node-server";
 import { RedisPlans, TESTING } from "tollgate/redis";
 import { rateLimit } from "tollgate/express";
 import { rateLimiter } from "tollgate/hono";
-import { serverForTests } from "./support.js";
+import { repo, serverForTests } from "./support.js";
 
 const redis = serverForTests();
+const MODULE = join(process.env.CARGO_TARGET_DIR ?? join(repo, "target"), "debug/libtollgate_redis_module.so");
+/** A server with tollgate's module (built by the suite), its clock the test's (TESTCLOCK). */
+const withModule = serverForTests(["--save", "", "--appendonly", "no", "--loadmodule", MODULE, "TESTCLOCK"]);
 
 /** Who each bearer token is, as an app's auth middleware would have verified it. */
 const USERS = { "t-alice": { sub: "alice", plan: "free" }, "t-bob": { sub: "bob", plan: "pro" }, "t-carol": { sub: "carol", plan: "free" } };
 
 /** Plans of small limits on Redis, at a clock held 1,000 s into a day (no window rolls over mid-test). */
-function plans(namespace) {
-  return new RedisPlans(redis.ioredis(), {
+function plans(namespace, server = redis) {
+  return new RedisPlans(server.ioredis(), {
     plans: { free: "2/hour", pro: "4/hour" },
     default: "free",
     namespace,
@@ -101,8 +105,8 @@ test("Express on a RedisPlans: free gets free's 2 and pro pro's 4, the headers a
   }
 });
 
-test("Express on a RedisPlans: an override set in Redis applies at the caller's next request (another plan, or its own limits named own), and is gone when cleared", async () => {
-  const limiter = plans("mwp-override");
+for (const [way, server] of [["scripts", redis], ["module", withModule]]) test(`Express on a RedisPlans (${way}): an override set in Redis applies at the caller's next request (another plan, or its own limits named own), and is gone when cleared`, async () => {
+  const limiter = plans("mwp-override", server);
   const { url, close } = await listenExpress(expressApp(limiter));
   try {
     assert.deepEqual(statuses(await calls(url, 2, "t-alice")), [200, 200]);
