@@ -61,7 +61,7 @@ impl<C: Clock> Builder<Memory<C>> {
     /// `pro.1`, `pro.2`, ...). Overrides at run time: [`Memory::plan_limiter`] (at most
     /// [`MAX_OVERRIDES`]).
     ///
-    /// For a fleet, the same on Redis: [`Builder::redis_plans`].
+    /// For a fleet, the same on Redis: `Builder::redis_plans` (feature `redis`).
     pub fn plans(mut self, name: &str, plans: &[(&str, &[&str])], choice: PlanChoice) -> Self {
         let parsed = Plans::parse(plans)
             .map_err(|e| ConfigError::new(format!("policies.{name}.plans"), e))
